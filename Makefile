@@ -1,0 +1,47 @@
+# Every target does its own set-up: a fresh clone needs only python3 (>= 3.11) and Java 17.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PROTO_STAMP := snapview_proto/.generated-stamp
+PROTOS := $(wildcard proto/snapview/v1/*.proto)
+
+.PHONY: test demo proto lint fmt bench chaos clean
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c requirements.lock grpcio-tools
+	$(PY) scripts/gen_protos.py
+	$(PY) -m pip install -q -c requirements.lock -e '.[dev]'
+	touch $@
+
+$(PROTO_STAMP): $(STAMP) $(PROTOS) scripts/gen_protos.py
+	$(PY) scripts/gen_protos.py
+	touch $@
+
+proto: $(PROTO_STAMP)
+
+test: $(PROTO_STAMP)
+	$(PY) -m pytest tests -q
+
+demo: $(PROTO_STAMP)
+	$(PY) -m coordinator.cli demo bank
+
+lint: $(PROTO_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: $(PROTO_STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: $(PROTO_STAMP)
+	$(PY) scripts/bench_tso.py
+	$(PY) scripts/bench_store.py
+
+chaos: $(PROTO_STAMP)
+	@echo "chaos runs arrive with the chaos issue"; exit 1
+
+clean:
+	rm -rf $(VENV) snapview_proto .pytest_cache .ruff_cache

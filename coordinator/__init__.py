@@ -1,0 +1,33 @@
+"""snapview's coordinator package and its public Python client.
+
+    import coordinator
+    client = coordinator.connect("localhost:50051")
+    with client.transaction() as txn:
+        txn.put("accounts", {"id": 1, "balance": 100})
+
+Public names are re-exported here; ``tests/unit/test_public_api.py`` pins the list.
+"""
+
+from kvstore.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    KeyIsLocked,
+    NotFound,
+    SchemaMismatch,
+    SnapviewError,
+    TableNotFound,
+    TxnError,
+    ValueTooLarge,
+    WriteConflict,
+)
+from kvstore.remote import RetryPolicy
+
+from coordinator.client import Client, connect
+from coordinator.transaction import Transaction
+
+__all__ = [
+    "AlreadyExists", "Client", "FailedPrecondition", "InvalidArgument", "KeyIsLocked",
+    "NotFound", "RetryPolicy", "SchemaMismatch", "SnapviewError", "TableNotFound", "Transaction",
+    "TxnError", "ValueTooLarge", "WriteConflict", "connect",
+]

@@ -1,0 +1,179 @@
+"""The ``snapview`` command line.
+
+    snapview serve --data-dir DIR [--host 127.0.0.1] [--port 50051] [--barrier-interval 1s]
+    snapview status|tables [--coordinator HOST:PORT] [--json]
+    snapview read TABLE [--at TS | --consistent] [--format table|csv|json]
+    snapview demo bank
+
+Errors print one line, ``snapview: error: ...``, and exit with status 1 (2 for usage errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+
+from kvstore.errors import SnapviewError
+
+
+def parse_duration(text: str) -> float:
+    """'1s', '250ms', '2m' or a plain number of seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 1s, 250ms, 2m)")
+    return float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
+
+
+def _client_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--coordinator", default=os.environ.get("SNAPVIEW_COORDINATOR",
+                                                           "localhost:50051"),
+                   help="HOST:PORT of snapview serve (default: $SNAPVIEW_COORDINATOR or "
+                        "localhost:50051)")
+    p.add_argument("--auth-token-file", help="file holding the shared auth token")
+    p.add_argument("--tls-ca", help="root certificate to verify a TLS server with")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="snapview", description="Strongly consistent materialized "
+                                 "views over transactional tables, computed by Spark.")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("serve", help="run the coordinator and the store on one port")
+    s.add_argument("--data-dir", required=True, help="where the LMDB environment lives")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    s.add_argument("--barrier-interval", type=parse_duration, default=1.0, metavar="DURATION")
+    s.add_argument("--tls-cert")
+    s.add_argument("--tls-key")
+    s.add_argument("--auth-token-file")
+    s.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback bind without TLS or token")
+    s.add_argument("--no-sync", action="store_true",
+                   help="skip fsync at commit (faster; an OS crash may lose recent commits)")
+    s.add_argument("--map-size-mb", type=int, default=64,
+                   help="initial LMDB map size; it grows by doubling when full")
+
+    st = sub.add_parser("status", help="server status")
+    _client_args(st)
+    t = sub.add_parser("tables", help="list tables")
+    _client_args(t)
+    r = sub.add_parser("read", help="print a table as of a timestamp")
+    r.add_argument("table")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--at", type=int, help="read timestamp (default: latest)")
+    g.add_argument("--consistent", action="store_true",
+                   help="read at the table's resolved ts: a point no later commit can change")
+    r.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    _client_args(r)
+
+    d = sub.add_parser("demo", help="run a demo on the embedded default")
+    d.add_argument("name", choices=["bank"])
+    d.add_argument("--duration", type=parse_duration, default=10.0)
+    d.add_argument("--accounts", type=int, default=1000)
+    d.add_argument("--writers", type=int, default=3)
+    return ap
+
+
+def _connect(args):
+    import coordinator
+
+    return coordinator.connect(args.coordinator, token_file=args.auth_token_file,
+                               tls_ca_file=args.tls_ca)
+
+
+def cmd_serve(args) -> int:
+    from coordinator.server import ServeConfig, SnapviewServer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    server = SnapviewServer(ServeConfig(
+        data_dir=args.data_dir, host=args.host, port=args.port,
+        barrier_interval_s=args.barrier_interval, tls_cert=args.tls_cert, tls_key=args.tls_key,
+        auth_token_file=args.auth_token_file, insecure=args.insecure, sync=not args.no_sync,
+        map_size=args.map_size_mb << 20))
+    server.start()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    # Tests and scripts wait for this exact line to learn the port.
+    print(f"snapview serving on {args.host}:{server.port} data-dir={args.data_dir}", flush=True)
+    stop.wait()
+    server.stop()
+    return 0
+
+
+def cmd_status(args) -> int:
+    with _connect(args) as c:
+        s = c.status()
+    fields = {"version": s.version, "tso": s.tso, "tables": s.tables, "jobs": s.jobs,
+              "data_dir": s.data_dir, "uptime_ms": s.uptime_ms, "map_size_bytes": s.map_size_bytes,
+              "used_bytes": s.used_bytes, "group_commits": s.group_commits,
+              "grouped_actions": s.grouped_actions}
+    if args.json:
+        print(json.dumps(fields))
+    else:
+        for k, v in fields.items():
+            print(f"{k:16} {v}")
+    return 0
+
+
+def cmd_tables(args) -> int:
+    with _connect(args) as c:
+        tables = c.tables()
+    rows = [{"name": t.name, "id": t.id, "kind": t.kind, "schema": t.schema,
+             "primary_key": list(t.primary_key) if not t.hidden_row_id else []} for t in tables]
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for r in rows:
+            print(f"{r['name']:24} {r['kind']:5} pk={','.join(r['primary_key']) or '(row id)':12} "
+                  f"{r['schema']}")
+    return 0
+
+
+def cmd_read(args) -> int:
+    with _connect(args) as c:
+        at = c.resolved_ts(args.table) if args.consistent else args.at
+        table = c.read(args.table, at=at)
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        print(json.dumps(table.to_pylist(), default=str))
+    elif fmt == "csv":
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(table, sys.stdout.buffer)
+    else:
+        print(table.to_pandas().to_string(index=False) if table.num_rows else "(no rows)")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from coordinator.demo_bank import run_bank_demo
+
+    return run_bank_demo(duration_s=args.duration, accounts=args.accounts, writers=args.writers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handlers = {"serve": cmd_serve, "status": cmd_status, "tables": cmd_tables, "read": cmd_read,
+                "demo": cmd_demo}
+    try:
+        return handlers[args.cmd](args)
+    except SnapviewError as e:
+        print(f"snapview: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"snapview: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

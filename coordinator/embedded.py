@@ -1,0 +1,91 @@
+"""Start and stop a ``snapview serve`` subprocess: the embedded default, used by the demo, the
+benchmarks and the integration tests alike."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+READY_PREFIX = "snapview serving on "
+
+
+class EmbeddedServer:
+    """A ``snapview serve`` child process on 127.0.0.1.
+
+    ``start()`` returns once the server prints its ready line; ``kill()`` is kill -9;
+    ``restart()`` starts a new process on the same data dir and port."""
+
+    def __init__(self, data_dir: str | None = None, port: int = 0, extra_args: list[str] = (),
+                 env: dict | None = None, log_path: str | None = None):
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="snapview-")
+        self.port = port
+        self.extra_args = list(extra_args)
+        self.env = env
+        self.log_path = log_path or os.path.join(self.data_dir, "serve.log")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> EmbeddedServer:
+        cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--data-dir", self.data_dir,
+               "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args]
+        env = {**os.environ, **(self.env or {})}
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child's lifetime
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
+        log.close()
+        line: list[str] = []
+
+        def read_ready():
+            for ln in self.proc.stdout:
+                if ln.startswith(READY_PREFIX):
+                    line.append(ln)
+                    return
+
+        t = threading.Thread(target=read_ready, daemon=True)
+        t.start()
+        t.join(timeout)
+        if not line:
+            self.kill()
+            with open(self.log_path, errors="replace") as f:
+                tail = f.read()[-2000:]
+            raise RuntimeError(f"snapview serve did not start within {timeout}s:\n{tail}")
+        self.port = int(line[0][len(READY_PREFIX):].split()[0].rsplit(":", 1)[1])
+        return self
+
+    def kill(self) -> None:
+        """kill -9, as a crash would."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def restart(self, timeout: float = 30.0) -> EmbeddedServer:
+        self.stop()
+        return self.start(timeout)
+
+    def wait_dead(self, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.proc.poll() is not None
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

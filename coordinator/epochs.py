@@ -1,0 +1,251 @@
+"""Epoch transactions: one Percolator transaction per (job, epoch), coordinated here.
+
+TiFlink's Coordinator interface. ``open`` takes a start_ts and prewrites the epoch's primary key
+(a status key in snapview's system table that the coordinator owns); sinks prewrite their rows as
+secondaries pointing at it; ``commit`` takes a commit_ts, commits the primary -- the moment of
+truth -- and then resolves the secondaries with resolve_locks. Each step's state change is one
+store action, so the epoch record and the primary never disagree:
+
+    open:   [roll back a stale attempt] + prewrite primary + record PREWRITE   (one LMDB txn)
+    commit: commit primary + record COMMITTED + job's last committed epoch       (one LMDB txn)
+            then resolve secondaries (idempotent; readers do it too if we crash first)
+
+Every call is idempotent per (job, epoch). Reopening an epoch left in PREWRITE by a crashed
+attempt rolls that attempt back and starts a fresh one. Epochs of a job are committed in
+increasing order; an epoch below the last committed one can be looked at, not opened.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import threading
+from dataclasses import asdict, dataclass, replace
+
+from kvstore import actions
+from kvstore.catalog import SYSTEM_TABLE_ID
+from kvstore.errors import (
+    Aborted,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    TxnLockNotFound,
+    TxnRolledBack,
+)
+from kvstore.mvcc.keys import table_prefix
+from kvstore.mvcc.records import LockOp
+from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
+
+from coordinator.tso import TimestampOracle
+
+PREWRITE, COMMITTED, ABORTED = "prewrite", "committed", "aborted"
+_JOB_NAME = re.compile(r"[A-Za-z0-9_.:\-/]{1,200}")
+_EPOCH_PREFIX = b"epoch/"
+_JOB_PREFIX = b"job/"
+
+
+@dataclass(frozen=True)
+class EpochInfo:
+    job: str
+    epoch: int
+    state: str
+    start_ts: int
+    commit_ts: int = 0
+    attempt: int = 1
+    metadata: str = ""
+
+    @property
+    def primary_key(self) -> bytes:
+        return primary_key(self.job, self.epoch)
+
+
+def primary_key(job: str, epoch: int) -> bytes:
+    """The status key of (job, epoch) in the system table: the epoch txn's primary."""
+    j = job.encode()
+    return table_prefix(SYSTEM_TABLE_ID) + b"E" + struct.pack(">H", len(j)) + j + \
+        struct.pack(">Q", epoch)
+
+
+def _epoch_key(job: str, epoch: int) -> bytes:
+    return _EPOCH_PREFIX + job.encode() + b"\x00" + struct.pack(">Q", epoch)
+
+
+def _job_key(job: str) -> bytes:
+    return _JOB_PREFIX + job.encode()
+
+
+class EpochManager:
+    def __init__(self, store: LocalStore, tso: TimestampOracle):
+        self.store = store
+        self.tso = tso
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _job_lock(self, job: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(job, threading.Lock())
+
+    # ------------------------------------------------------------------ state
+
+    def _load(self, reader, job: str, epoch: int) -> EpochInfo | None:
+        raw = reader.get("meta", _epoch_key(job, epoch))
+        return None if raw is None else EpochInfo(**json.loads(raw))
+
+    def _job(self, reader, job: str) -> dict:
+        raw = reader.get("meta", _job_key(job))
+        return json.loads(raw) if raw else {"last_committed": 0, "open_epoch": 0}
+
+    @staticmethod
+    def _save(ctx, info: EpochInfo, job_state: dict) -> None:
+        ctx.buf.put("meta", _epoch_key(info.job, info.epoch), json.dumps(asdict(info)).encode())
+        ctx.buf.put("meta", _job_key(info.job), json.dumps(job_state).encode())
+
+    @staticmethod
+    def _check(job: str, epoch: int) -> None:
+        if not isinstance(job, str) or not _JOB_NAME.fullmatch(job):
+            raise InvalidArgument(f"job name {job!r} must match {_JOB_NAME.pattern}")
+        if not isinstance(epoch, int) or not 0 < epoch < 1 << 63:
+            raise InvalidArgument(f"job {job!r}: epoch must be a positive integer, got {epoch!r}")
+
+    def get(self, job: str, epoch: int = 0) -> EpochInfo:
+        """The record of (job, epoch); epoch 0 means the job's newest epoch."""
+        with self.store.storage.read_txn() as r:
+            if epoch == 0:
+                st = self._job(r, job)
+                epoch = max(st["open_epoch"], st["last_committed"])
+                if epoch == 0:
+                    raise NotFound(f"job {job!r} has no epochs")
+            info = self._load(r, job, epoch)
+        if info is None:
+            raise NotFound(f"job {job!r} epoch {epoch} was never opened")
+        return info
+
+    def jobs(self) -> dict[str, dict]:
+        with self.store.storage.read_txn() as r:
+            return {k[len(_JOB_PREFIX):].decode(): json.loads(v)
+                    for k, v in r.iter_prefix("meta", _JOB_PREFIX)}
+
+    # ------------------------------------------------------------------ protocol
+
+    def open(self, job: str, epoch: int, ttl_ms: int = 0) -> EpochInfo:
+        """Open (job, epoch) for prewriting and return its attempt.
+
+        A committed epoch is returned as is (state COMMITTED: the caller skips it). An attempt
+        left in PREWRITE (this epoch, or another open epoch of the job) is rolled back first, so
+        its half-written secondaries can never become visible."""
+        self._check(job, epoch)
+        ttl_ms = ttl_ms or DEFAULT_LOCK_TTL_MS
+        if not 0 < ttl_ms <= MAX_LOCK_TTL_MS:
+            raise InvalidArgument(f"job {job!r}: lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
+        with self._job_lock(job):
+            start_ts = self.tso.now()
+            key = primary_key(job, epoch)
+
+            def act(ctx):
+                info = self._load(ctx.reader, job, epoch)
+                if info is not None and info.state == COMMITTED:
+                    return info
+                st = self._job(ctx.reader, job)
+                if epoch < st["last_committed"]:
+                    raise FailedPrecondition(
+                        f"job {job!r}: epoch {epoch} is out of order; the job already committed "
+                        f"epoch {st['last_committed']}")
+                attempt = 1
+                if st["open_epoch"] and st["open_epoch"] != epoch:
+                    stale = self._load(ctx.reader, job, st["open_epoch"])
+                    if stale is not None and stale.state == PREWRITE:
+                        actions.resolve_locks(ctx, stale.start_ts, 0)
+                        ctx.buf.put("meta", _epoch_key(job, stale.epoch),
+                                    json.dumps(asdict(replace(stale, state=ABORTED))).encode())
+                if info is not None:
+                    attempt = info.attempt + 1
+                    if info.state == PREWRITE:
+                        actions.resolve_locks(ctx, info.start_ts, 0)
+                actions.prewrite(ctx, [(LockOp.PUT, key, b"epoch")], key, start_ts, ttl_ms, 1)
+                new = EpochInfo(job, epoch, PREWRITE, start_ts, 0, attempt)
+                self._save(ctx, new, {**st, "open_epoch": epoch})
+                return new
+
+            return self.store.run_write(act)
+
+    def commit(self, job: str, epoch: int, start_ts: int, metadata: str = "") -> EpochInfo:
+        """Commit attempt ``start_ts`` of (job, epoch); idempotent for the same attempt."""
+        self._check(job, epoch)
+        with self._job_lock(job):
+            info = self.get(job, epoch)
+            if info.start_ts != start_ts:
+                raise FailedPrecondition(
+                    f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} is stale; the "
+                    f"current attempt is start_ts={info.start_ts} ({info.state})")
+            if info.state == COMMITTED:
+                return info
+            if info.state == ABORTED:
+                raise Aborted(f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was "
+                              "aborted; open the epoch again")
+            commit_ts = self.tso.now()
+
+            def act(ctx):
+                actions.commit_key(ctx, info.primary_key, start_ts, commit_ts)
+                done = replace(info, state=COMMITTED, commit_ts=commit_ts, metadata=metadata)
+                st = self._job(ctx.reader, job)
+                self._save(ctx, done, {"last_committed": max(st["last_committed"], epoch),
+                                       "open_epoch": 0})
+                return done
+
+            try:
+                done = self.store.run_write(act)
+            except (TxnRolledBack, TxnLockNotFound):
+                # A reader found the primary's TTL expired and rolled the attempt back.
+                self._mark_aborted(info)
+                raise Aborted(f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was rolled "
+                              "back (its lock TTL ran out); open the epoch again") from None
+        self.store.resolve_locks(start_ts, commit_ts)
+        return done
+
+    def _mark_aborted(self, info: EpochInfo) -> None:
+        def act(ctx):
+            actions.resolve_locks(ctx, info.start_ts, 0)
+            st = self._job(ctx.reader, info.job)
+            if st["open_epoch"] == info.epoch:
+                st = {**st, "open_epoch": 0}
+            self._save(ctx, replace(info, state=ABORTED), st)
+
+        self.store.run_write(act)
+
+    def abort(self, job: str, epoch: int, start_ts: int) -> EpochInfo:
+        """Roll back attempt ``start_ts`` of (job, epoch); idempotent."""
+        self._check(job, epoch)
+        with self._job_lock(job):
+            info = self.get(job, epoch)
+            if info.state == COMMITTED:
+                raise FailedPrecondition(f"job {job!r} epoch {epoch} is already committed")
+            if info.start_ts != start_ts or info.state == ABORTED:
+                return replace(info, state=ABORTED) if info.start_ts == start_ts else info
+            self._mark_aborted(info)
+            return replace(info, state=ABORTED)
+
+    def heartbeat(self, job: str, epoch: int, start_ts: int, ttl_ms: int) -> EpochInfo:
+        """Keep attempt ``start_ts``'s primary lock alive for ``ttl_ms`` more."""
+        self._check(job, epoch)
+        info = self.get(job, epoch)
+        if info.start_ts != start_ts or info.state != PREWRITE:
+            raise FailedPrecondition(f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} "
+                                     f"is not open (current: {info.start_ts}, {info.state})")
+        try:
+            self.store.txn_heartbeat(info.primary_key, start_ts, ttl_ms or DEFAULT_LOCK_TTL_MS)
+        except (TxnRolledBack, TxnLockNotFound):
+            self._mark_aborted(info)
+            raise Aborted(f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was rolled "
+                          "back; open the epoch again") from None
+        return info
+
+    def recover(self) -> int:
+        """After a restart, finish the secondaries of each job's last committed epoch (a crash
+        may have come between the primary's commit and resolve_locks). Returns keys resolved."""
+        n = 0
+        for job, st in self.jobs().items():
+            if st["last_committed"]:
+                info = self.get(job, st["last_committed"])
+                n += self.store.resolve_locks(info.start_ts, info.commit_ts)
+        return n

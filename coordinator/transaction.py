@@ -1,0 +1,155 @@
+"""Client-side Percolator transactions.
+
+Writes are buffered and sent at commit. If every mutation fits in one store call (at most
+ONE_PC_MAX_MUTATIONS and ONE_PC_MAX_BYTES), the store commits them in that same call (one-phase
+commit: no locks left for anyone to see). Otherwise two-phase commit: prewrite the primary's batch
+first, then the rest; take commit_ts; commit the primary (the moment of truth); then commit the
+secondaries (if this process dies here, readers finish them through the primary).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import TYPE_CHECKING
+
+from kvstore.errors import KeyIsLocked, SnapviewError, TxnError
+from kvstore.mvcc.records import LockOp
+from kvstore.mvcc.timestamp import lock_expired
+from kvstore.schema import ROW_ID_COLUMN
+
+if TYPE_CHECKING:
+    from coordinator.client import Client
+
+ONE_PC_MAX_MUTATIONS = 4096
+ONE_PC_MAX_BYTES = 16 << 20
+PREWRITE_BATCH = 4096
+
+
+class TransactionClosed(SnapviewError):
+    code = "FAILED_PRECONDITION"
+
+
+class Transaction:
+    """One snapshot-isolation transaction. Reads see the state at ``start_ts`` plus this
+    transaction's own writes; ``commit_ts`` is set after a successful commit that wrote
+    something (None for a read-only transaction)."""
+
+    def __init__(self, client: Client, lock_ttl_ms: int = 3000):
+        self.client = client
+        self.lock_ttl_ms = lock_ttl_ms
+        self.start_ts = client.tso()
+        self.commit_ts: int | None = None
+        self._writes: dict[bytes, tuple[LockOp, bytes, str]] = {}
+        self._row_seq = 0
+        self._done = False
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise TransactionClosed(f"transaction start_ts={self.start_ts} is already finished")
+
+    def get(self, table: str, key: dict) -> dict | None:
+        """The row with primary key ``key`` as this transaction sees it, or None."""
+        self._check_open()
+        info = self.client.describe_table(table)
+        k = info.key_codec.encode(key)
+        if k in self._writes:
+            op, value, _ = self._writes[k]
+            return info.row_codec.decode(value) if op is LockOp.PUT else None
+        raw = self.client.with_lock_wait(lambda: self.client.store.get(k, self.start_ts))
+        return None if raw is None else info.row_codec.decode(raw)
+
+    def put(self, table: str, row: dict) -> None:
+        """Insert or replace ``row`` (a dict of column -> value). Raises SchemaMismatch naming the
+        column when the row does not fit the table. An append-only table gets a fresh row id."""
+        self._check_open()
+        info = self.client.describe_table(table)
+        if info.hidden_row_id:
+            if ROW_ID_COLUMN in row:
+                raise SnapviewError(f"table {table!r}: {ROW_ID_COLUMN} is assigned by snapview")
+            row = {**row, ROW_ID_COLUMN: struct.pack(">QI", self.start_ts, self._row_seq)}
+            self._row_seq += 1
+        value = info.row_codec.encode(row)
+        self._writes[info.key_codec.encode(row)] = (LockOp.PUT, value, table)
+
+    def delete(self, table: str, key: dict) -> None:
+        """Delete the row with primary key ``key`` (a no-op if there is none)."""
+        self._check_open()
+        info = self.client.describe_table(table)
+        self._writes[info.key_codec.encode(key)] = (LockOp.DELETE, b"", table)
+
+    def _mutations(self) -> list[tuple[LockOp, bytes, bytes]]:
+        return [(op, k, v) for k, (op, v, _) in sorted(self._writes.items())]
+
+    def commit(self) -> int | None:
+        """Commit; returns commit_ts (None if nothing was written). On WriteConflict (or a lock
+        that will not go away) everything this transaction prewrote is rolled back and the error
+        is raised: the transaction had no effect and may be retried from scratch."""
+        self._check_open()
+        self._done = True
+        muts = self._mutations()
+        if not muts:
+            return None
+        primary = muts[0][1]
+        store = self.client.store
+        size = sum(len(k) + len(v) for _, k, v in muts)
+        try:
+            if len(muts) <= ONE_PC_MAX_MUTATIONS and size <= ONE_PC_MAX_BYTES:
+                self.commit_ts = self._with_lock_resolution(lambda: store.prewrite(
+                    muts, primary, self.start_ts, self.lock_ttl_ms, len(muts), try_one_pc=True))
+                return self.commit_ts
+            batches = [muts[i:i + PREWRITE_BATCH] for i in range(0, len(muts), PREWRITE_BATCH)]
+            for b in batches:
+                self._with_lock_resolution(lambda b=b: store.prewrite(
+                    b, primary, self.start_ts, self.lock_ttl_ms, len(muts)))
+        except TxnError:
+            self._rollback_quietly(muts)
+            raise
+        commit_ts = self.client.tso()
+        store.commit(self.start_ts, commit_ts, [primary])
+        self.commit_ts = commit_ts
+        try:
+            store.resolve_locks(self.start_ts, commit_ts)
+        except SnapviewError:
+            pass  # committed at the primary; readers finish the secondaries
+        return commit_ts
+
+    def _with_lock_resolution(self, fn):
+        """Run a prewrite; a lock of a decided or expired txn in the way is resolved and the
+        prewrite retried, a live one is waited out up to the client's lock_wait_s."""
+        store = self.client.store
+
+        def attempt():
+            try:
+                return fn()
+            except KeyIsLocked as e:
+                expired = lock_expired(e.start_ts, e.ttl_ms, int(time.time() * 1000))
+                st = store.check_txn_status(e.primary, e.start_ts, rollback_if_not_exist=expired)
+                if st.status != "locked":
+                    store.resolve_locks(e.start_ts, st.commit_ts if st.status == "committed" else 0)
+                raise
+
+        return self.client.with_lock_wait(attempt)
+
+    def _rollback_quietly(self, muts) -> None:
+        try:
+            self.client.store.rollback(self.start_ts, [k for _, k, _ in muts])
+        except SnapviewError:
+            pass  # the locks expire and are rolled back by whoever meets them
+
+    def rollback(self) -> None:
+        """Discard the transaction (nothing was sent before commit, so nothing to undo)."""
+        self._done = True
+        self._writes.clear()
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._done:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+

@@ -1,0 +1,27 @@
+"""Percolator actions, one module per verb.
+
+An action is a free function over a ``WriteContext`` (writes) or a ``Reader`` (reads). It never
+imports grpc and never touches LMDB directly: it fills the context's write buffer, which the group
+committer applies in one LMDB write transaction only if the action returns. Each module's public
+function names in its docstring the invariant it keeps.
+"""
+
+from kvstore.actions.check_txn_status import TxnStatusResult, check_txn_status
+from kvstore.actions.commit import commit, commit_key
+from kvstore.actions.gc import gc
+from kvstore.actions.get import get
+from kvstore.actions.heartbeat import txn_heartbeat
+from kvstore.actions.one_pc import one_pc_commit
+from kvstore.actions.prewrite import prewrite
+from kvstore.actions.resolve_locks import locks_of_txn, resolve_locks
+from kvstore.actions.resolved_ts import resolved_ts
+from kvstore.actions.rollback import rollback, rollback_key
+from kvstore.actions.scan import first_blocking_lock, scan
+from kvstore.actions.scan_changes import ChangeRecord, scan_changes
+
+__all__ = [
+    "ChangeRecord", "TxnStatusResult", "check_txn_status", "commit", "commit_key",
+    "first_blocking_lock", "gc", "get", "locks_of_txn", "one_pc_commit", "prewrite",
+    "resolve_locks", "resolved_ts", "rollback", "rollback_key", "scan", "scan_changes",
+    "txn_heartbeat",
+]

@@ -1,0 +1,58 @@
+"""prewrite: the first phase of Percolator's two-phase commit."""
+
+from __future__ import annotations
+
+from kvstore.errors import KeyIsLocked, TxnRolledBack, WriteConflict
+from kvstore.group_commit import WriteContext
+from kvstore.mvcc.keys import txn_lock_key, versioned_key
+from kvstore.mvcc.records import SHORT_VALUE_MAX, Lock, LockOp, WriteKind
+from kvstore.storage import Reader
+
+Mutation = tuple[LockOp, bytes, bytes]
+
+
+def check_prewrite(reader: Reader, key: bytes, primary: bytes, start_ts: int) -> bool:
+    """Whether ``key`` still needs a lock for txn ``start_ts``.
+
+    Returns False when the txn already locked or committed the key (a retried request). Raises
+    KeyIsLocked for another txn's lock, TxnRolledBack if this txn was rolled back on the key, and
+    WriteConflict if a Put/Delete/Lock write has commit_ts >= start_ts. Rollback records of other
+    transactions change no data, so they are not conflicts."""
+    lock = reader.get_lock(key)
+    if lock is not None:
+        if lock.start_ts == start_ts:
+            return False
+        raise KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
+    for commit_ts, w in reader.iter_writes(key):
+        if commit_ts < start_ts:
+            break
+        if w.start_ts == start_ts:
+            if w.kind is WriteKind.ROLLBACK:
+                raise TxnRolledBack(key, start_ts)
+            return False
+        if w.kind is not WriteKind.ROLLBACK:
+            raise WriteConflict(key, primary, start_ts, w.start_ts, commit_ts)
+    return True
+
+
+def prewrite(ctx: WriteContext, mutations: list[Mutation], primary: bytes, start_ts: int,
+             ttl_ms: int, txn_size: int) -> None:
+    """Lock every key of ``mutations`` for txn ``start_ts``, all or none.
+
+    Invariant: a key carries at most one lock, and a txn never locks a key that has a write with
+    commit_ts >= start_ts (it would commit "into the past" of a reader). Idempotent for the same
+    start_ts: keys this txn already locked or committed are left alone. Values longer than
+    SHORT_VALUE_MAX go to the data CF; shorter ones ride inline in the lock (and later the write).
+    """
+    reader, buf = ctx.reader, ctx.buf
+    for op, key, value in mutations:
+        if not check_prewrite(reader, key, primary, start_ts):
+            continue
+        short = None
+        if op is LockOp.PUT:
+            if len(value) > SHORT_VALUE_MAX:
+                buf.put("data", versioned_key(key, start_ts), value)
+            else:
+                short = value
+        buf.put("lock", key, Lock(op, primary, start_ts, ttl_ms, txn_size, short).to_bytes())
+        buf.put("txn_locks", txn_lock_key(start_ts, key), b"")

@@ -1,0 +1,160 @@
+"""The table catalog: name -> TableInfo, kept in the ``catalog`` CF, cached in memory.
+
+Table ids start at FIRST_TABLE_ID; ids below it are reserved for snapview's own keys (the
+coordinator's epoch status keys live in SYSTEM_TABLE_ID). Ids are never reused, so a key of a
+dropped table can never be read as a row of a newer one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+
+from kvstore.errors import AlreadyExists, InvalidArgument, TableNotFound
+from kvstore.group_commit import WriteContext
+from kvstore.mvcc.keys import KeyCodec, table_prefix
+from kvstore.rowcodec import RowCodec
+from kvstore.schema import TableSchema, parse_ddl
+from kvstore.storage import Reader
+
+SYSTEM_TABLE_ID = 0
+FIRST_TABLE_ID = 16
+KINDS = ("root", "view")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_NEXT_ID_KEY = b"catalog/next_table_id"
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    id: int
+    schema: str
+    primary_key: tuple[str, ...]
+    kind: str = "root"
+    hidden_row_id: bool = False
+    created_ts: int = 0
+
+    @cached_property
+    def table_schema(self) -> TableSchema:
+        return TableSchema(self.name, parse_ddl(self.schema, self.name), list(self.primary_key),
+                           self.hidden_row_id)
+
+    @cached_property
+    def row_codec(self) -> RowCodec:
+        return RowCodec(self.table_schema)
+
+    @cached_property
+    def key_codec(self) -> KeyCodec:
+        return KeyCodec(self.id, self.table_schema)
+
+    @property
+    def prefix(self) -> bytes:
+        return table_prefix(self.id)
+
+    def to_json(self) -> bytes:
+        return json.dumps({"name": self.name, "id": self.id, "schema": self.schema,
+                           "primary_key": list(self.primary_key), "kind": self.kind,
+                           "hidden_row_id": self.hidden_row_id,
+                           "created_ts": self.created_ts}).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> TableInfo:
+        d = json.loads(raw)
+        return cls(d["name"], d["id"], d["schema"], tuple(d["primary_key"]), d["kind"],
+                   d["hidden_row_id"], d["created_ts"])
+
+
+def make_table_info(name: str, schema: str, primary_key: list[str], kind: str,
+                    hidden_row_id: bool, table_id: int, created_ts: int) -> TableInfo:
+    """Validate a table definition; raises InvalidArgument naming the table and field."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidArgument(f"table name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+    if kind not in KINDS:
+        raise InvalidArgument(f"table {name!r}: kind {kind!r} is not one of {KINDS}")
+    if not primary_key and not hidden_row_id:
+        hidden_row_id = True  # an append-only table: rows are keyed by a hidden _row_id
+    if not isinstance(schema, str):
+        raise InvalidArgument(f"table {name!r}: schema must be a DDL string such as 'id BIGINT'")
+    ts = TableSchema(name, parse_ddl(schema, name), list(primary_key), hidden_row_id)
+    return TableInfo(name, table_id, ts.ddl(), tuple(primary_key), kind, hidden_row_id, created_ts)
+
+
+class Catalog:
+    """In-memory view of the catalog CF. Mutations go through the group committer (actions
+    below) and update the cache only after their group is durable."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, TableInfo] = {}
+        self.by_id: dict[int, TableInfo] = {}
+
+    def load(self, reader: Reader) -> None:
+        self.by_name.clear()
+        self.by_id.clear()
+        for _, raw in reader.iter_range("catalog", b"", None):
+            self.remember(TableInfo.from_json(raw))
+
+    def remember(self, info: TableInfo) -> None:
+        self.by_name[info.name] = info
+        self.by_id[info.id] = info
+
+    def forget(self, name: str) -> None:
+        info = self.by_name.pop(name, None)
+        if info is not None:
+            self.by_id.pop(info.id, None)
+
+    def get(self, name: str) -> TableInfo:
+        try:
+            return self.by_name[name]
+        except KeyError:
+            raise TableNotFound(name) from None
+
+    def get_id(self, table_id: int) -> TableInfo:
+        try:
+            return self.by_id[table_id]
+        except KeyError:
+            raise TableNotFound(table_id) from None
+
+
+def create_table_action(ctx: WriteContext, name: str, schema: str, primary_key: list[str],
+                        kind: str, hidden_row_id: bool, if_not_exists: bool,
+                        created_ts: int) -> tuple[TableInfo, bool]:
+    """Create a table; returns (info, created). Invariant: names are unique and ids never reused.
+    An existing table of the same name is returned when ``if_not_exists`` and its definition
+    matches; a different definition is refused either way."""
+    raw = ctx.reader.get("catalog", name.encode())
+    raw_id = ctx.reader.get("meta", _NEXT_ID_KEY)
+    next_id = struct.unpack(">I", raw_id)[0] if raw_id else FIRST_TABLE_ID
+    wanted = make_table_info(name, schema, primary_key, kind, hidden_row_id, next_id, created_ts)
+    if raw is not None:
+        existing = TableInfo.from_json(raw)
+        same = (existing.schema, existing.primary_key, existing.kind, existing.hidden_row_id) == (
+            wanted.schema, wanted.primary_key, wanted.kind, wanted.hidden_row_id)
+        if if_not_exists and same:
+            return existing, False
+        raise AlreadyExists(f"table {name!r} already exists"
+                            + ("" if same else f" with another definition ({existing.schema})"))
+    ctx.buf.put("catalog", name.encode(), wanted.to_json())
+    ctx.buf.put("meta", _NEXT_ID_KEY, struct.pack(">I", next_id + 1))
+    return wanted, True
+
+
+def drop_table_action(ctx: WriteContext, name: str, if_exists: bool) -> bool:
+    """Drop a table and every record of it (locks, versions, values, change index)."""
+    raw = ctx.reader.get("catalog", name.encode())
+    if raw is None:
+        if if_exists:
+            return False
+        raise TableNotFound(name)
+    info = TableInfo.from_json(raw)
+    prefix = table_prefix(info.id)
+    doomed = [(cf, k) for cf in ("lock", "write", "data", "changes")
+              for k, _ in ctx.reader.iter_prefix(cf, prefix)]
+    doomed += [("txn_locks", k) for k, _ in ctx.reader.iter_range("txn_locks", b"", None)
+               if k[8:12] == prefix]
+    for cf, k in doomed:
+        ctx.buf.delete(cf, k)
+    ctx.buf.delete("catalog", name.encode())
+    return True

@@ -1,0 +1,142 @@
+"""The error hierarchy of the store.
+
+Two families, kept apart on purpose:
+
+* ``RequestError`` subclasses are malformed or impossible requests. Each carries the gRPC status
+  code name the service answers with (``INVALID_ARGUMENT``, ``NOT_FOUND``, ...) and a message that
+  names the table, key or field at fault. kvstore does not import grpc; the service maps ``code``.
+* ``TxnError`` subclasses are Percolator outcomes (a lock in the way, a conflict, a rolled-back
+  transaction). They travel as data in responses, never as status codes, and the client turns them
+  back into these exceptions. Each carries its key and timestamps.
+"""
+
+from __future__ import annotations
+
+
+def _fmt_key(key: bytes) -> str:
+    return key.hex() if len(key) <= 64 else key[:64].hex() + "..."
+
+
+class SnapviewError(Exception):
+    """Base of every error snapview raises on purpose."""
+
+    code = "INTERNAL"
+
+
+# ---------------------------------------------------------------- request errors (status codes)
+
+
+class RequestError(SnapviewError):
+    """A request the server refuses; ``code`` is the gRPC status code name."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class InvalidArgument(RequestError):
+    code = "INVALID_ARGUMENT"
+
+
+class SchemaMismatch(InvalidArgument):
+    """A row or key does not fit its table's schema. The message names table and column."""
+
+
+class ValueTooLarge(InvalidArgument):
+    """A value is larger than the store accepts. Hint: split the row or raise --max-value-bytes."""
+
+
+class NotFound(RequestError):
+    code = "NOT_FOUND"
+
+
+class TableNotFound(NotFound):
+    def __init__(self, table: str | int):
+        self.table = table
+        what = f"table {table!r}" if isinstance(table, str) else f"table id {table}"
+        super().__init__(f"{what} does not exist")
+
+
+class AlreadyExists(RequestError):
+    code = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(RequestError):
+    code = "FAILED_PRECONDITION"
+
+
+class Unavailable(RequestError):
+    code = "UNAVAILABLE"
+
+
+class PermissionDenied(RequestError):
+    code = "PERMISSION_DENIED"
+
+
+# ---------------------------------------------------------------- Percolator outcomes (data)
+
+
+class TxnError(SnapviewError):
+    """A Percolator outcome on one key. Never sent as a status code."""
+
+    code = "ABORTED"
+
+
+class KeyIsLocked(TxnError):
+    """Another transaction holds a lock on ``key``; resolve it through its primary or wait."""
+
+    def __init__(self, key: bytes, primary: bytes, start_ts: int, ttl_ms: int, op: int = 0,
+                 txn_size: int = 0):
+        self.key, self.primary, self.start_ts, self.ttl_ms = key, primary, start_ts, ttl_ms
+        self.op, self.txn_size = op, txn_size
+        super().__init__(
+            f"key {_fmt_key(key)} is locked by txn start_ts={start_ts} "
+            f"(primary {_fmt_key(primary)}, ttl {ttl_ms} ms)"
+        )
+
+
+class WriteConflict(TxnError):
+    """A write with commit_ts >= start_ts exists on ``key``; retry the transaction."""
+
+    def __init__(self, key: bytes, primary: bytes, start_ts: int, conflict_start_ts: int,
+                 conflict_commit_ts: int):
+        self.key, self.primary, self.start_ts = key, primary, start_ts
+        self.conflict_start_ts, self.conflict_commit_ts = conflict_start_ts, conflict_commit_ts
+        super().__init__(
+            f"write conflict on key {_fmt_key(key)}: txn start_ts={start_ts} meets a write "
+            f"start_ts={conflict_start_ts} commit_ts={conflict_commit_ts}"
+        )
+
+
+class TxnLockNotFound(TxnError):
+    """Commit found neither the txn's lock nor its write on ``key``."""
+
+    def __init__(self, key: bytes, start_ts: int):
+        self.key, self.start_ts = key, start_ts
+        super().__init__(f"lock of txn start_ts={start_ts} on key {_fmt_key(key)} not found")
+
+
+class TxnRolledBack(TxnError):
+    """The txn was rolled back on ``key``: a commit or a late prewrite must fail."""
+
+    def __init__(self, key: bytes, start_ts: int):
+        self.key, self.start_ts = key, start_ts
+        super().__init__(f"txn start_ts={start_ts} was rolled back on key {_fmt_key(key)}")
+
+
+class TxnAlreadyCommitted(TxnError):
+    """A rollback met the txn's commit record on ``key``."""
+
+    def __init__(self, key: bytes, start_ts: int, commit_ts: int):
+        self.key, self.start_ts, self.commit_ts = key, start_ts, commit_ts
+        super().__init__(
+            f"txn start_ts={start_ts} is already committed at {commit_ts} on key {_fmt_key(key)}"
+        )
+
+
+class Aborted(RequestError):
+    """The operation was overtaken (e.g. an epoch attempt rolled back); start it again."""
+
+    code = "ABORTED"
+
+
+class Unauthenticated(RequestError):
+    code = "UNAUTHENTICATED"

@@ -1,0 +1,119 @@
+"""Group commit: one writer thread runs queued write actions in shared LMDB transactions.
+
+Each action is a function ``fn(ctx) -> result`` over a ``WriteContext``: it reads through
+``ctx.reader`` and writes through ``ctx.buf``, both bound to a nested LMDB transaction of its own
+(so it sees its own writes and every earlier action of the group). If it returns, the nested
+transaction commits into the group's; if it raises, it is aborted and the exception goes to its
+caller alone. So every action is atomic on its
+own, actions are serialised in queue order, and a whole group costs one LMDB commit (one fsync).
+
+Nobody waits artificially: while the writer commits one group, new requests queue up, and the
+next group takes all of them (up to ``max_group``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+
+from kvstore.storage import Reader, Storage, WriteBuffer
+
+
+@dataclass
+class WriteContext:
+    reader: Reader
+    buf: WriteBuffer
+
+
+Action = Callable[[WriteContext], Any]
+
+
+class GroupCommitter:
+    def __init__(self, storage: Storage, max_group: int = 512):
+        self.storage = storage
+        self.max_group = max_group
+        self._queue: deque[tuple[Action, Future]] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self.groups = 0
+        self.actions = 0
+        self._thread = threading.Thread(target=self._loop, name="group-commit", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Action) -> Future:
+        fut: Future = Future()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("store is closed")
+            self._queue.append((fn, fut))
+            self._cond.notify()
+        return fut
+
+    def run(self, fn: Action) -> Any:
+        """Run ``fn`` in the next group and return its result once that group is durable."""
+        return self.submit(fn).result()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                n = min(len(self._queue), self.max_group)
+                group = [self._queue.popleft() for _ in range(n)]
+            self._commit_group(group)
+
+    def _commit_group(self, group: list[tuple[Action, Future]]) -> None:
+        while True:
+            outcomes: list[tuple[bool, Any]] = []
+            try:
+                txn = self.storage.begin_write()
+                try:
+                    for fn, _ in group:
+                        child = self.storage.env.begin(write=True, parent=txn)
+                        ctx = WriteContext(Reader(self.storage, child),
+                                           WriteBuffer(child, self.storage.cf))
+                        try:
+                            result = fn(ctx)
+                        except lmdb.MapFullError:
+                            child.abort()
+                            raise
+                        except BaseException as e:  # noqa: BLE001 - handed to its own caller
+                            child.abort()
+                            outcomes.append((False, e))
+                            continue
+                        child.commit()
+                        outcomes.append((True, result))
+                    txn.commit()
+                except BaseException:
+                    txn.abort()
+                    raise
+            except lmdb.MapFullError:
+                # Re-run the whole group after growing: actions are deterministic over the state.
+                self.storage.grow()
+                continue
+            except BaseException as e:  # noqa: BLE001 - the commit itself failed: all callers learn
+                for _, fut in group:
+                    fut.set_exception(e)
+                return
+            break
+        self.groups += 1
+        self.actions += len(group)
+        for (_, fut), (ok, value) in zip(group, outcomes, strict=True):
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)

@@ -1,0 +1,98 @@
+"""The Lock and Write records of the ``lock`` and ``write`` column families.
+
+Encodings use a one-byte kind flag first and prefix-tagged optional fields after the fixed part,
+so a record can grow a field without breaking old readers (the TiKV layout):
+
+Lock  = op(1: P/D/L) + start_ts(8) + ttl_ms(8) + txn_size(8) + len(primary)(2) + primary
+        [+ b"v" + short value (to the end)]
+Write = kind(1: P/D/R/L) + start_ts(8) [+ b"v" + short value (to the end)]
+
+All integers big-endian. A Put whose value is longer than SHORT_VALUE_MAX keeps its value in the
+``data`` CF under versioned_key(key, start_ts) instead of inline.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+SHORT_VALUE_MAX = 1024
+_LOCK_HEAD = struct.Struct(">cQQQH")
+_WRITE_HEAD = struct.Struct(">cQ")
+_VALUE_TAG = b"v"
+
+
+class LockOp(enum.Enum):
+    PUT = b"P"
+    DELETE = b"D"
+    LOCK = b"L"
+
+
+class WriteKind(enum.Enum):
+    PUT = b"P"
+    DELETE = b"D"
+    ROLLBACK = b"R"
+    LOCK = b"L"
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """A prewritten, not yet committed or rolled back, mutation of one key."""
+
+    op: LockOp
+    primary: bytes
+    start_ts: int
+    ttl_ms: int
+    txn_size: int = 0
+    short_value: bytes | None = None
+
+    def to_bytes(self) -> bytes:
+        head = _LOCK_HEAD.pack(self.op.value, self.start_ts, self.ttl_ms, self.txn_size,
+                               len(self.primary)) + self.primary
+        return head if self.short_value is None else head + _VALUE_TAG + self.short_value
+
+    @classmethod
+    def parse(cls, b: bytes) -> Lock:
+        op, start_ts, ttl, size, plen = _LOCK_HEAD.unpack_from(b)
+        pos = _LOCK_HEAD.size + plen
+        primary = b[_LOCK_HEAD.size:pos]
+        short = None
+        if len(b) > pos:
+            if b[pos:pos + 1] != _VALUE_TAG:
+                raise ValueError("unknown lock field tag")
+            short = b[pos + 1:]
+        return cls(LockOp(op), primary, start_ts, ttl, size, short)
+
+    def with_ttl(self, ttl_ms: int) -> Lock:
+        return Lock(self.op, self.primary, self.start_ts, ttl_ms, self.txn_size, self.short_value)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A commit (or rollback) record, stored at versioned_key(key, commit_ts).
+
+    A rollback record is stored at versioned_key(key, start_ts): its commit_ts is its start_ts.
+    """
+
+    kind: WriteKind
+    start_ts: int
+    short_value: bytes | None = None
+
+    def to_bytes(self) -> bytes:
+        head = _WRITE_HEAD.pack(self.kind.value, self.start_ts)
+        return head if self.short_value is None else head + _VALUE_TAG + self.short_value
+
+    @classmethod
+    def parse(cls, b: bytes) -> Write:
+        kind, start_ts = _WRITE_HEAD.unpack_from(b)
+        short = None
+        if len(b) > _WRITE_HEAD.size:
+            if b[9:10] != _VALUE_TAG:
+                raise ValueError("unknown write field tag")
+            short = b[10:]
+        return cls(WriteKind(kind), start_ts, short)
+
+
+# Offsets the bulk scan relies on to read a Put's inline value without parsing each record.
+WRITE_VALUE_OFFSET = _WRITE_HEAD.size + 1

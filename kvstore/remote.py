@@ -1,0 +1,224 @@
+"""RemoteStore: the LocalStore interface over gRPC, for processes that do not own the LMDB files.
+
+Transport trouble (UNAVAILABLE, DEADLINE_EXCEEDED) is retried with bounded exponential backoff
+(``RetryPolicy``); every store RPC is idempotent, so a retry after a lost answer is safe. Other
+status codes become the matching ``kvstore.errors`` exception, and Percolator outcomes in a
+response are raised as their TxnError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import grpc
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
+
+from kvstore import errors, wire
+from kvstore.actions.check_txn_status import TxnStatusResult
+from kvstore.catalog import TableInfo
+from kvstore.mvcc.keys import table_id_of, table_prefix
+from snapview_proto.snapview.v1 import kvstore_pb2 as pb
+from snapview_proto.snapview.v1 import kvstore_pb2_grpc as pb_grpc
+
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+_ERRORS = {
+    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: errors.NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
+    grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
+    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
+    grpc.StatusCode.ABORTED: errors.Aborted,
+}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a client retries transport failures. Nothing else is retried here."""
+
+    max_attempts: int = 8
+    """Attempts in all, the first included."""
+    max_elapsed_s: float = 30.0
+    """Give up after this long, whatever the attempt count."""
+    initial_backoff_s: float = 0.05
+    """The first wait; each further wait doubles it."""
+    max_backoff_s: float = 2.0
+    """No single wait is longer than this."""
+    rpc_timeout_s: float = 60.0
+    """Deadline of one attempt."""
+
+
+def _retryable(e: BaseException) -> bool:
+    return isinstance(e, grpc.RpcError) and e.code() in RETRYABLE
+
+
+def translate_rpc_error(e: grpc.RpcError) -> errors.SnapviewError:
+    """The kvstore.errors exception for a failed call (keeps the server's message)."""
+    cls = _ERRORS.get(e.code(), errors.SnapviewError)
+    err = cls(e.details() or str(e.code()))
+    if cls is errors.SnapviewError:
+        err.code = e.code().name
+    return err
+
+
+class RpcCaller:
+    """Invokes stub methods with retries, metadata and error translation."""
+
+    def __init__(self, policy: RetryPolicy, metadata: tuple = ()):
+        self.policy = policy
+        self.metadata = metadata
+
+    def _retrying(self) -> Retrying:
+        p = self.policy
+        return Retrying(retry=retry_if_exception(_retryable), reraise=True,
+                        stop=stop_after_attempt(p.max_attempts) | stop_after_delay(p.max_elapsed_s),
+                        wait=wait_exponential(multiplier=p.initial_backoff_s, max=p.max_backoff_s))
+
+    def unary(self, method: Callable, request):
+        try:
+            for attempt in self._retrying():
+                with attempt:
+                    return method(request, timeout=self.policy.rpc_timeout_s,
+                                  metadata=self.metadata)
+        except grpc.RpcError as e:
+            raise translate_rpc_error(e) from None
+
+    def stream(self, method: Callable, request) -> list:
+        """A server-streaming call, collected; retried whole (the calls are read-only)."""
+        try:
+            for attempt in self._retrying():
+                with attempt:
+                    return list(method(request, timeout=self.policy.rpc_timeout_s,
+                                       metadata=self.metadata))
+        except grpc.RpcError as e:
+            raise translate_rpc_error(e) from None
+
+
+class RemoteStore:
+    """The store over a gRPC channel; same methods and errors as LocalStore."""
+
+    def __init__(self, channel: grpc.Channel, policy: RetryPolicy | None = None,
+                 metadata: tuple = ()):
+        self.stub = pb_grpc.KvStoreStub(channel)
+        self.rpc = RpcCaller(policy or RetryPolicy(), metadata)
+        self._tables: dict[str, TableInfo] = {}
+        self._tables_by_id: dict[int, TableInfo] = {}
+
+    # catalog
+    def create_table(self, name: str, schema: str, primary_key: list[str] | None = None,
+                     kind: str = "root", if_not_exists: bool = False,
+                     hidden_row_id: bool = False) -> TableInfo:
+        resp = self.rpc.unary(self.stub.CreateTable, pb.CreateTableRequest(
+            name=name, schema=schema, primary_key=list(primary_key or []), kind=kind,
+            if_not_exists=if_not_exists, hidden_row_id=hidden_row_id))
+        return self._remember(wire.table_from_pb(resp))
+
+    def drop_table(self, name: str, if_exists: bool = False) -> bool:
+        self._tables.pop(name, None)
+        return self.rpc.unary(self.stub.DropTable,
+                              pb.DropTableRequest(name=name, if_exists=if_exists)).dropped
+
+    def describe_table(self, name: str, refresh: bool = False) -> TableInfo:
+        if refresh or name not in self._tables:
+            resp = self.rpc.unary(self.stub.DescribeTable, pb.DescribeTableRequest(name=name))
+            self._remember(wire.table_from_pb(resp))
+        return self._tables[name]
+
+    def list_tables(self) -> list[TableInfo]:
+        resp = self.rpc.unary(self.stub.ListTables, pb.ListTablesRequest())
+        return [self._remember(wire.table_from_pb(t)) for t in resp.tables]
+
+    def table_by_id(self, table_id: int) -> TableInfo:
+        if table_id not in self._tables_by_id:
+            self.list_tables()
+        try:
+            return self._tables_by_id[table_id]
+        except KeyError:
+            raise errors.TableNotFound(table_id) from None
+
+    def _remember(self, info: TableInfo) -> TableInfo:
+        self._tables[info.name] = info
+        self._tables_by_id[info.id] = info
+        return info
+
+    # transactional writes
+    def prewrite(self, mutations, primary: bytes, start_ts: int, ttl_ms: int = 3000,
+                 txn_size: int = 0, try_one_pc: bool = False) -> int:
+        resp = self.rpc.unary(self.stub.Prewrite, pb.PrewriteRequest(
+            mutations=wire.mutations_to_pb(mutations), primary=primary, start_ts=start_ts,
+            lock_ttl_ms=ttl_ms, txn_size=txn_size, try_one_pc=try_one_pc))
+        if resp.errors:
+            wire.raise_key_error(resp.errors[0])
+        return resp.one_pc_commit_ts
+
+    def commit(self, start_ts: int, commit_ts: int, keys: list[bytes]) -> None:
+        resp = self.rpc.unary(self.stub.Commit, pb.CommitRequest(
+            start_ts=start_ts, commit_ts=commit_ts, keys=keys))
+        wire.raise_key_error(resp.error)
+
+    def rollback(self, start_ts: int, keys: list[bytes]) -> None:
+        resp = self.rpc.unary(self.stub.Rollback, pb.RollbackRequest(start_ts=start_ts, keys=keys))
+        wire.raise_key_error(resp.error)
+
+    def check_txn_status(self, primary: bytes, lock_ts: int,
+                         rollback_if_not_exist: bool = False) -> TxnStatusResult:
+        resp = self.rpc.unary(self.stub.CheckTxnStatus, pb.CheckTxnStatusRequest(
+            primary_key=primary, lock_ts=lock_ts, rollback_if_not_exist=rollback_if_not_exist))
+        return wire.status_from_pb(resp)
+
+    def resolve_locks(self, start_ts: int, commit_ts: int) -> int:
+        resp = self.rpc.unary(self.stub.ResolveLocks, pb.ResolveLocksRequest(
+            start_ts=start_ts, commit_ts=commit_ts))
+        wire.raise_key_error(resp.error)
+        return resp.resolved_keys
+
+    def txn_heartbeat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
+        resp = self.rpc.unary(self.stub.TxnHeartbeat, pb.TxnHeartbeatRequest(
+            primary_key=primary, start_ts=start_ts, advise_ttl_ms=advise_ttl_ms))
+        wire.raise_key_error(resp.error)
+        return resp.ttl_ms
+
+    # reads
+    def get(self, key: bytes, version: int) -> bytes | None:
+        resp = self.rpc.unary(self.stub.Get, pb.GetRequest(key=key, version=version))
+        wire.raise_key_error(resp.error)
+        return resp.value if resp.found else None
+
+    def scan(self, start: bytes, end: bytes | None, version: int, limit: int = 0,
+             chunk_rows: int = 0) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        chunks = self.rpc.stream(self.stub.Scan, pb.ScanRequest(
+            start_key=start, end_key=end or b"", version=version, limit=limit,
+            chunk_rows=chunk_rows))
+        for c in chunks:
+            wire.raise_key_error(c.error)
+            yield list(c.keys), list(c.values)
+
+    def scan_table(self, table: str, version: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        info = self.describe_table(table)
+        return self.scan(table_prefix(info.id), table_prefix(info.id + 1), version)
+
+    def scan_changes(self, table: str, from_ts: int, to_ts: int) -> list:
+        chunks = self.rpc.stream(self.stub.ScanChanges, pb.ScanChangesRequest(
+            table=table, from_ts=from_ts, to_ts=to_ts))
+        out = []
+        for c in chunks:
+            wire.raise_key_error(c.error)
+            out.extend(wire.change_from_pb(x) for x in c.changes)
+        return out
+
+    def resolved_ts(self, table: str) -> int:
+        return self.rpc.unary(self.stub.ResolvedTs, pb.ResolvedTsRequest(table=table)).resolved_ts
+
+    def gc(self, safepoint: int) -> int:
+        return self.rpc.unary(self.stub.Gc, pb.GcRequest(safepoint=safepoint)).versions_removed
+
+
+__all__ = ["RemoteStore", "RetryPolicy", "RpcCaller", "translate_rpc_error", "table_id_of"]

@@ -1,0 +1,115 @@
+"""The KvStore gRPC service: translates snapview.v1 requests to LocalStore commands.
+
+Percolator outcomes (TxnError) go into the response's KeyError; request errors become status
+codes (see grpc_errors). The service holds no state of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+
+from kvstore import wire
+from kvstore.errors import InvalidArgument, TxnError
+from kvstore.grpc_errors import generic_handler
+from kvstore.store import LocalStore
+from snapview_proto.snapview.v1 import kvstore_pb2 as pb
+
+SERVICE_NAME = "snapview.v1.KvStore"
+
+
+class KvStoreService:
+    def __init__(self, store: LocalStore):
+        self.store = store
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        return generic_handler(SERVICE_NAME, pb.DESCRIPTOR.services_by_name["KvStore"], self)
+
+    def Prewrite(self, req: pb.PrewriteRequest, ctx) -> pb.PrewriteResponse:
+        muts = wire.mutations_from_pb(req.mutations)
+        try:
+            ts = self.store.prewrite(muts, req.primary, req.start_ts, req.lock_ttl_ms or 3000,
+                                     req.txn_size, req.try_one_pc)
+        except TxnError as e:
+            return pb.PrewriteResponse(errors=[wire.key_error_to_pb(e)])
+        return pb.PrewriteResponse(one_pc_commit_ts=ts)
+
+    def Commit(self, req: pb.CommitRequest, ctx) -> pb.CommitResponse:
+        try:
+            self.store.commit(req.start_ts, req.commit_ts, list(req.keys))
+        except TxnError as e:
+            return pb.CommitResponse(error=wire.key_error_to_pb(e))
+        return pb.CommitResponse()
+
+    def Rollback(self, req: pb.RollbackRequest, ctx) -> pb.RollbackResponse:
+        try:
+            self.store.rollback(req.start_ts, list(req.keys))
+        except TxnError as e:
+            return pb.RollbackResponse(error=wire.key_error_to_pb(e))
+        return pb.RollbackResponse()
+
+    def CheckTxnStatus(self, req: pb.CheckTxnStatusRequest, ctx) -> pb.CheckTxnStatusResponse:
+        if not req.primary_key:
+            raise InvalidArgument("CheckTxnStatus needs primary_key")
+        r = self.store.check_txn_status(req.primary_key, req.lock_ts, req.rollback_if_not_exist)
+        return wire.status_to_pb(req.primary_key, r)
+
+    def ResolveLocks(self, req: pb.ResolveLocksRequest, ctx) -> pb.ResolveLocksResponse:
+        try:
+            n = self.store.resolve_locks(req.start_ts, req.commit_ts)
+        except TxnError as e:
+            return pb.ResolveLocksResponse(error=wire.key_error_to_pb(e))
+        return pb.ResolveLocksResponse(resolved_keys=n)
+
+    def TxnHeartbeat(self, req: pb.TxnHeartbeatRequest, ctx) -> pb.TxnHeartbeatResponse:
+        try:
+            ttl = self.store.txn_heartbeat(req.primary_key, req.start_ts, req.advise_ttl_ms)
+        except TxnError as e:
+            return pb.TxnHeartbeatResponse(error=wire.key_error_to_pb(e))
+        return pb.TxnHeartbeatResponse(ttl_ms=ttl)
+
+    def Get(self, req: pb.GetRequest, ctx) -> pb.GetResponse:
+        try:
+            v = self.store.get(req.key, req.version)
+        except TxnError as e:
+            return pb.GetResponse(error=wire.key_error_to_pb(e))
+        return pb.GetResponse(found=v is not None, value=v or b"")
+
+    def Scan(self, req: pb.ScanRequest, ctx) -> Iterator[pb.ScanChunk]:
+        try:
+            for keys, values in self.store.scan(req.start_key, req.end_key or None, req.version,
+                                                req.limit, req.chunk_rows):
+                yield pb.ScanChunk(keys=keys, values=values)
+        except TxnError as e:
+            yield pb.ScanChunk(error=wire.key_error_to_pb(e))
+
+    def ScanChanges(self, req: pb.ScanChangesRequest, ctx) -> Iterator[pb.ChangeChunk]:
+        try:
+            changes = self.store.scan_changes(req.table, req.from_ts, req.to_ts)
+        except TxnError as e:
+            yield pb.ChangeChunk(error=wire.key_error_to_pb(e))
+            return
+        step = req.chunk_rows or 8192
+        for i in range(0, len(changes), step):
+            yield pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in changes[i:i + step]])
+
+    def ResolvedTs(self, req: pb.ResolvedTsRequest, ctx) -> pb.ResolvedTsResponse:
+        return pb.ResolvedTsResponse(resolved_ts=self.store.resolved_ts(req.table))
+
+    def Gc(self, req: pb.GcRequest, ctx) -> pb.GcResponse:
+        return pb.GcResponse(versions_removed=self.store.gc(req.safepoint))
+
+    def CreateTable(self, req: pb.CreateTableRequest, ctx) -> pb.TableInfo:
+        info = self.store.create_table(req.name, req.schema, list(req.primary_key),
+                                       req.kind or "root", req.if_not_exists, req.hidden_row_id)
+        return wire.table_to_pb(info)
+
+    def DropTable(self, req: pb.DropTableRequest, ctx) -> pb.DropTableResponse:
+        return pb.DropTableResponse(dropped=self.store.drop_table(req.name, req.if_exists))
+
+    def DescribeTable(self, req: pb.DescribeTableRequest, ctx) -> pb.TableInfo:
+        return wire.table_to_pb(self.store.describe_table(req.name))
+
+    def ListTables(self, req: pb.ListTablesRequest, ctx) -> pb.ListTablesResponse:
+        return pb.ListTablesResponse(tables=[wire.table_to_pb(t) for t in self.store.list_tables()])

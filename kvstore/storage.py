@@ -1,0 +1,189 @@
+"""The LMDB environment: named sub-databases as column families, a reader, and a write buffer.
+
+One environment holds every CF, the catalog and the coordinator's own state (``meta``), so one
+LMDB write transaction can change any of them atomically. The map grows instead of failing: a
+write that hits MDB_MAP_FULL is retried after the map doubles (see ``Storage.grow``).
+
+Durability: with ``sync=True`` (the default) every LMDB commit fsyncs before it returns, so a write
+acknowledged to a caller survives kill -9 and power loss. ``sync=False`` skips the fsync (an OS
+crash may lose the newest commits, a process crash loses nothing); benchmarks print which they use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+
+import lmdb
+
+from kvstore.mvcc.keys import TS_MASK, parse_versioned_key, versioned_key
+from kvstore.mvcc.records import Lock, Write
+
+CF_NAMES = ("lock", "data", "write", "changes", "txn_locks", "catalog", "meta")
+DEFAULT_MAP_SIZE = 64 << 20
+
+
+class _ResizeLock:
+    """Readers share it; growing the map takes it alone (LMDB forbids a resize under readers)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._resizing = False
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if self._readers == 0:
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._resizing = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._resizing = False
+                self._cond.notify_all()
+
+
+class Storage:
+    """An open LMDB environment with the snapview column families."""
+
+    def __init__(self, path: str, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True):
+        os.makedirs(path, exist_ok=True)
+        self.path = path
+        self.sync = sync
+        self.env = lmdb.open(path, map_size=map_size, max_dbs=len(CF_NAMES) + 2, sync=sync,
+                             max_readers=1024, readahead=False, metasync=sync)
+        self.cf = {name: self.env.open_db(name.encode()) for name in CF_NAMES}
+        self._resize = _ResizeLock()
+
+    def close(self) -> None:
+        self.env.close()
+
+    @contextlib.contextmanager
+    def read_txn(self) -> Iterator[Reader]:
+        """A consistent read-only view of every CF."""
+        with self._resize.shared(), self.env.begin() as txn:
+            yield Reader(self, txn)
+
+    def begin_write(self) -> lmdb.Transaction:
+        return self.env.begin(write=True)
+
+    def grow(self) -> int:
+        """Double the map size; called by the single writer after MDB_MAP_FULL."""
+        with self._resize.exclusive():
+            new = self.env.info()["map_size"] * 2
+            self.env.set_mapsize(new)
+            return new
+
+    def map_size(self) -> int:
+        return self.env.info()["map_size"]
+
+    def used_bytes(self) -> int:
+        info, stat = self.env.info(), self.env.stat()
+        return (info["last_pgno"] + 1) * stat["psize"]
+
+
+class Reader:
+    """Point and range reads over one LMDB transaction (read-only, or the group's write txn)."""
+
+    def __init__(self, storage: Storage, txn: lmdb.Transaction):
+        self.storage = storage
+        self.txn = txn
+        self.cf = storage.cf
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        return self.txn.get(key, db=self.cf[cf])
+
+    def get_lock(self, key: bytes) -> Lock | None:
+        """The lock on ``key``, or None if there is none."""
+        raw = self.txn.get(key, db=self.cf["lock"])
+        return None if raw is None else Lock.parse(raw)
+
+    def seek_write(self, key: bytes, ts: int = TS_MASK) -> tuple[int, Write] | None:
+        """The newest write record of ``key`` with commit_ts <= ts, or None if there is none."""
+        cur = self.txn.cursor(db=self.cf["write"])
+        if not cur.set_range(versioned_key(key, ts)):
+            return None
+        k = cur.key()
+        if len(k) != len(key) + 8 or k[:-8] != key:
+            return None
+        return parse_versioned_key(k)[1], Write.parse(cur.value())
+
+    def iter_writes(self, key: bytes, ts: int = TS_MASK) -> Iterator[tuple[int, Write]]:
+        """Write records of ``key`` with commit_ts <= ts, newest first."""
+        cur = self.txn.cursor(db=self.cf["write"])
+        if not cur.set_range(versioned_key(key, ts)):
+            return
+        n = len(key) + 8
+        for k, v in cur:
+            if len(k) != n or k[:-8] != key:
+                return
+            yield parse_versioned_key(k)[1], Write.parse(v)
+
+    def find_txn_write(self, key: bytes, start_ts: int) -> tuple[int, Write] | None:
+        """The commit or rollback record written by the txn ``start_ts`` on ``key``, if any.
+
+        Commit records of that txn have commit_ts > start_ts; its rollback record sits at
+        start_ts itself, so only versions with commit_ts >= start_ts are examined."""
+        for commit_ts, w in self.iter_writes(key):
+            if commit_ts < start_ts:
+                return None
+            if w.start_ts == start_ts:
+                return commit_ts, w
+        return None
+
+    def get_data(self, key: bytes, start_ts: int) -> bytes | None:
+        return self.txn.get(versioned_key(key, start_ts), db=self.cf["data"])
+
+    def iter_range(self, cf: str, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """Items of ``cf`` with start <= key < end (end None: to the last key)."""
+        cur = self.txn.cursor(db=self.cf[cf])
+        if not cur.set_range(start):
+            return
+        for k, v in cur:
+            if end is not None and k >= end:
+                return
+            yield k, v
+
+    def iter_prefix(self, cf: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        cur = self.txn.cursor(db=self.cf[cf])
+        if not cur.set_range(prefix):
+            return
+        for k, v in cur:
+            if not k.startswith(prefix):
+                return
+            yield k, v
+
+
+class WriteBuffer:
+    """The writes of one action. They go into the action's own nested LMDB transaction, so the
+    action reads its own writes, and they reach the group's transaction only if it succeeds."""
+
+    __slots__ = ("_txn", "_cf")
+
+    def __init__(self, txn: lmdb.Transaction, cfs: dict):
+        self._txn = txn
+        self._cf = cfs
+
+    def put(self, cf: str, key: bytes, value: bytes) -> None:
+        self._txn.put(key, value, db=self._cf[cf])
+
+    def delete(self, cf: str, key: bytes) -> None:
+        self._txn.delete(key, db=self._cf[cf])

@@ -1,0 +1,358 @@
+"""LocalStore: the store's command layer over one LMDB environment.
+
+A command validates its request (naming table, key or field in the error), runs one action through
+the group committer (writes) or over a read transaction (reads), and returns plain Python values.
+``kvstore.remote.RemoteStore`` has the same methods over gRPC, so callers do not care which one
+they hold.
+
+Reads resolve locks on the way, never read through them: a lock with start_ts <= read_ts is
+looked up through its primary (check_txn_status); a committed or rolled-back transaction is
+finished with resolve_locks and the read is retried; a live one raises KeyIsLocked to the caller,
+who backs off and retries until the lock's TTL runs out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from kvstore import actions
+from kvstore.actions.check_txn_status import COMMITTED, LOCKED, TxnStatusResult
+from kvstore.actions.prewrite import Mutation
+from kvstore.catalog import (
+    SYSTEM_TABLE_ID,
+    Catalog,
+    TableInfo,
+    create_table_action,
+    drop_table_action,
+)
+from kvstore.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    KeyIsLocked,
+    SchemaMismatch,
+    TableNotFound,
+    TxnLockNotFound,
+    ValueTooLarge,
+)
+from kvstore.group_commit import GroupCommitter
+from kvstore.mvcc.keys import TS_MASK, table_id_of, table_prefix
+from kvstore.mvcc.records import LockOp
+from kvstore.mvcc.timestamp import lock_expired
+from kvstore.storage import DEFAULT_MAP_SIZE, Storage
+
+DEFAULT_LOCK_TTL_MS = 3000
+MAX_LOCK_TTL_MS = 3_600_000
+DEFAULT_MAX_VALUE_BYTES = 4 << 20
+SCAN_CHUNK_ROWS = 8192
+_SAFEPOINT_KEY = b"gc/safepoint"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LocalStore:
+    """The MVCC Percolator store on an LMDB environment at ``path``.
+
+    ``clock`` returns a fresh timestamp from the TSO; the store needs it for one-phase commit and
+    resolved_ts. Without one (a bare store in tests) those two refuse with FAILED_PRECONDITION.
+    """
+
+    def __init__(self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True,
+                 clock: Callable[[], int] | None = None,
+                 max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES):
+        self.storage = Storage(path, map_size=map_size, sync=sync)
+        self.committer = GroupCommitter(self.storage)
+        self.catalog = Catalog()
+        self.clock = clock
+        self.max_value_bytes = max_value_bytes
+        self._catalog_lock = threading.Lock()
+        # One-phase commits whose commit_ts is allocated but not yet durable: readers at or above
+        # such a ts wait, so a read never misses a commit below its read_ts (repeatable reads).
+        self._inflight: set[int] = set()
+        self._inflight_cond = threading.Condition()
+        with self.storage.read_txn() as r:
+            self.catalog.load(r)
+            raw = r.get("meta", _SAFEPOINT_KEY)
+        self.safepoint = int(raw) if raw else 0
+
+    def close(self) -> None:
+        self.committer.close()
+        self.storage.close()
+
+    # ------------------------------------------------------------------ catalog
+
+    def create_table(self, name: str, schema: str, primary_key: list[str] | None = None,
+                     kind: str = "root", if_not_exists: bool = False,
+                     hidden_row_id: bool = False) -> TableInfo:
+        """Create a table (idempotent with ``if_not_exists`` for an identical definition)."""
+        pk = list(primary_key or [])
+        created_ts = self.clock() if self.clock else 0
+        with self._catalog_lock:
+            info, _ = self.committer.run(lambda ctx: create_table_action(
+                ctx, name, schema, pk, kind, hidden_row_id, if_not_exists, created_ts))
+            self.catalog.remember(info)
+        return info
+
+    def drop_table(self, name: str, if_exists: bool = False) -> bool:
+        with self._catalog_lock:
+            dropped = self.committer.run(lambda ctx: drop_table_action(ctx, name, if_exists))
+            self.catalog.forget(name)
+        return dropped
+
+    def describe_table(self, name: str) -> TableInfo:
+        return self.catalog.get(name)
+
+    def list_tables(self) -> list[TableInfo]:
+        return sorted(self.catalog.by_name.values(), key=lambda t: t.name)
+
+    # ------------------------------------------------------------------ validation
+
+    def _table_of_key(self, key: bytes, internal: bool) -> TableInfo | None:
+        if len(key) < 5:
+            raise InvalidArgument(f"key {key.hex()!r} is too short to name a table")
+        tid = table_id_of(key)
+        if tid == SYSTEM_TABLE_ID:
+            if internal:
+                return None
+            raise InvalidArgument(f"key {key.hex()} is in snapview's reserved system table")
+        try:
+            return self.catalog.get_id(tid)
+        except TableNotFound:
+            raise TableNotFound(tid) from None
+
+    def _check_key(self, info: TableInfo | None, key: bytes) -> None:
+        if info is None:
+            return
+        try:
+            info.key_codec.decode(key)
+        except Exception as e:  # noqa: BLE001 - any decode failure means a malformed key
+            raise SchemaMismatch(f"table {info.name!r}: malformed key {key.hex()} ({e})") from None
+
+    def validate_mutations(self, mutations: list[Mutation], internal: bool = False) -> None:
+        """Refuse the whole request if any mutation is malformed: unknown table, a key that does
+        not decode, a row that does not fit the schema or whose key columns disagree with its key,
+        an oversized value, a repeated key."""
+        seen = set()
+        for op, key, value in mutations:
+            if not isinstance(op, LockOp):
+                raise InvalidArgument(f"mutation on key {key.hex()}: unknown op {op!r}")
+            info = self._table_of_key(key, internal)
+            self._check_key(info, key)
+            if key in seen:
+                raise InvalidArgument(f"key {key.hex()} appears twice in one request")
+            seen.add(key)
+            if op is LockOp.PUT:
+                if len(value) > self.max_value_bytes:
+                    where = f"table {info.name!r} " if info else ""
+                    raise ValueTooLarge(f"{where}key {key.hex()}: value of {len(value)} bytes "
+                                        f"exceeds the limit of {self.max_value_bytes} bytes")
+                if info is not None:
+                    info.row_codec.validate(value, f" key {key.hex()}")
+                    pk = info.row_codec.decode_stored(value)
+                    vals = tuple(pk[info.table_schema.index[k]] for k in info.table_schema.primary_key)
+                    if info.key_codec.encode_values(vals) != key:
+                        raise SchemaMismatch(f"table {info.name!r} key {key.hex()}: the row's "
+                                             "primary key columns do not match its key")
+            elif value:
+                raise InvalidArgument(f"key {key.hex()}: a {op.name} mutation carries no value")
+
+    @staticmethod
+    def _check_ts(**named: int) -> None:
+        for name, ts in named.items():
+            if not isinstance(ts, int) or not 0 < ts < TS_MASK:
+                raise InvalidArgument(f"{name} must be a positive 64-bit timestamp, got {ts!r}")
+
+    # ------------------------------------------------------------------ transactional writes
+
+    def prewrite(self, mutations: list[Mutation], primary: bytes, start_ts: int,
+                 ttl_ms: int = DEFAULT_LOCK_TTL_MS, txn_size: int = 0, try_one_pc: bool = False,
+                 internal: bool = False) -> int:
+        """Prewrite ``mutations`` for txn ``start_ts`` (all or none). Returns 0, or the commit_ts
+        when ``try_one_pc`` committed them in the same call. Raises the first Percolator outcome
+        (KeyIsLocked, WriteConflict, TxnRolledBack) that stopped it."""
+        self._check_ts(start_ts=start_ts)
+        if not mutations:
+            raise InvalidArgument("prewrite needs at least one mutation")
+        if not primary:
+            raise InvalidArgument("prewrite needs a primary key")
+        if not 0 < ttl_ms <= MAX_LOCK_TTL_MS:
+            raise InvalidArgument(f"lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}], got {ttl_ms}")
+        if start_ts <= self.safepoint:
+            raise FailedPrecondition(f"start_ts {start_ts} is at or below the GC safepoint "
+                                     f"{self.safepoint}; take a new timestamp")
+        self.validate_mutations(mutations, internal)
+        if not try_one_pc:
+            self.committer.run(lambda ctx: actions.prewrite(
+                ctx, mutations, primary, start_ts, ttl_ms, txn_size or len(mutations)))
+            return 0
+        if self.clock is None:
+            raise FailedPrecondition("one-phase commit needs a TSO; this store has none")
+        with self._inflight_cond:
+            commit_ts = self.clock()
+            self._inflight.add(commit_ts)
+        try:
+            self.committer.run(lambda ctx: actions.one_pc_commit(
+                ctx, mutations, primary, start_ts, commit_ts))
+        finally:
+            with self._inflight_cond:
+                self._inflight.discard(commit_ts)
+                self._inflight_cond.notify_all()
+        return commit_ts
+
+    def commit(self, start_ts: int, commit_ts: int, keys: list[bytes]) -> None:
+        """Commit ``keys`` of txn ``start_ts`` at ``commit_ts`` (idempotent)."""
+        self._check_ts(start_ts=start_ts, commit_ts=commit_ts)
+        if commit_ts <= start_ts:
+            raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
+        self.committer.run(lambda ctx: actions.commit(ctx, keys, start_ts, commit_ts))
+
+    def rollback(self, start_ts: int, keys: list[bytes]) -> None:
+        self._check_ts(start_ts=start_ts)
+        self.committer.run(lambda ctx: actions.rollback(ctx, keys, start_ts))
+
+    def check_txn_status(self, primary: bytes, lock_ts: int,
+                         rollback_if_not_exist: bool = False) -> TxnStatusResult:
+        self._check_ts(lock_ts=lock_ts)
+        now = _now_ms()
+        return self.committer.run(lambda ctx: actions.check_txn_status(
+            ctx, primary, lock_ts, now, rollback_if_not_exist))
+
+    def resolve_locks(self, start_ts: int, commit_ts: int) -> int:
+        self._check_ts(start_ts=start_ts)
+        if commit_ts and commit_ts <= start_ts:
+            raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
+        return self.committer.run(lambda ctx: actions.resolve_locks(ctx, start_ts, commit_ts))
+
+    def txn_heartbeat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
+        self._check_ts(start_ts=start_ts)
+        if not 0 < advise_ttl_ms <= MAX_LOCK_TTL_MS:
+            raise InvalidArgument(f"advise_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
+        now = _now_ms()
+        return self.committer.run(lambda ctx: actions.txn_heartbeat(
+            ctx, primary, start_ts, advise_ttl_ms, now))
+
+    def run_write(self, fn: Callable) -> object:
+        """Run a caller-defined write action in the next group (the coordinator's own state)."""
+        return self.committer.run(fn)
+
+    # ------------------------------------------------------------------ reads
+
+    def _wait_inflight(self, read_ts: int) -> None:
+        with self._inflight_cond:
+            while any(c <= read_ts for c in self._inflight):
+                self._inflight_cond.wait(1.0)
+
+    def resolve_lock_for_read(self, err: KeyIsLocked) -> bool:
+        """Finish the txn behind ``err`` if its fate is decided; False if it is alive.
+
+        A secondary lock whose primary has no record yet (its prewrite may be in flight) is only
+        rolled back once the secondary's own TTL has run out."""
+        expired = lock_expired(err.start_ts, err.ttl_ms, _now_ms())
+        status = self.check_txn_status(err.primary, err.start_ts, rollback_if_not_exist=expired) \
+            if expired else self._status_or_locked(err)
+        if status.status == LOCKED:
+            return False
+        self.resolve_locks(err.start_ts, status.commit_ts if status.status == COMMITTED else 0)
+        return True
+
+    def _status_or_locked(self, err: KeyIsLocked) -> TxnStatusResult:
+        try:
+            return self.check_txn_status(err.primary, err.start_ts, rollback_if_not_exist=False)
+        except TxnLockNotFound:
+            return TxnStatusResult(LOCKED)
+
+    def _read(self, fn: Callable, read_ts: int):
+        self._wait_inflight(read_ts)
+        while True:
+            try:
+                with self.storage.read_txn() as r:
+                    return fn(r)
+            except KeyIsLocked as e:
+                if not self.resolve_lock_for_read(e):
+                    raise
+
+    def get(self, key: bytes, version: int) -> bytes | None:
+        """The value of ``key`` at ``version`` (None if absent); raises KeyIsLocked while a live
+        transaction that may commit at or below ``version`` holds the key."""
+        self._check_ts(version=version)
+        self._table_of_key(key, internal=True)
+        return self._read(lambda r: actions.get(r, key, version), version)
+
+    def scan(self, start: bytes, end: bytes | None, version: int, limit: int = 0,
+             chunk_rows: int = SCAN_CHUNK_ROWS) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        """(keys, values) chunks of [start, end) at ``version``, in key order. ``end`` None or
+        empty means the end of start's table. Each chunk is read in its own LMDB transaction;
+        MVCC makes them one consistent snapshot at ``version``."""
+        self._check_ts(version=version)
+        if len(start) < 4:
+            raise InvalidArgument(f"scan start key {start.hex()!r} does not name a table")
+        info = self.catalog.get_id(table_id_of(start))
+        if not end:
+            end = table_prefix(info.id + 1)
+        chunk_rows = chunk_rows or SCAN_CHUNK_ROWS
+        remaining = limit
+        cursor = start
+        while True:
+            want = chunk_rows if not remaining else min(chunk_rows, remaining)
+            keys, values = self._read(lambda r, c=cursor, w=want: actions.scan(r, c, end, version, w),
+                                      version)
+            if keys:
+                yield keys, values
+            if len(keys) < want:
+                return
+            if remaining:
+                remaining -= len(keys)
+                if remaining <= 0:
+                    return
+            # Past every version of the last key: user keys are prefix-free, so the next user key
+            # differs from it inside its length and sorts above any 8-byte version suffix.
+            cursor = keys[-1] + b"\xff" * 9
+
+    def scan_table(self, table: str, version: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        info = self.catalog.get(table)
+        return self.scan(info.prefix, table_prefix(info.id + 1), version)
+
+    def scan_changes(self, table: str, from_ts: int, to_ts: int) -> list:
+        """Net changes of ``table`` in (from_ts, to_ts] (see actions.scan_changes)."""
+        self._check_ts(to_ts=to_ts)
+        if from_ts < 0 or from_ts >= to_ts:
+            raise InvalidArgument(f"table {table!r}: need 0 <= from_ts < to_ts, got "
+                                  f"({from_ts}, {to_ts}]")
+        if from_ts < self.safepoint:
+            raise FailedPrecondition(f"table {table!r}: changes from {from_ts} are below the GC "
+                                     f"safepoint {self.safepoint}")
+        info = self.catalog.get(table)
+        return self._read(lambda r: actions.scan_changes(r, info.id, from_ts, to_ts), to_ts)
+
+    def resolved_ts(self, table: str) -> int:
+        """No commit at or below the answer can still appear in ``table``."""
+        info = self.catalog.get(table)
+        if self.clock is None:
+            raise FailedPrecondition("resolved_ts needs a TSO; this store has none")
+        now = self.clock()
+        with self._inflight_cond:
+            floor = min(self._inflight, default=now + 1) - 1
+        with self.storage.read_txn() as r:
+            return min(floor, actions.resolved_ts(r, info.id, now))
+
+    def gc(self, safepoint: int) -> int:
+        """Drop history no reader at or above ``safepoint`` needs; the safepoint never moves back."""
+        self._check_ts(safepoint=safepoint)
+        if safepoint <= self.safepoint:
+            return 0
+
+        def act(ctx):
+            n = actions.gc(ctx, safepoint)
+            ctx.buf.put("meta", _SAFEPOINT_KEY, str(safepoint).encode())
+            return n
+
+        n = self.committer.run(act)
+        self.safepoint = safepoint
+        return n
+
+    def stats(self) -> dict:
+        return {"map_size": self.storage.map_size(), "used_bytes": self.storage.used_bytes(),
+                "group_commits": self.committer.groups, "grouped_actions": self.committer.actions}

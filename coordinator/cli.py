@@ -84,8 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _connect(args):
     import coordinator
 
+    # A person is waiting: give up on an unreachable server after a few seconds, not thirty.
     return coordinator.connect(args.coordinator, token_file=args.auth_token_file,
-                               tls_ca_file=args.tls_ca)
+                               tls_ca_file=args.tls_ca,
+                               retry=coordinator.RetryPolicy(max_attempts=4, max_elapsed_s=5))
 
 
 def cmd_serve(args) -> int:

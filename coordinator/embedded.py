@@ -37,6 +37,7 @@ class EmbeddedServer:
         cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--data-dir", self.data_dir,
                "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args]
         env = {**os.environ, **(self.env or {})}
+        os.makedirs(self.data_dir, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child's lifetime
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
         log.close()

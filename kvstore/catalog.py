@@ -67,11 +67,16 @@ class TableInfo:
                    d["hidden_row_id"], d["created_ts"])
 
 
+def check_table_name(name: str) -> None:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidArgument(f"table name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*,"
+                              " at most 128 characters)")
+
+
 def make_table_info(name: str, schema: str, primary_key: list[str], kind: str,
                     hidden_row_id: bool, table_id: int, created_ts: int) -> TableInfo:
     """Validate a table definition; raises InvalidArgument naming the table and field."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise InvalidArgument(f"table name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+    check_table_name(name)
     if kind not in KINDS:
         raise InvalidArgument(f"table {name!r}: kind {kind!r} is not one of {KINDS}")
     if not primary_key and not hidden_row_id:
@@ -124,10 +129,10 @@ def create_table_action(ctx: WriteContext, name: str, schema: str, primary_key: 
     """Create a table; returns (info, created). Invariant: names are unique and ids never reused.
     An existing table of the same name is returned when ``if_not_exists`` and its definition
     matches; a different definition is refused either way."""
-    raw = ctx.reader.get("catalog", name.encode())
     raw_id = ctx.reader.get("meta", _NEXT_ID_KEY)
     next_id = struct.unpack(">I", raw_id)[0] if raw_id else FIRST_TABLE_ID
     wanted = make_table_info(name, schema, primary_key, kind, hidden_row_id, next_id, created_ts)
+    raw = ctx.reader.get("catalog", name.encode())
     if raw is not None:
         existing = TableInfo.from_json(raw)
         same = (existing.schema, existing.primary_key, existing.kind, existing.hidden_row_id) == (
@@ -143,6 +148,7 @@ def create_table_action(ctx: WriteContext, name: str, schema: str, primary_key: 
 
 def drop_table_action(ctx: WriteContext, name: str, if_exists: bool) -> bool:
     """Drop a table and every record of it (locks, versions, values, change index)."""
+    check_table_name(name)
     raw = ctx.reader.get("catalog", name.encode())
     if raw is None:
         if if_exists:

@@ -12,6 +12,7 @@ from google.protobuf.message import DecodeError
 from kvstore.errors import RequestError, SnapviewError, TxnError
 
 log = logging.getLogger("snapview.rpc")
+ERROR_CLASS_KEY = "snapview-error-class"
 
 
 def status_code_of(exc: BaseException) -> grpc.StatusCode:
@@ -26,6 +27,8 @@ def abort_with(context: grpc.ServicerContext, method: str, exc: BaseException) -
         log.exception("internal error in %s", method)
         context.abort(grpc.StatusCode.INTERNAL, f"{method}: internal error: "
                       f"{type(exc).__name__}: {exc}")
+    # The class name rides along so a Python client can raise the very same exception type.
+    context.set_trailing_metadata(((ERROR_CLASS_KEY, type(exc).__name__),))
     context.abort(status_code_of(exc), str(exc))
 
 

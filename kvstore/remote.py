@@ -21,6 +21,7 @@ from tenacity import (
 )
 
 from kvstore import errors, wire
+from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.actions.check_txn_status import TxnStatusResult
 from kvstore.catalog import TableInfo
 from kvstore.mvcc.keys import table_id_of, table_prefix
@@ -60,9 +61,22 @@ def _retryable(e: BaseException) -> bool:
     return isinstance(e, grpc.RpcError) and e.code() in RETRYABLE
 
 
+def _class_from_trailer(e: grpc.RpcError) -> type | None:
+    try:
+        md = dict(e.trailing_metadata() or ())
+    except Exception:  # noqa: BLE001 - some RpcErrors carry no call
+        return None
+    cls = getattr(errors, md.get(ERROR_CLASS_KEY, ""), None)
+    ok = isinstance(cls, type) and issubclass(cls, errors.RequestError)
+    return cls if ok and cls.code == e.code().name else None
+
+
 def translate_rpc_error(e: grpc.RpcError) -> errors.SnapviewError:
-    """The kvstore.errors exception for a failed call (keeps the server's message)."""
-    cls = _ERRORS.get(e.code(), errors.SnapviewError)
+    """The kvstore.errors exception for a failed call: the server's own class when it named one
+    (e.g. ValueTooLarge), else the class for the status code; the server's message is kept."""
+    cls = _class_from_trailer(e) or _ERRORS.get(e.code(), errors.SnapviewError)
+    if cls is errors.TableNotFound:
+        cls = errors.NotFound  # its constructor takes a table, not a message
     err = cls(e.details() or str(e.code()))
     if cls is errors.SnapviewError:
         err.code = e.code().name

@@ -23,6 +23,7 @@ from kvstore.actions.prewrite import Mutation
 from kvstore.catalog import (
     SYSTEM_TABLE_ID,
     Catalog,
+    check_table_name,
     TableInfo,
     create_table_action,
     drop_table_action,
@@ -37,7 +38,7 @@ from kvstore.errors import (
     ValueTooLarge,
 )
 from kvstore.group_commit import GroupCommitter
-from kvstore.mvcc.keys import TS_MASK, table_id_of, table_prefix
+from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp
 from kvstore.mvcc.timestamp import lock_expired
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage
@@ -103,6 +104,7 @@ class LocalStore:
         return dropped
 
     def describe_table(self, name: str) -> TableInfo:
+        check_table_name(name)
         return self.catalog.get(name)
 
     def list_tables(self) -> list[TableInfo]:
@@ -113,6 +115,9 @@ class LocalStore:
     def _table_of_key(self, key: bytes, internal: bool) -> TableInfo | None:
         if len(key) < 5:
             raise InvalidArgument(f"key {key.hex()!r} is too short to name a table")
+        if len(key) > MAX_USER_KEY_BYTES:
+            raise InvalidArgument(f"key {key[:32].hex()}... of {len(key)} bytes exceeds the limit "
+                                  f"of {MAX_USER_KEY_BYTES} bytes")
         tid = table_id_of(key)
         if tid == SYSTEM_TABLE_ID:
             if internal:
@@ -160,6 +165,14 @@ class LocalStore:
                 raise InvalidArgument(f"key {key.hex()}: a {op.name} mutation carries no value")
 
     @staticmethod
+    def _check_keys(what: str, keys: list[bytes]) -> None:
+        """Keys that reach LMDB must be 1..MAX_USER_KEY_BYTES long (LMDB's own limit is 511)."""
+        for k in keys:
+            if not 0 < len(k) <= MAX_USER_KEY_BYTES:
+                raise InvalidArgument(f"{what} {k[:32].hex()!r} has {len(k)} bytes; keys must "
+                                      f"have 1 to {MAX_USER_KEY_BYTES}")
+
+    @staticmethod
     def _check_ts(**named: int) -> None:
         for name, ts in named.items():
             if not isinstance(ts, int) or not 0 < ts < TS_MASK:
@@ -176,8 +189,7 @@ class LocalStore:
         self._check_ts(start_ts=start_ts)
         if not mutations:
             raise InvalidArgument("prewrite needs at least one mutation")
-        if not primary:
-            raise InvalidArgument("prewrite needs a primary key")
+        self._check_keys("primary key", [primary])
         if not 0 < ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}], got {ttl_ms}")
         if start_ts <= self.safepoint:
@@ -207,15 +219,18 @@ class LocalStore:
         self._check_ts(start_ts=start_ts, commit_ts=commit_ts)
         if commit_ts <= start_ts:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
+        self._check_keys("key", keys)
         self.committer.run(lambda ctx: actions.commit(ctx, keys, start_ts, commit_ts))
 
     def rollback(self, start_ts: int, keys: list[bytes]) -> None:
         self._check_ts(start_ts=start_ts)
+        self._check_keys("key", keys)
         self.committer.run(lambda ctx: actions.rollback(ctx, keys, start_ts))
 
     def check_txn_status(self, primary: bytes, lock_ts: int,
                          rollback_if_not_exist: bool = False) -> TxnStatusResult:
         self._check_ts(lock_ts=lock_ts)
+        self._check_keys("primary key", [primary])
         now = _now_ms()
         return self.committer.run(lambda ctx: actions.check_txn_status(
             ctx, primary, lock_ts, now, rollback_if_not_exist))
@@ -228,6 +243,7 @@ class LocalStore:
 
     def txn_heartbeat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
         self._check_ts(start_ts=start_ts)
+        self._check_keys("primary key", [primary])
         if not 0 < advise_ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"advise_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
         now = _now_ms()

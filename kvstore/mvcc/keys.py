@@ -21,6 +21,8 @@ from kvstore.schema import TableSchema, to_storage
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 TS_MASK = (1 << 64) - 1
+# LMDB keys are at most 511 bytes; the longest derived key is the change index (12 + user key).
+MAX_USER_KEY_BYTES = 480
 SIGN64 = 1 << 63
 SIGN32 = 1 << 31
 SIGN128 = 1 << 127
@@ -113,7 +115,11 @@ class KeyCodec:
                 out.append(_escape_bytes(v.encode()))
             else:  # BINARY
                 out.append(_escape_bytes(v))
-        return b"".join(out)
+        key = b"".join(out)
+        if len(key) > MAX_USER_KEY_BYTES:
+            raise SchemaMismatch(f"table {self.schema.table!r}: primary key of {len(key)} bytes "
+                                 f"exceeds the limit of {MAX_USER_KEY_BYTES} bytes")
+        return key
 
     def encode(self, row: dict) -> bytes:
         """Encode the key of ``row`` (a dict of Python values); names a missing key column."""

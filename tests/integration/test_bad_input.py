@@ -1,0 +1,164 @@
+"""Bad input gets a precise status code and a message naming the table, key or field; nothing is
+written; the server never answers UNKNOWN and stays up."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+import coordinator
+from kvstore.errors import InvalidArgument, NotFound, SchemaMismatch, ValueTooLarge
+from kvstore.mvcc.records import LockOp
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
+from snapview_proto.snapview.v1 import kvstore_pb2 as kpb
+
+
+@pytest.fixture
+def accounts(client, table_name):
+    client.create_table(table_name, "id BIGINT, balance BIGINT, note STRING", primary_key=["id"])
+    return table_name
+
+
+def assert_nothing_written(client, table):
+    assert client.read(table).num_rows == 0
+
+
+def test_unknown_table(client):
+    """Reading or writing an unknown table: NOT_FOUND naming it."""
+    with pytest.raises(NotFound, match="table 'ghost' does not exist"):
+        client.read("ghost")
+    with pytest.raises(NotFound, match="ghost"):
+        with client.transaction() as t:
+            t.put("ghost", {"id": 1})
+
+
+@pytest.mark.parametrize("row, field", [
+    ({"id": 1, "balance": "ten"}, "balance"),   # wrong type
+    ({"balance": 10}, "id"),                     # missing key column
+    ({"id": 1, "balance": 1, "colour": "red"}, "colour"),  # extra column
+])
+def test_row_not_matching_schema(client, accounts, row, field):
+    """A row that does not fit: INVALID_ARGUMENT naming table and column; nothing written."""
+    with pytest.raises(SchemaMismatch) as e:
+        with client.transaction() as t:
+            t.put(accounts, {"id": 99, "balance": 1})
+            t.put(accounts, row)
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert repr(accounts) in str(e.value) and repr(field) in str(e.value)
+    assert_nothing_written(client, accounts)
+
+
+def test_malformed_row_bytes_rejected_by_server(client, accounts):
+    """Raw bytes that are not a row of the schema: the server answers INVALID_ARGUMENT naming
+    the table and key, and writes nothing of the request."""
+    info = client.describe_table(accounts)
+    good_key = info.key_codec.encode({"id": 1})
+    good = info.row_codec.encode({"id": 1, "balance": 5})
+    bad_key = info.key_codec.encode({"id": 2})
+    ts = client.tso()
+    with pytest.raises(InvalidArgument) as e:
+        client.store.prewrite([(LockOp.PUT, good_key, good), (LockOp.PUT, bad_key, b"\x01junk")],
+                              good_key, ts)
+    assert accounts in str(e.value) and bad_key.hex() in str(e.value)
+    assert_nothing_written(client, accounts)
+    # a row whose key columns disagree with its key
+    other = info.row_codec.encode({"id": 3, "balance": 5})
+    with pytest.raises(InvalidArgument, match="do not match its key"):
+        client.store.prewrite([(LockOp.PUT, bad_key, other)], bad_key, client.tso())
+
+
+def test_malformed_key_rejected(client, accounts):
+    """A key that does not decode for its table: INVALID_ARGUMENT naming the table."""
+    info = client.describe_table(accounts)
+    with pytest.raises(InvalidArgument, match=f"table '{accounts}': malformed key"):
+        client.store.prewrite([(LockOp.DELETE, info.prefix + b"\x01", b"")], info.prefix + b"\x01",
+                              client.tso())
+
+
+def test_oversized_value(client, accounts):
+    """A value above the limit: INVALID_ARGUMENT naming table, key and sizes; nothing written."""
+    with pytest.raises(ValueTooLarge) as e:
+        with client.transaction() as t:
+            t.put(accounts, {"id": 1, "balance": 1, "note": "x" * (5 << 20)})
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert accounts in str(e.value) and "exceeds the limit" in str(e.value)
+    assert_nothing_written(client, accounts)
+
+
+def test_commit_ts_not_after_start_ts(client, accounts):
+    """commit_ts <= start_ts: INVALID_ARGUMENT naming both; the lock stays for a proper commit."""
+    info = client.describe_table(accounts)
+    k = info.key_codec.encode({"id": 1})
+    start = client.tso()
+    client.store.prewrite([(LockOp.PUT, k, info.row_codec.encode({"id": 1, "balance": 1}))], k,
+                          start)
+    with pytest.raises(InvalidArgument, match=f"commit_ts {start} must be greater than start_ts"):
+        client.store.commit(start, start, [k])
+    client.store.commit(start, client.tso(), [k])
+    assert client.read(accounts).num_rows == 1
+
+
+@pytest.mark.parametrize("key", [b"", b"\x00\x00\x00\x10" + b"k" * 600])
+def test_keys_outside_lmdb_limits(client, key):
+    """An empty or over-long key gets INVALID_ARGUMENT naming the key, not an LMDB failure."""
+    ts = client.tso()
+    for call in (lambda: client.store.commit(ts, ts + 1, [key]),
+                 lambda: client.store.rollback(ts, [key]),
+                 lambda: client.store.check_txn_status(key, ts),
+                 lambda: client.store.txn_heartbeat(key, ts, 100),
+                 lambda: client.store.get(key, ts)):
+        with pytest.raises(InvalidArgument, match="key"):
+            call()
+
+
+def test_bad_table_definitions(client):
+    """create_table refuses bad names, types and keys with INVALID_ARGUMENT naming them."""
+    with pytest.raises(InvalidArgument, match="not an identifier"):
+        client.create_table("bad name", "id BIGINT", ["id"])
+    with pytest.raises(InvalidArgument, match="unsupported type 'UUID'"):
+        client.create_table("t_bad_type", "id UUID", ["id"])
+    with pytest.raises(InvalidArgument, match="primary key column 'nope'"):
+        client.create_table("t_bad_pk", "id BIGINT", ["nope"])
+    with pytest.raises(coordinator.AlreadyExists):
+        client.create_table("t_dup", "id BIGINT", ["id"])
+        client.create_table("t_dup", "id BIGINT", ["id"])
+
+
+def _all_methods():
+    for svc_pb, svc in ((kpb, "KvStore"), (cpb, "Coordinator")):
+        for m in svc_pb.DESCRIPTOR.services_by_name[svc].methods:
+            yield f"/snapview.v1.{svc}/{m.name}", m.server_streaming
+
+
+@pytest.mark.parametrize("method, streaming", list(_all_methods()))
+def test_garbage_bytes_to_every_method(server, method, streaming):
+    """Garbage sent to any RPC: INVALID_ARGUMENT naming the method's request; never UNKNOWN."""
+    with grpc.insecure_channel(server.address) as ch:
+        if streaming:
+            call = ch.unary_stream(method, request_serializer=None, response_deserializer=None)
+            with pytest.raises(grpc.RpcError) as e:
+                list(call(b"\xff\xff\xff\xff garbage \x00\x01", timeout=10))
+        else:
+            call = ch.unary_unary(method, request_serializer=None, response_deserializer=None)
+            with pytest.raises(grpc.RpcError) as e:
+                call(b"\xff\xff\xff\xff garbage \x00\x01", timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert method.split("/")[-1] in e.value.details()
+
+
+@pytest.mark.parametrize("method, streaming", list(_all_methods()))
+def test_empty_request_to_every_method_is_never_unknown(server, method, streaming):
+    """An empty (all defaults) request gets a definite answer or a precise status, not UNKNOWN
+    or INTERNAL, and the server stays up."""
+    with grpc.insecure_channel(server.address) as ch:
+        try:
+            if streaming:
+                list(ch.unary_stream(method)(b"", timeout=10))
+            else:
+                ch.unary_unary(method)(b"", timeout=10)
+        except grpc.RpcError as e:
+            assert e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+                                grpc.StatusCode.FAILED_PRECONDITION), (e.code(), e.details())
+    c = coordinator.connect(server.address)
+    assert c.tso() > 0
+    c.close()

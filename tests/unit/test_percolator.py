@@ -1,0 +1,279 @@
+"""Percolator scenarios on a real LMDB store, one per test (the TinyKV project-4 style)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvstore.errors import (
+    KeyIsLocked,
+    TxnAlreadyCommitted,
+    TxnLockNotFound,
+    TxnRolledBack,
+    WriteConflict,
+)
+from kvstore.mvcc import LockOp, WriteKind
+from kvstore.mvcc.timestamp import compose, physical_ms
+from tests.unit.percolator_helpers import Kv, must_err
+
+
+@pytest.fixture
+def kv(store) -> Kv:
+    return Kv(store)
+
+
+@pytest.fixture
+def ts(clock):
+    """ts(n) -> the n-th of a fresh, increasing run of real hybrid timestamps."""
+    run = [clock() for _ in range(32)]
+    return lambda n: run[n]
+
+
+def test_prewrite_conflicts_with_newer_write(kv, ts):
+    """A write committed at or after start_ts makes prewrite fail with WriteConflict."""
+    kv.must_put(1, "a", ts(2), ts(3))
+    err = must_err(WriteConflict, kv.must_prewrite_put, 1, "b", 1, ts(1))
+    assert (err.start_ts, err.conflict_start_ts, err.conflict_commit_ts) == (ts(1), ts(2), ts(3))
+    kv.must_unlocked(1)
+
+
+def test_prewrite_blocked_by_foreign_lock(kv, ts):
+    """Another txn's lock makes prewrite fail with KeyIsLocked naming that txn."""
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    err = must_err(KeyIsLocked, kv.must_prewrite_put, 1, "b", 1, ts(2))
+    assert err.start_ts == ts(1) and err.primary == kv.key(1)
+    kv.must_locked(1, ts(1))
+
+
+def test_prewrite_is_idempotent(kv, ts):
+    """Prewriting the same key twice for one start_ts leaves one lock and no error."""
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    kv.must_locked(1, ts(1))
+    kv.must_commit(1, ts(1), ts(2))
+    kv.must_get(1, ts(3), "a")
+
+
+def test_prewrite_all_or_nothing(kv, ts):
+    """A prewrite that conflicts on one key locks none of its keys."""
+    kv.must_put(2, "x", ts(2), ts(3))
+    muts = [(LockOp.PUT, kv.key(1), kv.row(1, "a")), (LockOp.PUT, kv.key(2), kv.row(2, "b"))]
+    must_err(WriteConflict, kv.store.prewrite, muts, kv.key(1), ts(1))
+    kv.must_unlocked(1)
+    kv.must_unlocked(2)
+
+
+def test_commit_is_idempotent(kv, ts):
+    """Committing twice succeeds and leaves exactly one write record."""
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    kv.must_commit(1, ts(1), ts(2))
+    kv.must_commit(1, ts(1), ts(2))
+    kv.must_written(1, ts(1), ts(2), WriteKind.PUT)
+    kv.must_unlocked(1)
+
+
+def test_prewrite_after_commit_is_a_noop(kv, ts):
+    """A retried prewrite arriving after its commit neither fails nor locks again."""
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    kv.must_commit(1, ts(1), ts(2))
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    kv.must_unlocked(1)
+
+
+def test_commit_without_lock_fails(kv, ts):
+    """Commit of a key the txn never locked raises TxnLockNotFound."""
+    must_err(TxnLockNotFound, kv.must_commit, 1, ts(1), ts(2))
+
+
+def test_commit_after_rollback_fails_and_keeps_rollback_record(kv, ts):
+    """After a rollback, commit fails and the rollback record stays."""
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    kv.must_rollback(1, ts(1))
+    must_err(TxnRolledBack, kv.must_commit, 1, ts(1), ts(2))
+    kv.must_written(1, ts(1), ts(1), WriteKind.ROLLBACK)
+    kv.must_unlocked(1)
+    kv.must_get(1, ts(3), None)
+
+
+def test_late_prewrite_after_rollback_fails(kv, ts):
+    """A rollback that arrives before the prewrite still stops it (the record protects)."""
+    kv.must_rollback(1, ts(1))
+    must_err(TxnRolledBack, kv.must_prewrite_put, 1, "a", 1, ts(1))
+    kv.must_unlocked(1)
+
+
+def test_rollback_of_committed_txn_fails(kv, ts):
+    """Rolling back a committed txn raises TxnAlreadyCommitted and changes nothing."""
+    kv.must_put(1, "a", ts(1), ts(2))
+    err = must_err(TxnAlreadyCommitted, kv.must_rollback, 1, ts(1))
+    assert err.commit_ts == ts(2)
+    kv.must_get(1, ts(3), "a")
+
+
+def test_rollback_records_of_other_txns_are_not_conflicts(kv, ts):
+    """A newer txn's rollback record does not block an older txn's prewrite."""
+    kv.must_rollback(1, ts(2))
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    kv.must_locked(1, ts(1))
+
+
+def test_check_txn_status_live_lock(kv, ts):
+    """A primary lock within its TTL is reported LOCKED and kept."""
+    kv.must_prewrite_put(1, "a", 1, ts(1), ttl_ms=60_000)
+    st = kv.store.check_txn_status(kv.key(1), ts(1))
+    assert st.status == "locked" and st.lock.ttl_ms == 60_000
+    kv.must_locked(1, ts(1))
+
+
+def test_check_txn_status_expired_lock_is_rolled_back(kv):
+    """A primary lock whose TTL ran out is rolled back and can no longer commit."""
+    old = compose(physical_ms(kv.store.clock()) - 10_000, 0)  # started 10 s ago
+    kv.must_prewrite_put(1, "a", 1, old, ttl_ms=100)
+    st = kv.store.check_txn_status(kv.key(1), old)
+    assert st.status == "rolled_back"
+    kv.must_unlocked(1)
+    kv.must_written(1, old, old, WriteKind.ROLLBACK)
+    must_err(TxnRolledBack, kv.must_commit, 1, old, kv.store.clock())
+
+
+def test_check_txn_status_committed(kv, ts):
+    """A committed primary is reported COMMITTED with its commit_ts."""
+    kv.must_put(1, "a", ts(1), ts(2))
+    st = kv.store.check_txn_status(kv.key(1), ts(1))
+    assert (st.status, st.commit_ts) == ("committed", ts(2))
+
+
+def test_check_txn_status_missing_primary(kv, ts):
+    """No lock and no record: TxnLockNotFound, or a protective rollback when asked."""
+    must_err(TxnLockNotFound, kv.store.check_txn_status, kv.key(1), ts(1))
+    st = kv.store.check_txn_status(kv.key(1), ts(1), rollback_if_not_exist=True)
+    assert st.status == "rolled_back"
+    must_err(TxnRolledBack, kv.must_prewrite_put, 1, "a", 1, ts(1))
+
+
+def test_read_resolves_lock_of_committed_txn(kv, ts):
+    """A read meeting a secondary lock whose primary committed commits it and sees the value."""
+    kv.must_prewrite_put(1, "p", 1, ts(1))
+    kv.must_prewrite_put(2, "s", 1, ts(1))
+    kv.must_commit(1, ts(1), ts(2))  # the primary only: the process "dies" here
+    kv.must_locked(2, ts(1))
+    kv.must_get(2, ts(3), "s")
+    kv.must_unlocked(2)
+    kv.must_written(2, ts(1), ts(2), WriteKind.PUT)
+
+
+def test_read_resolves_lock_of_expired_txn(kv):
+    """A read meeting an expired txn's lock rolls the txn back and reads the older value."""
+    clock = kv.store.clock
+    t1, t2 = clock(), clock()
+    kv.must_put(1, "old", t1, t2)
+    old = compose(physical_ms(clock()) - 10_000, 0)
+    # The expired txn's prewrite is older than the committed value, so it cannot conflict;
+    # use another key to hold it.
+    kv.must_prewrite_put(2, "never", 2, old, ttl_ms=100)
+    kv.must_get(2, clock(), None)
+    kv.must_unlocked(2)
+    kv.must_get(1, clock(), "old")
+
+
+def test_read_blocked_by_live_lock(kv, ts):
+    """A read at or above a live lock's start_ts raises KeyIsLocked and never reads through."""
+    kv.must_put(1, "a", ts(1), ts(2))
+    kv.must_prewrite_put(1, "b", 1, ts(3), ttl_ms=60_000)
+    must_err(KeyIsLocked, kv.store.get, kv.key(1), ts(4))
+    kv.must_get(1, ts(2), "a")  # a read below the lock's start_ts is not blocked
+
+
+def test_read_skips_rollback_and_sees_older_version(kv, ts):
+    """Rollback records are skipped; the newest Put below the read ts is returned."""
+    kv.must_put(1, "a", ts(1), ts(2))
+    kv.must_rollback(1, ts(3))
+    kv.must_get(1, ts(4), "a")
+
+
+def test_delete_hides_older_versions(kv, ts):
+    """A committed Delete makes the key absent at and after its commit_ts only."""
+    kv.must_put(1, "a", ts(1), ts(2))
+    kv.must_prewrite_delete(1, 1, ts(3))
+    kv.must_commit(1, ts(3), ts(4))
+    kv.must_get(1, ts(5), None)
+    kv.must_get(1, ts(3), "a")
+
+
+def test_resolve_locks_commits_whole_transaction(kv, ts):
+    """resolve_locks with a commit_ts commits every lock of the txn via its index."""
+    for k in (1, 2, 3):
+        kv.must_prewrite_put(k, f"v{k}", 1, ts(1))
+    assert kv.store.resolve_locks(ts(1), ts(2)) == 3
+    for k in (1, 2, 3):
+        kv.must_unlocked(k)
+        kv.must_written(k, ts(1), ts(2), WriteKind.PUT)
+    assert kv.store.resolve_locks(ts(1), ts(2)) == 0
+
+
+def test_resolve_locks_rolls_back_whole_transaction(kv, ts):
+    """resolve_locks with commit_ts 0 rolls back every lock of the txn."""
+    for k in (1, 2):
+        kv.must_prewrite_put(k, f"v{k}", 1, ts(1))
+    assert kv.store.resolve_locks(ts(1), 0) == 2
+    for k in (1, 2):
+        kv.must_unlocked(k)
+        kv.must_written(k, ts(1), ts(1), WriteKind.ROLLBACK)
+
+
+def test_heartbeat_extends_ttl_and_never_shrinks(kv, ts):
+    """txn_heartbeat raises the primary's TTL; a smaller advice keeps the larger TTL."""
+    kv.must_prewrite_put(1, "a", 1, ts(1), ttl_ms=1000)
+    ttl = kv.store.txn_heartbeat(kv.key(1), ts(1), 60_000)
+    assert ttl >= 60_000 and kv.lock(1).ttl_ms == ttl
+    assert kv.store.txn_heartbeat(kv.key(1), ts(1), 10) == ttl
+
+
+def test_one_pc_writes_without_locks(kv, ts):
+    """One-phase commit leaves no lock and makes the value visible at its commit_ts."""
+    commit_ts = kv.store.prewrite([(LockOp.PUT, kv.key(1), kv.row(1, "a"))], kv.key(1), ts(1),
+                                  try_one_pc=True)
+    assert commit_ts > ts(1)
+    kv.must_unlocked(1)
+    kv.must_written(1, ts(1), commit_ts, WriteKind.PUT)
+    kv.must_get(1, kv.store.clock(), "a")
+
+
+def test_large_value_goes_to_data_cf(kv, ts):
+    """A value above SHORT_VALUE_MAX is kept in the data CF and read back whole."""
+    big = "x" * 5000
+    kv.must_put(1, big, ts(1), ts(2))
+    w = kv.write_at(1, ts(2))
+    assert w.short_value is None
+    kv.must_get(1, ts(3), big)
+
+
+def test_gc_keeps_newest_version_at_or_below_safepoint(kv, ts):
+    """gc drops versions older than the newest one at or below the safepoint, nothing else."""
+    kv.must_put(1, "v1", ts(1), ts(2))
+    kv.must_put(1, "v2", ts(3), ts(4))
+    kv.must_put(1, "v3", ts(6), ts(7))
+    removed = kv.store.gc(ts(5))
+    assert removed == 1
+    assert kv.write_at(1, ts(2)) is None
+    kv.must_written(1, ts(3), ts(4), WriteKind.PUT)
+    kv.must_get(1, ts(5), "v2")
+    kv.must_get(1, ts(8), "v3")
+
+
+def test_gc_drops_deleted_key_entirely(kv, ts):
+    """When the newest record at or below the safepoint is a Delete, the key's history goes."""
+    kv.must_put(1, "v1", ts(1), ts(2))
+    kv.must_prewrite_delete(1, 1, ts(3))
+    kv.must_commit(1, ts(3), ts(4))
+    assert kv.store.gc(ts(5)) == 2
+    assert kv.write_at(1, ts(4)) is None and kv.write_at(1, ts(2)) is None
+    kv.must_get(1, ts(6), None)
+
+
+def test_prewrite_below_safepoint_refused(kv, ts):
+    """After gc, a prewrite with start_ts at or below the safepoint is refused."""
+    from kvstore.errors import FailedPrecondition
+
+    kv.must_put(1, "v1", ts(1), ts(2))
+    kv.store.gc(ts(5))
+    must_err(FailedPrecondition, kv.must_prewrite_put, 2, "x", 2, ts(4))

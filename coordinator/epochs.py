@@ -34,7 +34,7 @@ from kvstore.errors import (
     TxnRolledBack,
 )
 from kvstore.mvcc.keys import table_prefix
-from kvstore.mvcc.records import LockOp
+from kvstore.mvcc.records import LockOp, WriteKind
 from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
 
 from coordinator.tso import TimestampOracle
@@ -102,6 +102,19 @@ class EpochManager:
         ctx.buf.put("meta", _job_key(info.job), json.dumps(job_state).encode())
 
     @staticmethod
+    def _settle(ctx, info: EpochInfo) -> EpochInfo:
+        """Decide a PREWRITE attempt's fate through its primary, never by guessing: a committed
+        primary means the attempt committed (its secondaries are committed too); otherwise the
+        primary is rolled back first (so it can never commit later) and then the secondaries."""
+        rec = ctx.reader.find_txn_write(info.primary_key, info.start_ts)
+        if rec is not None and rec[1].kind is not WriteKind.ROLLBACK:
+            actions.resolve_locks(ctx, info.start_ts, rec[0])
+            return replace(info, state=COMMITTED, commit_ts=rec[0])
+        actions.rollback_key(ctx, info.primary_key, info.start_ts)
+        actions.resolve_locks(ctx, info.start_ts, 0)
+        return replace(info, state=ABORTED)
+
+    @staticmethod
     def _check(job: str, epoch: int) -> None:
         if not isinstance(job, str) or not _JOB_NAME.fullmatch(job):
             raise InvalidArgument(f"job name {job!r} must match {_JOB_NAME.pattern}")
@@ -155,13 +168,23 @@ class EpochManager:
                 if st["open_epoch"] and st["open_epoch"] != epoch:
                     stale = self._load(ctx.reader, job, st["open_epoch"])
                     if stale is not None and stale.state == PREWRITE:
-                        actions.resolve_locks(ctx, stale.start_ts, 0)
-                        ctx.buf.put("meta", _epoch_key(job, stale.epoch),
-                                    json.dumps(asdict(replace(stale, state=ABORTED))).encode())
+                        settled = self._settle(ctx, stale)
+                        if settled.state == COMMITTED:
+                            st = {**st, "last_committed": max(st["last_committed"], stale.epoch)}
+                        self._save(ctx, settled, {**st, "open_epoch": 0})
+                        if epoch < st["last_committed"]:
+                            raise FailedPrecondition(
+                                f"job {job!r}: epoch {epoch} is out of order; the job already "
+                                f"committed epoch {st['last_committed']}")
                 if info is not None:
                     attempt = info.attempt + 1
                     if info.state == PREWRITE:
-                        actions.resolve_locks(ctx, info.start_ts, 0)
+                        settled = self._settle(ctx, info)
+                        if settled.state == COMMITTED:
+                            st = {**st, "last_committed": max(st["last_committed"], epoch),
+                                  "open_epoch": 0}
+                            self._save(ctx, settled, st)
+                            return settled
                 actions.prewrite(ctx, [(LockOp.PUT, key, b"epoch")], key, start_ts, ttl_ms, 1)
                 new = EpochInfo(job, epoch, PREWRITE, start_ts, 0, attempt)
                 self._save(ctx, new, {**st, "open_epoch": epoch})
@@ -203,15 +226,18 @@ class EpochManager:
         self.store.resolve_locks(start_ts, commit_ts)
         return done
 
-    def _mark_aborted(self, info: EpochInfo) -> None:
+    def _mark_aborted(self, info: EpochInfo) -> EpochInfo:
         def act(ctx):
-            actions.resolve_locks(ctx, info.start_ts, 0)
+            settled = self._settle(ctx, info)
             st = self._job(ctx.reader, info.job)
             if st["open_epoch"] == info.epoch:
                 st = {**st, "open_epoch": 0}
-            self._save(ctx, replace(info, state=ABORTED), st)
+            if settled.state == COMMITTED:
+                st = {**st, "last_committed": max(st["last_committed"], info.epoch)}
+            self._save(ctx, settled, st)
+            return settled
 
-        self.store.run_write(act)
+        return self.store.run_write(act)
 
     def abort(self, job: str, epoch: int, start_ts: int) -> EpochInfo:
         """Roll back attempt ``start_ts`` of (job, epoch); idempotent."""
@@ -222,8 +248,10 @@ class EpochManager:
                 raise FailedPrecondition(f"job {job!r} epoch {epoch} is already committed")
             if info.start_ts != start_ts or info.state == ABORTED:
                 return replace(info, state=ABORTED) if info.start_ts == start_ts else info
-            self._mark_aborted(info)
-            return replace(info, state=ABORTED)
+            settled = self._mark_aborted(info)
+            if settled.state == COMMITTED:
+                raise FailedPrecondition(f"job {job!r} epoch {epoch} is already committed")
+            return settled
 
     def heartbeat(self, job: str, epoch: int, start_ts: int, ttl_ms: int) -> EpochInfo:
         """Keep attempt ``start_ts``'s primary lock alive for ``ttl_ms`` more."""

@@ -277,3 +277,29 @@ def test_prewrite_below_safepoint_refused(kv, ts):
     kv.must_put(1, "v1", ts(1), ts(2))
     kv.store.gc(ts(5))
     must_err(FailedPrecondition, kv.must_prewrite_put, 2, "x", 2, ts(4))
+
+
+def test_scan_changes_net_per_key(kv, ts):
+    """Net change per key in (from, to]: insert+delete inside yields nothing; old/new images."""
+    kv.must_put(1, "a", ts(1), ts(2))
+    kv.must_put(2, "b", ts(1), ts(2))
+    kv.must_put(1, "a2", ts(3), ts(4))          # update
+    kv.must_put(3, "c", ts(3), ts(4))           # insert
+    kv.must_prewrite_delete(2, 2, ts(5))        # delete
+    kv.must_commit(2, ts(5), ts(6))
+    kv.must_put(4, "tmp", ts(5), ts(6))         # inserted ...
+    kv.must_prewrite_delete(4, 4, ts(7))        # ... and deleted inside the interval
+    kv.must_commit(4, ts(7), ts(8))
+    changes = kv.store.scan_changes("kv", ts(2), ts(9))
+    got = {kv.info.key_codec.decode(c.key)[0]: (kv.value_of(c.old), kv.value_of(c.new))
+           for c in changes}
+    assert got == {1: ("a", "a2"), 2: ("b", None), 3: (None, "c")}
+    assert [c.commit_ts for c in changes] == [ts(4), ts(6), ts(4)]
+
+
+def test_resolved_ts_stays_below_live_locks(kv, ts):
+    """resolved_ts is below the start_ts of every lock in the table, and moves once it goes."""
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    assert kv.store.resolved_ts("kv") == ts(1) - 1
+    kv.must_commit(1, ts(1), ts(2))
+    assert kv.store.resolved_ts("kv") > ts(2)

@@ -1,0 +1,37 @@
+"""Public names are a contract (DESIGN.md §7): pin them, and check the client covers the wire."""
+
+from __future__ import annotations
+
+import coordinator
+from coordinator.client import Client
+from kvstore.remote import RemoteStore
+from kvstore.store import LocalStore
+from snapview_proto.snapview.v1 import coordinator_pb2, kvstore_pb2
+
+
+def test_coordinator_exports_are_pinned():
+    assert sorted(coordinator.__all__) == sorted([
+        "AlreadyExists", "Client", "FailedPrecondition", "InvalidArgument", "KeyIsLocked",
+        "NotFound", "RetryPolicy", "SchemaMismatch", "SnapviewError", "TableNotFound",
+        "Transaction", "TxnError", "ValueTooLarge", "WriteConflict", "connect"])
+    for name in coordinator.__all__:
+        assert getattr(coordinator, name) is not None
+
+
+def _snake(name: str) -> str:
+    out = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+    return out
+
+
+def test_remote_store_covers_every_kvstore_rpc():
+    """Every KvStore RPC has a RemoteStore method, and LocalStore has the same one."""
+    for m in kvstore_pb2.DESCRIPTOR.services_by_name["KvStore"].methods:
+        name = _snake(m.name)
+        assert hasattr(RemoteStore, name), f"RemoteStore lacks {name} for {m.name}"
+        assert hasattr(LocalStore, name), f"LocalStore lacks {name} for {m.name}"
+
+
+def test_client_covers_every_coordinator_rpc():
+    for m in coordinator_pb2.DESCRIPTOR.services_by_name["Coordinator"].methods:
+        name = _snake(m.name)
+        assert hasattr(Client, name), f"Client lacks {name} for {m.name}"

@@ -141,8 +141,93 @@ class RowCodec:
                         f"{where}column {self.columns[i].name!r} is not valid UTF-8") from None
             pos += n
 
-    def decode_arrow(self, values: list[bytes], include_hidden: bool = False) -> pa.RecordBatch:
-        """Decode many encoded rows into one Arrow RecordBatch, column by column, vectorized."""
+    def first_invalid(self, values: list[bytes]) -> int | None:
+        """Index of the first value that ``validate`` would refuse, or None: the same checks,
+        vectorized over the batch (UTF-8 through Arrow's validator)."""
+        n = len(values)
+        if n == 0:
+            return None
+        lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        bad = lens < self.fixed_size
+        if bad.any():
+            return int(np.flatnonzero(bad)[0])
+        buf = np.frombuffer(b"".join(values), dtype=np.uint8)
+        starts = np.zeros(n, dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        bad = buf[starts] != ROW_VERSION
+        bitmap = buf[starts[:, None] + np.arange(1, self.fixed_start)]
+        for i, c in enumerate(self.columns):
+            is_null = (bitmap[:, i // 8] >> (i % 8)) & 1 == 1
+            if not c.nullable:
+                bad |= is_null
+            if c.type.kind == "BOOLEAN":
+                bad |= buf[starts + self.offsets[i]] > 1
+        if self.ncols % 8:
+            bad |= (bitmap[:, -1] >> (self.ncols % 8)) != 0
+        var_total = np.zeros(n, dtype=np.int64)
+        for i in self.var_idx:
+            raw = buf[starts[:, None] + np.arange(self.offsets[i], self.offsets[i] + 4)]
+            var_total += raw.view("<u4").reshape(n)
+        bad |= var_total + self.fixed_size != lens
+        if bad.any():
+            return int(np.flatnonzero(bad)[0])
+        var_off = np.full(n, self.fixed_size, dtype=np.int64)
+        for i in self.var_idx:
+            raw = buf[starts[:, None] + np.arange(self.offsets[i], self.offsets[i] + 4)]
+            sizes = raw.view("<u4").reshape(n).astype(np.int64)
+            if self.columns[i].type.kind == "STRING":
+                try:
+                    self._slice_var(values, var_off, sizes, pa.string(), None).validate(full=True)
+                except pa.ArrowInvalid:
+                    for j, v in enumerate(values):
+                        a = int(var_off[j])
+                        try:
+                            v[a:a + int(sizes[j])].decode()
+                        except UnicodeDecodeError:
+                            return j
+            var_off = var_off + sizes
+        return None
+
+    def key_bytes(self, values: list[bytes], prefix: bytes) -> np.ndarray | None:
+        """The memcomparable keys of the rows, derived from their fixed slots in bulk, as an
+        (n, key length) uint8 array; None when a key column is variable-length (STRING). Rows
+        must be valid (see first_invalid)."""
+        cols = [self.schema.index[k] for k in self.schema.primary_key]
+        if any(self.columns[i].type.kind in VARIABLE for i in cols):
+            return None
+        n = len(values)
+        lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        buf = np.frombuffer(b"".join(values), dtype=np.uint8)
+        starts = np.zeros(n, dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        parts = [np.broadcast_to(np.frombuffer(prefix, dtype=np.uint8), (n, len(prefix)))]
+        for i in cols:
+            kind = self.columns[i].type.kind
+            w = FIXED_WIDTH[kind]
+            raw = np.ascontiguousarray(buf[starts[:, None] + np.arange(self.offsets[i],
+                                                                       self.offsets[i] + w)])
+            if kind in ("BIGINT", "TIMESTAMP", "INT", "DATE"):
+                u = raw.view(f"<u{w}").reshape(n) ^ np.array(1 << (8 * w - 1), dtype=f"<u{w}")
+                parts.append(u.astype(f">u{w}").view(np.uint8).reshape(n, w))
+            elif kind == "DOUBLE":
+                bits = raw.view("<u8").reshape(n)
+                sign = np.uint64(1 << 63)
+                key = np.where(bits & sign, ~bits, bits | sign)
+                parts.append(key.astype(">u8").view(np.uint8).reshape(n, 8))
+            elif kind == "DECIMAL":
+                be = raw[:, ::-1].copy()
+                be[:, 0] ^= 0x80
+                parts.append(be)
+            else:  # BOOLEAN
+                parts.append(raw)
+        return np.concatenate(parts, axis=1)
+
+    def decode_arrow(self, values: list[bytes], include_hidden: bool = False,
+                     skip: int = 0) -> pa.RecordBatch:
+        """Decode many encoded rows into one Arrow RecordBatch, column by column, vectorized.
+
+        ``skip`` bytes are ignored at the front of every value (a write record's header, so the
+        scan can hand over its records without copying each row out)."""
         schema = self.schema.arrow_schema(include_hidden)
         n = len(values)
         if n == 0:
@@ -151,25 +236,25 @@ class RowCodec:
         buf = np.frombuffer(b"".join(values), dtype=np.uint8)
         starts = np.zeros(n, dtype=np.int64)
         np.cumsum(lens[:-1], out=starts[1:])
+        starts += skip
 
         def gather(off: int, width: int) -> np.ndarray:
             idx = starts[:, None] + np.arange(off, off + width, dtype=np.int64)
             return buf[idx]
 
         bitmap = gather(1, self.bitmap_bytes)
-        var_cursor = starts + self.fixed_size
+        var_off = np.full(n, self.fixed_size + skip, dtype=np.int64)  # within each value
         arrays = []
         for i, c in enumerate(self.columns):
             kind = c.type.kind
             nulls = (bitmap[:, i // 8] >> (i % 8)) & 1 == 1 if c.nullable else None
             has_nulls = nulls is not None and bool(nulls.any())
-            width = FIXED_WIDTH[kind]
-            raw = gather(self.offsets[i], width)
+            raw = gather(self.offsets[i], FIXED_WIDTH[kind])
             if kind in VARIABLE:
                 sizes = raw.view("<u4").reshape(n).astype(np.int64)
-                arr = self._gather_var(buf, var_cursor, sizes, c.type.arrow(),
-                                       nulls if has_nulls else None)
-                var_cursor = var_cursor + sizes
+                arr = self._slice_var(values, var_off, sizes, c.type.arrow(),
+                                      nulls if has_nulls else None)
+                var_off = var_off + sizes
             elif kind == "BOOLEAN":
                 arr = pa.array(raw.reshape(n) != 0, mask=nulls if has_nulls else None)
             elif kind == "DECIMAL":
@@ -184,22 +269,23 @@ class RowCodec:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     @staticmethod
-    def _gather_var(buf: np.ndarray, col_start: np.ndarray, sizes: np.ndarray,
-                    typ: pa.DataType, nulls: np.ndarray | None) -> pa.Array:
-        n = len(sizes)
-        total = int(sizes.sum())
+    def _slice_var(values: list[bytes], var_off: np.ndarray, sizes: np.ndarray,
+                   typ: pa.DataType, nulls: np.ndarray | None) -> pa.Array:
+        # Slicing each value and joining runs at C speed and touches only the bytes needed,
+        # where a numpy byte-index gather would build an index as large as the data.
+        ends = var_off + sizes
+        data = b"".join([v[a:b] for v, a, b in zip(values, var_off.tolist(), ends.tolist())])
+        n = len(values)
         out_off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(sizes, out=out_off[1:])
-        src = np.repeat(col_start - out_off[:-1], sizes) + np.arange(total, dtype=np.int64)
-        data = buf[src]
-        if total >= 1 << 31:
+        if len(data) >= 1 << 31:
             typ = pa.large_string() if typ == pa.string() else pa.large_binary()
             offsets = out_off
         else:
             offsets = out_off.astype(np.int32)
         validity = _validity(nulls) if nulls is not None else None
         return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(offsets.tobytes()),
-                                              pa.py_buffer(data.tobytes())])
+                                              pa.py_buffer(data)])
 
 
 def _validity(nulls: np.ndarray) -> pa.Buffer:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
+from itertools import islice
+from operator import itemgetter
+
+import numpy as np
 
 from kvstore.errors import KeyIsLocked
 from kvstore.mvcc.records import WRITE_VALUE_OFFSET, Lock, LockOp
@@ -34,30 +39,101 @@ def scan(reader: Reader, start: bytes, end: bytes | None, read_ts: int,
         raise blocking
     keys: list[bytes] = []
     values: list[bytes] = []
-    done = b""  # the user key already decided
-    unpack = _TS.unpack_from
     cur = reader.txn.cursor(db=reader.cf["write"])
     if not cur.set_range(start):
         return keys, values
-    for k, v in cur.iternext():
-        if end is not None and k >= end:
+    it = cur.iternext()
+    decided = b""  # the last user key whose visible version is settled
+    while not limit or len(keys) < limit:
+        chunk = list(islice(it, _CHUNK))
+        if not chunk:
             break
-        uk = k[:-8]
-        if uk == done:
-            continue
-        if unpack(k, len(k) - 8)[0] ^ _MASK > read_ts:
-            continue
-        kind = v[0]
-        if kind == 0x50:  # Put
-            done = uk
-            keys.append(uk)
-            if len(v) > WRITE_VALUE_OFFSET - 1:
-                values.append(v[WRITE_VALUE_OFFSET:])
-            else:
-                values.append(reader.get_data(uk, unpack(v, 1)[0]))
-            if limit and len(keys) >= limit:
-                break
-        elif kind == 0x44:  # Delete
-            done = uk
-        # Rollback / Lock records change nothing: look at the next older version.
+        # (zip(*chunk) would build one iterator per pair: far slower than two C-level maps.)
+        ks, vs = list(map(_FIRST, chunk)), list(map(_SECOND, chunk))
+        cut = len(ks) if end is None else bisect_left(ks, end)
+        if cut < len(ks):
+            ks, vs = ks[:cut], vs[:cut]
+        decided = _select(reader, ks, vs, read_ts, decided, keys, values)
+        if cut < len(chunk):
+            break
+    if limit and len(keys) > limit:
+        del keys[limit:], values[limit:]
     return keys, values
+
+
+_CHUNK = 8192
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+
+
+def _select(reader: Reader, ks: list[bytes], vs: list[bytes], read_ts: int, decided: bytes,
+            keys: list[bytes], values: list[bytes]) -> bytes:
+    """Append the visible (key, value) of every user key in one sorted run of write records.
+
+    With fixed-length keys (every all-numeric primary key) the choice is made with numpy over
+    the whole run; otherwise one Python step per record. Returns the last decided user key."""
+    n = len(ks)
+    if n == 0:
+        return decided
+    klen = len(ks[0])
+    klens = np.fromiter(map(len, ks), dtype=np.int64, count=n)
+    if klen > 8 and bool((klens == klen).all()):
+        return _select_fixed(reader, ks, vs, read_ts, decided, keys, values)
+    unpack = _TS.unpack_from
+    for k, v in zip(ks, vs, strict=True):
+        uk = k[:-8]
+        if uk == decided or unpack(k, len(k) - 8)[0] ^ _MASK > read_ts:
+            continue
+        if v[0] == 0x50:  # Put
+            decided = uk
+            _emit(reader, uk, v, keys, values)
+        elif v[0] == 0x44:  # Delete
+            decided = uk
+        # Rollback / Lock records change nothing: look at the next older version.
+    return decided
+
+
+def _select_fixed(reader: Reader, ks: list[bytes], vs: list[bytes], read_ts: int,
+                  decided: bytes, keys: list[bytes], values: list[bytes]) -> bytes:
+    n, klen = len(ks), len(ks[0])
+    arr = np.frombuffer(b"".join(ks), dtype=np.uint8).reshape(n, klen)
+    ts = arr[:, -8:].copy().view(">u8").reshape(n) ^ np.uint64(_MASK)
+    new_key = np.ones(n, dtype=bool)
+    new_key[1:] = (arr[1:, :-8] != arr[:-1, :-8]).any(axis=1)
+    vlens = np.fromiter(map(len, vs), dtype=np.int64, count=n)
+    voff = np.zeros(n, dtype=np.int64)
+    np.cumsum(vlens[:-1], out=voff[1:])
+    kinds = np.frombuffer(b"".join(vs), dtype=np.uint8)[voff]
+    candidate = (ts <= np.uint64(read_ts)) & ((kinds == 0x50) | (kinds == 0x44))
+    cand_idx = np.flatnonzero(candidate)
+    if cand_idx.size == 0:
+        return decided
+    group = np.cumsum(new_key)[cand_idx]
+    first = np.ones(cand_idx.size, dtype=bool)
+    first[1:] = group[1:] != group[:-1]  # groups ascend, so a change marks a group's first
+    chosen = cand_idx[first]
+    if ks[int(chosen[0])][:-8] == decided:
+        chosen = chosen[1:]  # its visible version was taken from the previous run
+        if chosen.size == 0:
+            return decided
+    last = ks[int(chosen[-1])][:-8]
+    puts = chosen[kinds[chosen] == 0x50].tolist()
+    if not puts:
+        return last
+    pick = itemgetter(*puts)
+    sel_k, sel_v = (pick(ks), pick(vs)) if len(puts) > 1 else ((ks[puts[0]],), (vs[puts[0]],))
+    keys.extend([k[:-8] for k in sel_k])
+    if bool((vlens[puts] >= WRITE_VALUE_OFFSET).all()):
+        values.extend([v[WRITE_VALUE_OFFSET:] for v in sel_v])
+    else:
+        for k, v in zip(sel_k, sel_v, strict=True):
+            values.append(v[WRITE_VALUE_OFFSET:] if len(v) >= WRITE_VALUE_OFFSET
+                          else reader.get_data(k[:-8], _TS.unpack_from(v, 1)[0]))
+    return last
+
+
+def _emit(reader: Reader, uk: bytes, v: bytes, keys: list[bytes], values: list[bytes]) -> None:
+    keys.append(uk)
+    if len(v) >= WRITE_VALUE_OFFSET:
+        values.append(v[WRITE_VALUE_OFFSET:])
+    else:
+        values.append(reader.get_data(uk, _TS.unpack_from(v, 1)[0]))

@@ -174,3 +174,39 @@ def test_row_validate_rejects_malformed(mangle):
     rc.validate(good)
     with pytest.raises(SchemaMismatch):
         rc.validate(mangle(good))
+
+
+FIXED_KEY_TYPES = {k: v for k, v in KEY_TYPES.items() if k != "STRING"}
+
+
+@pytest.mark.parametrize("typ", sorted(FIXED_KEY_TYPES))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_bulk_key_derivation_matches_key_codec(typ, data):
+    """key_bytes (vectorized, from row slots) equals KeyCodec.encode row by row."""
+    s = schema(f"a {typ}, b INT, v STRING", ["a", "b"])
+    rc, kc = RowCodec(s), KeyCodec(16, s)
+    vals = data.draw(st.lists(st.tuples(FIXED_KEY_TYPES[typ], st.integers(-5, 5)), min_size=1,
+                              max_size=10))
+    rows = [{"a": a, "b": b, "v": "x"} for a, b in vals]
+    derived = rc.key_bytes([rc.encode(r) for r in rows], kc.prefix)
+    assert [bytes(r) for r in derived] == [kc.encode(r) for r in rows]
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.lists(rows, min_size=1, max_size=8), pos=st.integers(0, 7),
+       cut=st.integers(0, 40), junk=st.binary(min_size=0, max_size=6))
+def test_bulk_validation_agrees_with_row_validation(batch, pos, cut, junk):
+    """first_invalid finds exactly the first row that validate() refuses."""
+    rc = RowCodec(schema(ALL_TYPES, ["id"]))
+    raw = [rc.encode(r) for r in batch]
+    i = pos % len(raw)
+    raw[i] = raw[i][:cut] + junk + raw[i][cut + len(junk):]
+    expected = None
+    for j, b in enumerate(raw):
+        try:
+            rc.validate(b)
+        except SchemaMismatch:
+            expected = j
+            break
+    assert rc.first_invalid(raw) == expected

@@ -22,7 +22,7 @@ $(PROTO_STAMP): $(STAMP) $(PROTOS) scripts/gen_protos.py
 
 proto: $(PROTO_STAMP)
 
-test: $(PROTO_STAMP)
+test: lint
 	$(PY) -m pytest tests -q
 
 demo: $(PROTO_STAMP)
@@ -37,8 +37,8 @@ fmt: $(PROTO_STAMP)
 	$(VENV)/bin/ruff format .
 
 bench: $(PROTO_STAMP)
-	$(PY) scripts/bench_tso.py
-	$(PY) scripts/bench_store.py
+	$(PY) scripts/bench_tso.py --runs 3
+	$(PY) scripts/bench_store.py --runs 3
 
 chaos: $(PROTO_STAMP)
 	@echo "chaos runs arrive with the chaos issue"; exit 1

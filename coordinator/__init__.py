@@ -8,6 +8,8 @@
 Public names are re-exported here; ``tests/unit/test_public_api.py`` pins the list.
 """
 
+from coordinator.client import Client, connect
+from coordinator.transaction import Transaction
 from kvstore.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -23,11 +25,20 @@ from kvstore.errors import (
 )
 from kvstore.remote import RetryPolicy
 
-from coordinator.client import Client, connect
-from coordinator.transaction import Transaction
-
 __all__ = [
-    "AlreadyExists", "Client", "FailedPrecondition", "InvalidArgument", "KeyIsLocked",
-    "NotFound", "RetryPolicy", "SchemaMismatch", "SnapviewError", "TableNotFound", "Transaction",
-    "TxnError", "ValueTooLarge", "WriteConflict", "connect",
+    "AlreadyExists",
+    "Client",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "KeyIsLocked",
+    "NotFound",
+    "RetryPolicy",
+    "SchemaMismatch",
+    "SnapviewError",
+    "TableNotFound",
+    "Transaction",
+    "TxnError",
+    "ValueTooLarge",
+    "WriteConflict",
+    "connect",
 ]

@@ -31,18 +31,22 @@ def parse_duration(text: str) -> float:
 
 
 def _client_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--coordinator", default=os.environ.get("SNAPVIEW_COORDINATOR",
-                                                           "localhost:50051"),
-                   help="HOST:PORT of snapview serve (default: $SNAPVIEW_COORDINATOR or "
-                        "localhost:50051)")
+    p.add_argument(
+        "--coordinator",
+        default=os.environ.get("SNAPVIEW_COORDINATOR", "localhost:50051"),
+        help="HOST:PORT of snapview serve (default: $SNAPVIEW_COORDINATOR or localhost:50051)",
+    )
     p.add_argument("--auth-token-file", help="file holding the shared auth token")
     p.add_argument("--tls-ca", help="root certificate to verify a TLS server with")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="snapview", description="Strongly consistent materialized "
-                                 "views over transactional tables, computed by Spark.")
+    ap = argparse.ArgumentParser(
+        prog="snapview",
+        description="Strongly consistent materialized "
+        "views over transactional tables, computed by Spark.",
+    )
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     s = sub.add_parser("serve", help="run the coordinator and the store on one port")
@@ -53,12 +57,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tls-cert")
     s.add_argument("--tls-key")
     s.add_argument("--auth-token-file")
-    s.add_argument("--insecure", action="store_true",
-                   help="allow a non-loopback bind without TLS or token")
-    s.add_argument("--no-sync", action="store_true",
-                   help="skip fsync at commit (faster; an OS crash may lose recent commits)")
-    s.add_argument("--map-size-mb", type=int, default=64,
-                   help="initial LMDB map size; it grows by doubling when full")
+    s.add_argument(
+        "--insecure", action="store_true", help="allow a non-loopback bind without TLS or token"
+    )
+    s.add_argument(
+        "--no-sync",
+        action="store_true",
+        help="skip fsync at commit (faster; an OS crash may lose recent commits)",
+    )
+    s.add_argument(
+        "--map-size-mb",
+        type=int,
+        default=64,
+        help="initial LMDB map size; it grows by doubling when full",
+    )
 
     st = sub.add_parser("status", help="server status")
     _client_args(st)
@@ -68,8 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("table")
     g = r.add_mutually_exclusive_group()
     g.add_argument("--at", type=int, help="read timestamp (default: latest)")
-    g.add_argument("--consistent", action="store_true",
-                   help="read at the table's resolved ts: a point no later commit can change")
+    g.add_argument(
+        "--consistent",
+        action="store_true",
+        help="read at the table's resolved ts: a point no later commit can change",
+    )
     r.add_argument("--format", choices=["table", "csv", "json"], default="table")
     _client_args(r)
 
@@ -85,20 +100,32 @@ def _connect(args):
     import coordinator
 
     # A person is waiting: give up on an unreachable server after a few seconds, not thirty.
-    return coordinator.connect(args.coordinator, token_file=args.auth_token_file,
-                               tls_ca_file=args.tls_ca,
-                               retry=coordinator.RetryPolicy(max_attempts=4, max_elapsed_s=5))
+    return coordinator.connect(
+        args.coordinator,
+        token_file=args.auth_token_file,
+        tls_ca_file=args.tls_ca,
+        retry=coordinator.RetryPolicy(max_attempts=4, max_elapsed_s=5),
+    )
 
 
 def cmd_serve(args) -> int:
     from coordinator.server import ServeConfig, SnapviewServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    server = SnapviewServer(ServeConfig(
-        data_dir=args.data_dir, host=args.host, port=args.port,
-        barrier_interval_s=args.barrier_interval, tls_cert=args.tls_cert, tls_key=args.tls_key,
-        auth_token_file=args.auth_token_file, insecure=args.insecure, sync=not args.no_sync,
-        map_size=args.map_size_mb << 20))
+    server = SnapviewServer(
+        ServeConfig(
+            data_dir=args.data_dir,
+            host=args.host,
+            port=args.port,
+            barrier_interval_s=args.barrier_interval,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            auth_token_file=args.auth_token_file,
+            insecure=args.insecure,
+            sync=not args.no_sync,
+            map_size=args.map_size_mb << 20,
+        )
+    )
     server.start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -113,10 +140,18 @@ def cmd_serve(args) -> int:
 def cmd_status(args) -> int:
     with _connect(args) as c:
         s = c.status()
-    fields = {"version": s.version, "tso": s.tso, "tables": s.tables, "jobs": s.jobs,
-              "data_dir": s.data_dir, "uptime_ms": s.uptime_ms, "map_size_bytes": s.map_size_bytes,
-              "used_bytes": s.used_bytes, "group_commits": s.group_commits,
-              "grouped_actions": s.grouped_actions}
+    fields = {
+        "version": s.version,
+        "tso": s.tso,
+        "tables": s.tables,
+        "jobs": s.jobs,
+        "data_dir": s.data_dir,
+        "uptime_ms": s.uptime_ms,
+        "map_size_bytes": s.map_size_bytes,
+        "used_bytes": s.used_bytes,
+        "group_commits": s.group_commits,
+        "grouped_actions": s.grouped_actions,
+    }
     if args.json:
         print(json.dumps(fields))
     else:
@@ -128,14 +163,24 @@ def cmd_status(args) -> int:
 def cmd_tables(args) -> int:
     with _connect(args) as c:
         tables = c.tables()
-    rows = [{"name": t.name, "id": t.id, "kind": t.kind, "schema": t.schema,
-             "primary_key": list(t.primary_key) if not t.hidden_row_id else []} for t in tables]
+    rows = [
+        {
+            "name": t.name,
+            "id": t.id,
+            "kind": t.kind,
+            "schema": t.schema,
+            "primary_key": list(t.primary_key) if not t.hidden_row_id else [],
+        }
+        for t in tables
+    ]
     if args.json:
         print(json.dumps(rows))
     else:
         for r in rows:
-            print(f"{r['name']:24} {r['kind']:5} pk={','.join(r['primary_key']) or '(row id)':12} "
-                  f"{r['schema']}")
+            print(
+                f"{r['name']:24} {r['kind']:5} pk={','.join(r['primary_key']) or '(row id)':12} "
+                f"{r['schema']}"
+            )
     return 0
 
 
@@ -163,8 +208,13 @@ def cmd_demo(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"serve": cmd_serve, "status": cmd_status, "tables": cmd_tables, "read": cmd_read,
-                "demo": cmd_demo}
+    handlers = {
+        "serve": cmd_serve,
+        "status": cmd_status,
+        "tables": cmd_tables,
+        "read": cmd_read,
+        "demo": cmd_demo,
+    }
     try:
         return handlers[args.cmd](args)
     except SnapviewError as e:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 import grpc
 import pyarrow as pa
 
+from coordinator.transaction import Transaction
+from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
 from kvstore.catalog import TableInfo
 from kvstore.errors import KeyIsLocked, TableNotFound
 from kvstore.mvcc.keys import table_id_of
@@ -23,17 +25,22 @@ from kvstore.remote import RemoteStore, RetryPolicy, RpcCaller
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
-from coordinator.transaction import Transaction
-from coordinator.tso_client import TsoBatcher
-
 DEFAULT_ADDRESS = "localhost:50051"
-GRPC_OPTIONS = [("grpc.max_receive_message_length", 256 << 20),
-                ("grpc.max_send_message_length", 256 << 20)]
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 << 20),
+    ("grpc.max_send_message_length", 256 << 20),
+]
 
 
-def connect(address: str | None = None, *, token: str | None = None,
-            token_file: str | None = None, tls_ca_file: str | None = None,
-            retry: RetryPolicy | None = None, lock_wait_s: float = 30.0) -> Client:
+def connect(
+    address: str | None = None,
+    *,
+    token: str | None = None,
+    token_file: str | None = None,
+    tls_ca_file: str | None = None,
+    retry: RetryPolicy | None = None,
+    lock_wait_s: float = 30.0,
+) -> Client:
     """Connect to a snapview server (default: $SNAPVIEW_COORDINATOR or localhost:50051).
 
     ``token``/``token_file`` send the shared auth token; ``tls_ca_file`` turns on TLS with that
@@ -57,8 +64,14 @@ class Client:
 
     Thread-safe. Not fork-safe: a forked child (e.g. a Spark worker) must connect anew."""
 
-    def __init__(self, channel: grpc.Channel, address: str, retry: RetryPolicy,
-                 metadata: tuple = (), lock_wait_s: float = 30.0):
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        address: str,
+        retry: RetryPolicy,
+        metadata: tuple = (),
+        lock_wait_s: float = 30.0,
+    ):
         self.address = address
         self.channel = channel
         self.retry = retry
@@ -66,7 +79,12 @@ class Client:
         self.store = RemoteStore(channel, retry, metadata)
         self._stub = cpb_grpc.CoordinatorStub(channel)
         self._rpc = RpcCaller(retry, metadata)
-        self._tso = TsoBatcher(self._fetch_tso)
+        self._tso_stream = TsoStreamFetcher(
+            lambda reqs: self._stub.TsoStream(reqs, metadata=metadata),
+            self._fetch_tso,
+            cpb.TsoRequest,
+        )
+        self._tso = TsoBatcher(self._tso_stream.fetch)
         self._closed = threading.Event()
 
     # ------------------------------------------------------------------ timestamps
@@ -76,13 +94,19 @@ class Client:
 
     def tso(self) -> int:
         """A fresh timestamp, greater than every timestamp issued before this call began.
-        Concurrent callers share one RPC."""
+        Concurrent callers share one request on the client's TSO stream."""
         return self._tso.get()
 
     # ------------------------------------------------------------------ tables
 
-    def create_table(self, name: str, schema: str, primary_key: list[str] | None = None,
-                     kind: str = "root", if_not_exists: bool = False) -> TableInfo:
+    def create_table(
+        self,
+        name: str,
+        schema: str,
+        primary_key: list[str] | None = None,
+        kind: str = "root",
+        if_not_exists: bool = False,
+    ) -> TableInfo:
         """Create a table from a Spark DDL schema. ``primary_key=[]`` makes an append-only table
         whose rows are keyed by a hidden row id. Raises AlreadyExists / InvalidArgument."""
         return self.store.create_table(name, schema, primary_key, kind, if_not_exists)
@@ -149,22 +173,34 @@ class Client:
     # ------------------------------------------------------------------ epochs
 
     def open_transaction(self, job: str, epoch: int, lock_ttl_ms: int = 0) -> cpb.EpochInfo:
-        return self._rpc.unary(self._stub.OpenTransaction, cpb.OpenTransactionRequest(
-            job=job, epoch=epoch, lock_ttl_ms=lock_ttl_ms))
+        return self._rpc.unary(
+            self._stub.OpenTransaction,
+            cpb.OpenTransactionRequest(job=job, epoch=epoch, lock_ttl_ms=lock_ttl_ms),
+        )
 
-    def commit_transaction(self, job: str, epoch: int, start_ts: int,
-                           metadata: str = "") -> cpb.EpochInfo:
-        return self._rpc.unary(self._stub.CommitTransaction, cpb.CommitTransactionRequest(
-            job=job, epoch=epoch, start_ts=start_ts, metadata=metadata))
+    def commit_transaction(
+        self, job: str, epoch: int, start_ts: int, metadata: str = ""
+    ) -> cpb.EpochInfo:
+        return self._rpc.unary(
+            self._stub.CommitTransaction,
+            cpb.CommitTransactionRequest(
+                job=job, epoch=epoch, start_ts=start_ts, metadata=metadata
+            ),
+        )
 
     def abort_transaction(self, job: str, epoch: int, start_ts: int) -> cpb.EpochInfo:
-        return self._rpc.unary(self._stub.AbortTransaction, cpb.AbortTransactionRequest(
-            job=job, epoch=epoch, start_ts=start_ts))
+        return self._rpc.unary(
+            self._stub.AbortTransaction,
+            cpb.AbortTransactionRequest(job=job, epoch=epoch, start_ts=start_ts),
+        )
 
-    def heartbeat_transaction(self, job: str, epoch: int, start_ts: int,
-                              ttl_ms: int) -> cpb.EpochInfo:
-        return self._rpc.unary(self._stub.HeartbeatTransaction, cpb.HeartbeatTransactionRequest(
-            job=job, epoch=epoch, start_ts=start_ts, ttl_ms=ttl_ms))
+    def heartbeat_transaction(
+        self, job: str, epoch: int, start_ts: int, ttl_ms: int
+    ) -> cpb.EpochInfo:
+        return self._rpc.unary(
+            self._stub.HeartbeatTransaction,
+            cpb.HeartbeatTransactionRequest(job=job, epoch=epoch, start_ts=start_ts, ttl_ms=ttl_ms),
+        )
 
     def get_epoch(self, job: str, epoch: int = 0) -> cpb.EpochInfo:
         return self._rpc.unary(self._stub.GetEpoch, cpb.GetEpochRequest(job=job, epoch=epoch))
@@ -181,6 +217,7 @@ class Client:
 
     def close(self) -> None:
         self._tso.close()
+        self._tso_stream.close()
         self.channel.close()
 
     def __enter__(self) -> Client:

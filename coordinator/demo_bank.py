@@ -41,8 +41,9 @@ def _transfer_worker(address: str, accounts: int, seed: int, stop, done, conflic
     c.close()
 
 
-def run_bank_demo(duration_s: float = 10.0, accounts: int = 1000, writers: int = 3,
-                  out=print) -> int:
+def run_bank_demo(
+    duration_s: float = 10.0, accounts: int = 1000, writers: int = 3, out=print
+) -> int:
     """Run the demo; returns 0 if every snapshot read saw the exact total, else 1."""
     data_dir = tempfile.mkdtemp(prefix="snapview-demo-")
     srv = EmbeddedServer(data_dir).start()
@@ -58,11 +59,16 @@ def run_bank_demo(duration_s: float = 10.0, accounts: int = 1000, writers: int =
             for i in range(accounts):
                 t.put("accounts", {"id": i, "branch": i % BRANCHES, "balance": START_BALANCE})
         expected = accounts * START_BALANCE
-        out(f"created {accounts} accounts in {BRANCHES} branches, total {expected}; "
-            f"{writers} transfer processes for {duration_s:g}s")
-        procs = [ctx.Process(target=_transfer_worker,
-                             args=(srv.address, accounts, seed, stop, done, conflicts))
-                 for seed in range(writers)]
+        out(
+            f"created {accounts} accounts in {BRANCHES} branches, total {expected}; "
+            f"{writers} transfer processes for {duration_s:g}s"
+        )
+        procs = [
+            ctx.Process(
+                target=_transfer_worker, args=(srv.address, accounts, seed, stop, done, conflicts)
+            )
+            for seed in range(writers)
+        ]
         for p in procs:
             p.start()
         start = time.monotonic()
@@ -76,15 +82,19 @@ def run_bank_demo(duration_s: float = 10.0, accounts: int = 1000, writers: int =
                 violations += 1
             if time.monotonic() >= next_print:
                 next_print += 1.0
-                out(f"t={time.monotonic() - start:4.1f}s read_ts={ts} rows={table.num_rows} "
+                out(
+                    f"t={time.monotonic() - start:4.1f}s read_ts={ts} rows={table.num_rows} "
                     f"total={total} transfers={done.value} conflicts={conflicts.value} "
-                    f"snapshot_reads={reads} violations={violations}")
+                    f"snapshot_reads={reads} violations={violations}"
+                )
         stop.set()
         for p in procs:
             p.join(30)
         final = sum(c.read("accounts").column("balance").to_pylist())
-        out(f"done: {done.value} transfers, {conflicts.value} conflicts retried, {reads} snapshot "
-            f"reads, {violations} violations, final total {final} (expected {expected})")
+        out(
+            f"done: {done.value} transfers, {conflicts.value} conflicts retried, {reads} snapshot "
+            f"reads, {violations} violations, final total {final} (expected {expected})"
+        )
         c.close()
         return 0 if violations == 0 and final == expected else 1
     finally:

@@ -20,8 +20,14 @@ class EmbeddedServer:
     ``start()`` returns once the server prints its ready line; ``kill()`` is kill -9;
     ``restart()`` starts a new process on the same data dir and port."""
 
-    def __init__(self, data_dir: str | None = None, port: int = 0, extra_args: list[str] = (),
-                 env: dict | None = None, log_path: str | None = None):
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        port: int = 0,
+        extra_args: list[str] = (),
+        env: dict | None = None,
+        log_path: str | None = None,
+    ):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="snapview-")
         self.port = port
         self.extra_args = list(extra_args)
@@ -34,8 +40,19 @@ class EmbeddedServer:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> EmbeddedServer:
-        cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--data-dir", self.data_dir,
-               "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "coordinator.cli",
+            "serve",
+            "--data-dir",
+            self.data_dir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *self.extra_args,
+        ]
         env = {**os.environ, **(self.env or {})}
         os.makedirs(self.data_dir, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child's lifetime
@@ -57,7 +74,7 @@ class EmbeddedServer:
             with open(self.log_path, errors="replace") as f:
                 tail = f.read()[-2000:]
             raise RuntimeError(f"snapview serve did not start within {timeout}s:\n{tail}")
-        self.port = int(line[0][len(READY_PREFIX):].split()[0].rsplit(":", 1)[1])
+        self.port = int(line[0][len(READY_PREFIX) :].split()[0].rsplit(":", 1)[1])
         return self
 
     def kill(self) -> None:

@@ -23,6 +23,7 @@ import struct
 import threading
 from dataclasses import asdict, dataclass, replace
 
+from coordinator.tso import TimestampOracle
 from kvstore import actions
 from kvstore.catalog import SYSTEM_TABLE_ID
 from kvstore.errors import (
@@ -36,8 +37,6 @@ from kvstore.errors import (
 from kvstore.mvcc.keys import table_prefix
 from kvstore.mvcc.records import LockOp, WriteKind
 from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
-
-from coordinator.tso import TimestampOracle
 
 PREWRITE, COMMITTED, ABORTED = "prewrite", "committed", "aborted"
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.:\-/]{1,200}")
@@ -63,8 +62,13 @@ class EpochInfo:
 def primary_key(job: str, epoch: int) -> bytes:
     """The status key of (job, epoch) in the system table: the epoch txn's primary."""
     j = job.encode()
-    return table_prefix(SYSTEM_TABLE_ID) + b"E" + struct.pack(">H", len(j)) + j + \
-        struct.pack(">Q", epoch)
+    return (
+        table_prefix(SYSTEM_TABLE_ID)
+        + b"E"
+        + struct.pack(">H", len(j))
+        + j
+        + struct.pack(">Q", epoch)
+    )
 
 
 def _epoch_key(job: str, epoch: int) -> bytes:
@@ -136,8 +140,10 @@ class EpochManager:
 
     def jobs(self) -> dict[str, dict]:
         with self.store.storage.read_txn() as r:
-            return {k[len(_JOB_PREFIX):].decode(): json.loads(v)
-                    for k, v in r.iter_prefix("meta", _JOB_PREFIX)}
+            return {
+                k[len(_JOB_PREFIX) :].decode(): json.loads(v)
+                for k, v in r.iter_prefix("meta", _JOB_PREFIX)
+            }
 
     # ------------------------------------------------------------------ protocol
 
@@ -163,7 +169,8 @@ class EpochManager:
                 if epoch < st["last_committed"]:
                     raise FailedPrecondition(
                         f"job {job!r}: epoch {epoch} is out of order; the job already committed "
-                        f"epoch {st['last_committed']}")
+                        f"epoch {st['last_committed']}"
+                    )
                 attempt = 1
                 if st["open_epoch"] and st["open_epoch"] != epoch:
                     stale = self._load(ctx.reader, job, st["open_epoch"])
@@ -175,14 +182,18 @@ class EpochManager:
                         if epoch < st["last_committed"]:
                             raise FailedPrecondition(
                                 f"job {job!r}: epoch {epoch} is out of order; the job already "
-                                f"committed epoch {st['last_committed']}")
+                                f"committed epoch {st['last_committed']}"
+                            )
                 if info is not None:
                     attempt = info.attempt + 1
                     if info.state == PREWRITE:
                         settled = self._settle(ctx, info)
                         if settled.state == COMMITTED:
-                            st = {**st, "last_committed": max(st["last_committed"], epoch),
-                                  "open_epoch": 0}
+                            st = {
+                                **st,
+                                "last_committed": max(st["last_committed"], epoch),
+                                "open_epoch": 0,
+                            }
                             self._save(ctx, settled, st)
                             return settled
                 actions.prewrite(ctx, [(LockOp.PUT, key, b"epoch")], key, start_ts, ttl_ms, 1)
@@ -200,20 +211,24 @@ class EpochManager:
             if info.start_ts != start_ts:
                 raise FailedPrecondition(
                     f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} is stale; the "
-                    f"current attempt is start_ts={info.start_ts} ({info.state})")
+                    f"current attempt is start_ts={info.start_ts} ({info.state})"
+                )
             if info.state == COMMITTED:
                 return info
             if info.state == ABORTED:
-                raise Aborted(f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was "
-                              "aborted; open the epoch again")
+                raise Aborted(
+                    f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was "
+                    "aborted; open the epoch again"
+                )
             commit_ts = self.tso.now()
 
             def act(ctx):
                 actions.commit_key(ctx, info.primary_key, start_ts, commit_ts)
                 done = replace(info, state=COMMITTED, commit_ts=commit_ts, metadata=metadata)
                 st = self._job(ctx.reader, job)
-                self._save(ctx, done, {"last_committed": max(st["last_committed"], epoch),
-                                       "open_epoch": 0})
+                self._save(
+                    ctx, done, {"last_committed": max(st["last_committed"], epoch), "open_epoch": 0}
+                )
                 return done
 
             try:
@@ -221,8 +236,10 @@ class EpochManager:
             except (TxnRolledBack, TxnLockNotFound):
                 # A reader found the primary's TTL expired and rolled the attempt back.
                 self._mark_aborted(info)
-                raise Aborted(f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was rolled "
-                              "back (its lock TTL ran out); open the epoch again") from None
+                raise Aborted(
+                    f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was rolled "
+                    "back (its lock TTL ran out); open the epoch again"
+                ) from None
         self.store.resolve_locks(start_ts, commit_ts)
         return done
 
@@ -258,14 +275,18 @@ class EpochManager:
         self._check(job, epoch)
         info = self.get(job, epoch)
         if info.start_ts != start_ts or info.state != PREWRITE:
-            raise FailedPrecondition(f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} "
-                                     f"is not open (current: {info.start_ts}, {info.state})")
+            raise FailedPrecondition(
+                f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} "
+                f"is not open (current: {info.start_ts}, {info.state})"
+            )
         try:
             self.store.txn_heartbeat(info.primary_key, start_ts, ttl_ms or DEFAULT_LOCK_TTL_MS)
         except (TxnRolledBack, TxnLockNotFound):
             self._mark_aborted(info)
-            raise Aborted(f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was rolled "
-                          "back; open the epoch again") from None
+            raise Aborted(
+                f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was rolled "
+                "back; open the epoch again"
+            ) from None
         return info
 
     def recover(self) -> int:

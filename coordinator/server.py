@@ -21,16 +21,15 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from coordinator.epochs import EpochManager
+from coordinator.service import SERVICE_NAME as COORD_SERVICE
+from coordinator.service import CoordinatorService
+from coordinator.tso import TimestampOracle
 from kvstore.errors import FailedPrecondition, InvalidArgument
 from kvstore.service import SERVICE_NAME as KV_SERVICE
 from kvstore.service import KvStoreService
 from kvstore.storage import DEFAULT_MAP_SIZE
 from kvstore.store import LocalStore
-
-from coordinator.epochs import EpochManager
-from coordinator.service import SERVICE_NAME as COORD_SERVICE
-from coordinator.service import CoordinatorService
-from coordinator.tso import TimestampOracle
 
 log = logging.getLogger("snapview.serve")
 MAX_MESSAGE_BYTES = 256 << 20
@@ -59,8 +58,9 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         try:
-            return all(ipaddress.ip_address(a[4][0]).is_loopback
-                       for a in socket.getaddrinfo(host, None))
+            return all(
+                ipaddress.ip_address(a[4][0]).is_loopback for a in socket.getaddrinfo(host, None)
+            )
         except OSError:
             return False
 
@@ -70,8 +70,10 @@ class _TokenInterceptor(grpc.ServerInterceptor):
         self._expected = f"Bearer {token}"
 
         def deny(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                          "missing or wrong auth token (send 'authorization: Bearer TOKEN')")
+            context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "missing or wrong auth token (send 'authorization: Bearer TOKEN')",
+            )
 
         self._deny = grpc.unary_unary_rpc_method_handler(deny)
 
@@ -99,19 +101,25 @@ class SnapviewServer:
         if not is_loopback(cfg.host) and not (cfg.tls_cert or token or cfg.insecure):
             raise FailedPrecondition(
                 f"refusing to bind {cfg.host}, which is not loopback, without --tls-cert/--tls-key "
-                "or --auth-token-file; pass --insecure to do it anyway")
+                "or --auth-token-file; pass --insecure to do it anyway"
+            )
         os.makedirs(cfg.data_dir, exist_ok=True)
         self._lock_fd = os.open(os.path.join(cfg.data_dir, "serve.lock"), os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
-            raise FailedPrecondition(f"data dir {cfg.data_dir} is in use by another snapview "
-                                     "serve") from None
+            raise FailedPrecondition(
+                f"data dir {cfg.data_dir} is in use by another snapview serve"
+            ) from None
         self.cfg = cfg
         self.tso: TimestampOracle | None = None
-        self.store = LocalStore(os.path.join(cfg.data_dir, "lmdb"), map_size=cfg.map_size,
-                                sync=cfg.sync, clock=lambda: self.tso.now())
+        self.store = LocalStore(
+            os.path.join(cfg.data_dir, "lmdb"),
+            map_size=cfg.map_size,
+            sync=cfg.sync,
+            clock=lambda: self.tso.now(),
+        )
         self.tso = TimestampOracle(self.store)
         self.epochs = EpochManager(self.store, self.tso)
         resolved = self.epochs.recover()
@@ -121,17 +129,23 @@ class SnapviewServer:
         self.grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="rpc"),
             interceptors=interceptors,
-            options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                     ("grpc.so_reuseport", 0)])
-        self.grpc.add_generic_rpc_handlers([
-            KvStoreService(self.store).handler(),
-            CoordinatorService(self.store, self.tso, self.epochs, cfg.data_dir).handler(),
-        ])
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        self.grpc.add_generic_rpc_handlers(
+            [
+                KvStoreService(self.store).handler(),
+                CoordinatorService(self.store, self.tso, self.epochs, cfg.data_dir).handler(),
+            ]
+        )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection(
-            [KV_SERVICE, COORD_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.grpc)
+            [KV_SERVICE, COORD_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.grpc
+        )
         addr = f"{cfg.host}:{cfg.port}"
         if cfg.tls_cert:
             with open(cfg.tls_cert, "rb") as c, open(cfg.tls_key, "rb") as k:

@@ -95,13 +95,19 @@ class Transaction:
         size = sum(len(k) + len(v) for _, k, v in muts)
         try:
             if len(muts) <= ONE_PC_MAX_MUTATIONS and size <= ONE_PC_MAX_BYTES:
-                self.commit_ts = self._with_lock_resolution(lambda: store.prewrite(
-                    muts, primary, self.start_ts, self.lock_ttl_ms, len(muts), try_one_pc=True))
+                self.commit_ts = self._with_lock_resolution(
+                    lambda: store.prewrite(
+                        muts, primary, self.start_ts, self.lock_ttl_ms, len(muts), try_one_pc=True
+                    )
+                )
                 return self.commit_ts
-            batches = [muts[i:i + PREWRITE_BATCH] for i in range(0, len(muts), PREWRITE_BATCH)]
+            batches = [muts[i : i + PREWRITE_BATCH] for i in range(0, len(muts), PREWRITE_BATCH)]
             for b in batches:
-                self._with_lock_resolution(lambda b=b: store.prewrite(
-                    b, primary, self.start_ts, self.lock_ttl_ms, len(muts)))
+                self._with_lock_resolution(
+                    lambda b=b: store.prewrite(
+                        b, primary, self.start_ts, self.lock_ttl_ms, len(muts)
+                    )
+                )
         except TxnError:
             self._rollback_quietly(muts)
             raise
@@ -152,4 +158,3 @@ class Transaction:
             self.commit()
         else:
             self.rollback()
-

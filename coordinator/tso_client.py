@@ -8,8 +8,11 @@ commit it has already seen: batching keeps the oracle linearizable.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
+
+import grpc
 
 
 class _Slot:
@@ -63,8 +66,8 @@ class TsoBatcher:
                     self._cond.wait()
                 if not self._pending:
                     return
-                batch = self._pending[:self._max_batch]
-                del self._pending[:self._max_batch]
+                batch = self._pending[: self._max_batch]
+                del self._pending[: self._max_batch]
             try:
                 first = self._fetch(len(batch))
                 self.rpcs += 1
@@ -76,3 +79,43 @@ class TsoBatcher:
             for i, s in enumerate(batch):
                 s.value = first + i
                 s.event.set()
+
+
+class TsoStreamFetcher:
+    """``fetch(n)`` over one long-lived TsoStream call (PD's way: no per-call set-up), falling
+    back to the unary Tso RPC with its retries when the stream breaks; the next fetch opens a
+    new stream. Used by one thread at a time (the batcher's)."""
+
+    _CLOSE = object()
+
+    def __init__(self, open_stream: Callable, unary_fetch: Callable[[int], int], request_cls):
+        self._open_stream = open_stream
+        self._unary_fetch = unary_fetch
+        self._request_cls = request_cls
+        self._queue: queue.SimpleQueue | None = None
+        self._responses = None
+
+    def _requests(self, q: queue.SimpleQueue):
+        while True:
+            item = q.get()
+            if item is self._CLOSE:
+                return
+            yield item
+
+    def fetch(self, count: int) -> int:
+        try:
+            if self._responses is None:
+                self._queue = queue.SimpleQueue()
+                self._responses = self._open_stream(self._requests(self._queue))
+            self._queue.put(self._request_cls(count=count))
+            return next(self._responses).first
+        except (grpc.RpcError, StopIteration):
+            self.close()
+            return self._unary_fetch(count)
+
+    def close(self) -> None:
+        if self._queue is not None:
+            self._queue.put(self._CLOSE)
+        if self._responses is not None:
+            self._responses.cancel()
+        self._queue = self._responses = None

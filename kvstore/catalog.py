@@ -39,8 +39,9 @@ class TableInfo:
 
     @cached_property
     def table_schema(self) -> TableSchema:
-        return TableSchema(self.name, parse_ddl(self.schema, self.name), list(self.primary_key),
-                           self.hidden_row_id)
+        return TableSchema(
+            self.name, parse_ddl(self.schema, self.name), list(self.primary_key), self.hidden_row_id
+        )
 
     @cached_property
     def row_codec(self) -> RowCodec:
@@ -55,26 +56,49 @@ class TableInfo:
         return table_prefix(self.id)
 
     def to_json(self) -> bytes:
-        return json.dumps({"name": self.name, "id": self.id, "schema": self.schema,
-                           "primary_key": list(self.primary_key), "kind": self.kind,
-                           "hidden_row_id": self.hidden_row_id,
-                           "created_ts": self.created_ts}).encode()
+        return json.dumps(
+            {
+                "name": self.name,
+                "id": self.id,
+                "schema": self.schema,
+                "primary_key": list(self.primary_key),
+                "kind": self.kind,
+                "hidden_row_id": self.hidden_row_id,
+                "created_ts": self.created_ts,
+            }
+        ).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> TableInfo:
         d = json.loads(raw)
-        return cls(d["name"], d["id"], d["schema"], tuple(d["primary_key"]), d["kind"],
-                   d["hidden_row_id"], d["created_ts"])
+        return cls(
+            d["name"],
+            d["id"],
+            d["schema"],
+            tuple(d["primary_key"]),
+            d["kind"],
+            d["hidden_row_id"],
+            d["created_ts"],
+        )
 
 
 def check_table_name(name: str) -> None:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise InvalidArgument(f"table name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*,"
-                              " at most 128 characters)")
+        raise InvalidArgument(
+            f"table name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*,"
+            " at most 128 characters)"
+        )
 
 
-def make_table_info(name: str, schema: str, primary_key: list[str], kind: str,
-                    hidden_row_id: bool, table_id: int, created_ts: int) -> TableInfo:
+def make_table_info(
+    name: str,
+    schema: str,
+    primary_key: list[str],
+    kind: str,
+    hidden_row_id: bool,
+    table_id: int,
+    created_ts: int,
+) -> TableInfo:
     """Validate a table definition; raises InvalidArgument naming the table and field."""
     check_table_name(name)
     if kind not in KINDS:
@@ -123,9 +147,16 @@ class Catalog:
             raise TableNotFound(table_id) from None
 
 
-def create_table_action(ctx: WriteContext, name: str, schema: str, primary_key: list[str],
-                        kind: str, hidden_row_id: bool, if_not_exists: bool,
-                        created_ts: int) -> tuple[TableInfo, bool]:
+def create_table_action(
+    ctx: WriteContext,
+    name: str,
+    schema: str,
+    primary_key: list[str],
+    kind: str,
+    hidden_row_id: bool,
+    if_not_exists: bool,
+    created_ts: int,
+) -> tuple[TableInfo, bool]:
     """Create a table; returns (info, created). Invariant: names are unique and ids never reused.
     An existing table of the same name is returned when ``if_not_exists`` and its definition
     matches; a different definition is refused either way."""
@@ -136,11 +167,17 @@ def create_table_action(ctx: WriteContext, name: str, schema: str, primary_key: 
     if raw is not None:
         existing = TableInfo.from_json(raw)
         same = (existing.schema, existing.primary_key, existing.kind, existing.hidden_row_id) == (
-            wanted.schema, wanted.primary_key, wanted.kind, wanted.hidden_row_id)
+            wanted.schema,
+            wanted.primary_key,
+            wanted.kind,
+            wanted.hidden_row_id,
+        )
         if if_not_exists and same:
             return existing, False
-        raise AlreadyExists(f"table {name!r} already exists"
-                            + ("" if same else f" with another definition ({existing.schema})"))
+        raise AlreadyExists(
+            f"table {name!r} already exists"
+            + ("" if same else f" with another definition ({existing.schema})")
+        )
     ctx.buf.put("catalog", name.encode(), wanted.to_json())
     ctx.buf.put("meta", _NEXT_ID_KEY, struct.pack(">I", next_id + 1))
     return wanted, True
@@ -156,10 +193,16 @@ def drop_table_action(ctx: WriteContext, name: str, if_exists: bool) -> bool:
         raise TableNotFound(name)
     info = TableInfo.from_json(raw)
     prefix = table_prefix(info.id)
-    doomed = [(cf, k) for cf in ("lock", "write", "data", "changes")
-              for k, _ in ctx.reader.iter_prefix(cf, prefix)]
-    doomed += [("txn_locks", k) for k, _ in ctx.reader.iter_range("txn_locks", b"", None)
-               if k[8:12] == prefix]
+    doomed = [
+        (cf, k)
+        for cf in ("lock", "write", "data", "changes")
+        for k, _ in ctx.reader.iter_prefix(cf, prefix)
+    ]
+    doomed += [
+        ("txn_locks", k)
+        for k, _ in ctx.reader.iter_range("txn_locks", b"", None)
+        if k[8:12] == prefix
+    ]
     for cf, k in doomed:
         ctx.buf.delete(cf, k)
     ctx.buf.delete("catalog", name.encode())

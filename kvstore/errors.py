@@ -83,8 +83,9 @@ class TxnError(SnapviewError):
 class KeyIsLocked(TxnError):
     """Another transaction holds a lock on ``key``; resolve it through its primary or wait."""
 
-    def __init__(self, key: bytes, primary: bytes, start_ts: int, ttl_ms: int, op: int = 0,
-                 txn_size: int = 0):
+    def __init__(
+        self, key: bytes, primary: bytes, start_ts: int, ttl_ms: int, op: int = 0, txn_size: int = 0
+    ):
         self.key, self.primary, self.start_ts, self.ttl_ms = key, primary, start_ts, ttl_ms
         self.op, self.txn_size = op, txn_size
         super().__init__(
@@ -96,8 +97,14 @@ class KeyIsLocked(TxnError):
 class WriteConflict(TxnError):
     """A write with commit_ts >= start_ts exists on ``key``; retry the transaction."""
 
-    def __init__(self, key: bytes, primary: bytes, start_ts: int, conflict_start_ts: int,
-                 conflict_commit_ts: int):
+    def __init__(
+        self,
+        key: bytes,
+        primary: bytes,
+        start_ts: int,
+        conflict_start_ts: int,
+        conflict_commit_ts: int,
+    ):
         self.key, self.primary, self.start_ts = key, primary, start_ts
         self.conflict_start_ts, self.conflict_commit_ts = conflict_start_ts, conflict_commit_ts
         super().__init__(

@@ -84,8 +84,9 @@ class GroupCommitter:
                 try:
                     for fn, _ in group:
                         child = self.storage.env.begin(write=True, parent=txn)
-                        ctx = WriteContext(Reader(self.storage, child),
-                                           WriteBuffer(child, self.storage.cf))
+                        ctx = WriteContext(
+                            Reader(self.storage, child), WriteBuffer(child, self.storage.cf)
+                        )
                         try:
                             result = fn(ctx)
                         except lmdb.MapFullError:

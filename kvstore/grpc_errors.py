@@ -9,7 +9,7 @@ from collections.abc import Callable
 import grpc
 from google.protobuf.message import DecodeError
 
-from kvstore.errors import RequestError, SnapviewError, TxnError
+from kvstore.errors import InvalidArgument, RequestError, SnapviewError, TxnError
 
 log = logging.getLogger("snapview.rpc")
 ERROR_CLASS_KEY = "snapview-error-class"
@@ -25,8 +25,9 @@ def abort_with(context: grpc.ServicerContext, method: str, exc: BaseException) -
     """End the call with the status code for ``exc`` (INTERNAL for a bug, never UNKNOWN)."""
     if not isinstance(exc, SnapviewError):
         log.exception("internal error in %s", method)
-        context.abort(grpc.StatusCode.INTERNAL, f"{method}: internal error: "
-                      f"{type(exc).__name__}: {exc}")
+        context.abort(
+            grpc.StatusCode.INTERNAL, f"{method}: internal error: {type(exc).__name__}: {exc}"
+        )
     # The class name rides along so a Python client can raise the very same exception type.
     context.set_trailing_metadata(((ERROR_CLASS_KEY, type(exc).__name__),))
     context.abort(status_code_of(exc), str(exc))
@@ -40,14 +41,21 @@ def generic_handler(service: str, descriptor, impl: object) -> grpc.GenericRpcHa
     for m in descriptor.methods:
         fn = getattr(impl, m.name)
         req_cls = _message_class(m.input_type)
-        if m.server_streaming:
+        if m.client_streaming and m.server_streaming:
+            handlers[m.name] = grpc.stream_stream_rpc_method_handler(
+                _wrap_bidi(m.full_name, fn, req_cls),
+                response_serializer=lambda r: r.SerializeToString(),
+            )
+        elif m.server_streaming:
             handlers[m.name] = grpc.unary_stream_rpc_method_handler(
                 _wrap_stream(m.full_name, fn, req_cls),
-                response_serializer=lambda r: r.SerializeToString())
+                response_serializer=lambda r: r.SerializeToString(),
+            )
         else:
             handlers[m.name] = grpc.unary_unary_rpc_method_handler(
                 _wrap_unary(m.full_name, fn, req_cls),
-                response_serializer=lambda r: r.SerializeToString())
+                response_serializer=lambda r: r.SerializeToString(),
+            )
     return grpc.method_handlers_generic_handler(service, handlers)
 
 
@@ -57,20 +65,31 @@ def _message_class(desc):
     return message_factory.GetMessageClass(desc)
 
 
-def _parse(method: str, req_cls, raw: bytes, context):
+def _parse(method: str, req_cls, raw: bytes):
     try:
         return req_cls.FromString(raw)
     except (DecodeError, RuntimeWarning, ValueError) as e:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                      f"{method}: request is not a valid {req_cls.DESCRIPTOR.name}: {e}")
+        raise InvalidArgument(
+            f"{method}: request is not a valid {req_cls.DESCRIPTOR.name}: {e}"
+        ) from None
 
 
 def _wrap_unary(method: str, fn: Callable, req_cls):
     def handler(raw, context):
-        req = _parse(method, req_cls, raw, context)
         try:
-            return fn(req, context)
+            return fn(_parse(method, req_cls, raw), context)
         except Exception as e:  # noqa: BLE001 - every failure gets a definite status
+            abort_with(context, method, e)
+
+    return handler
+
+
+def _wrap_bidi(method: str, fn: Callable, req_cls):
+    def handler(raw_iter, context):
+        requests = (_parse(method, req_cls, raw) for raw in raw_iter)
+        try:
+            yield from fn(requests, context)
+        except Exception as e:  # noqa: BLE001
             abort_with(context, method, e)
 
     return handler
@@ -78,9 +97,8 @@ def _wrap_unary(method: str, fn: Callable, req_cls):
 
 def _wrap_stream(method: str, fn: Callable, req_cls):
     def handler(raw, context):
-        req = _parse(method, req_cls, raw, context)
         try:
-            yield from fn(req, context)
+            yield from fn(_parse(method, req_cls, raw), context)
         except Exception as e:  # noqa: BLE001
             abort_with(context, method, e)
 

@@ -21,9 +21,9 @@ from tenacity import (
 )
 
 from kvstore import errors, wire
-from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.actions.check_txn_status import TxnStatusResult
 from kvstore.catalog import TableInfo
+from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.mvcc.keys import table_id_of, table_prefix
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 from snapview_proto.snapview.v1 import kvstore_pb2_grpc as pb_grpc
@@ -90,18 +90,30 @@ class RpcCaller:
         self.policy = policy
         self.metadata = metadata
 
-    def _retrying(self) -> Retrying:
+    def _retrying(self, attempts: int | None = None) -> Retrying:
         p = self.policy
-        return Retrying(retry=retry_if_exception(_retryable), reraise=True,
-                        stop=stop_after_attempt(p.max_attempts) | stop_after_delay(p.max_elapsed_s),
-                        wait=wait_exponential(multiplier=p.initial_backoff_s, max=p.max_backoff_s))
+        stop = stop_after_attempt(attempts or p.max_attempts) | stop_after_delay(p.max_elapsed_s)
+        return Retrying(
+            retry=retry_if_exception(_retryable),
+            reraise=True,
+            stop=stop,
+            wait=wait_exponential(multiplier=p.initial_backoff_s, max=p.max_backoff_s),
+        )
 
     def unary(self, method: Callable, request):
+        # The first attempt goes straight out: building a tenacity loop costs more than a
+        # loopback RPC, and the retry machinery is only needed once a call has failed.
         try:
-            for attempt in self._retrying():
+            return method(request, timeout=self.policy.rpc_timeout_s, metadata=self.metadata)
+        except grpc.RpcError as e:
+            if not _retryable(e) or self.policy.max_attempts <= 1:
+                raise translate_rpc_error(e) from None
+        try:
+            for attempt in self._retrying(self.policy.max_attempts - 1):
                 with attempt:
-                    return method(request, timeout=self.policy.rpc_timeout_s,
-                                  metadata=self.metadata)
+                    return method(
+                        request, timeout=self.policy.rpc_timeout_s, metadata=self.metadata
+                    )
         except grpc.RpcError as e:
             raise translate_rpc_error(e) from None
 
@@ -110,8 +122,9 @@ class RpcCaller:
         try:
             for attempt in self._retrying():
                 with attempt:
-                    return list(method(request, timeout=self.policy.rpc_timeout_s,
-                                       metadata=self.metadata))
+                    return list(
+                        method(request, timeout=self.policy.rpc_timeout_s, metadata=self.metadata)
+                    )
         except grpc.RpcError as e:
             raise translate_rpc_error(e) from None
 
@@ -119,26 +132,42 @@ class RpcCaller:
 class RemoteStore:
     """The store over a gRPC channel; same methods and errors as LocalStore."""
 
-    def __init__(self, channel: grpc.Channel, policy: RetryPolicy | None = None,
-                 metadata: tuple = ()):
+    def __init__(
+        self, channel: grpc.Channel, policy: RetryPolicy | None = None, metadata: tuple = ()
+    ):
         self.stub = pb_grpc.KvStoreStub(channel)
         self.rpc = RpcCaller(policy or RetryPolicy(), metadata)
         self._tables: dict[str, TableInfo] = {}
         self._tables_by_id: dict[int, TableInfo] = {}
 
     # catalog
-    def create_table(self, name: str, schema: str, primary_key: list[str] | None = None,
-                     kind: str = "root", if_not_exists: bool = False,
-                     hidden_row_id: bool = False) -> TableInfo:
-        resp = self.rpc.unary(self.stub.CreateTable, pb.CreateTableRequest(
-            name=name, schema=schema, primary_key=list(primary_key or []), kind=kind,
-            if_not_exists=if_not_exists, hidden_row_id=hidden_row_id))
+    def create_table(
+        self,
+        name: str,
+        schema: str,
+        primary_key: list[str] | None = None,
+        kind: str = "root",
+        if_not_exists: bool = False,
+        hidden_row_id: bool = False,
+    ) -> TableInfo:
+        resp = self.rpc.unary(
+            self.stub.CreateTable,
+            pb.CreateTableRequest(
+                name=name,
+                schema=schema,
+                primary_key=list(primary_key or []),
+                kind=kind,
+                if_not_exists=if_not_exists,
+                hidden_row_id=hidden_row_id,
+            ),
+        )
         return self._remember(wire.table_from_pb(resp))
 
     def drop_table(self, name: str, if_exists: bool = False) -> bool:
         self._tables.pop(name, None)
-        return self.rpc.unary(self.stub.DropTable,
-                              pb.DropTableRequest(name=name, if_exists=if_exists)).dropped
+        return self.rpc.unary(
+            self.stub.DropTable, pb.DropTableRequest(name=name, if_exists=if_exists)
+        ).dropped
 
     def describe_table(self, name: str, refresh: bool = False) -> TableInfo:
         if refresh or name not in self._tables:
@@ -164,39 +193,65 @@ class RemoteStore:
         return info
 
     # transactional writes
-    def prewrite(self, mutations, primary: bytes, start_ts: int, ttl_ms: int = 3000,
-                 txn_size: int = 0, try_one_pc: bool = False) -> int:
-        resp = self.rpc.unary(self.stub.Prewrite, pb.PrewriteRequest(
-            mutations=wire.mutations_to_pb(mutations), primary=primary, start_ts=start_ts,
-            lock_ttl_ms=ttl_ms, txn_size=txn_size, try_one_pc=try_one_pc))
+    def prewrite(
+        self,
+        mutations,
+        primary: bytes,
+        start_ts: int,
+        ttl_ms: int = 3000,
+        txn_size: int = 0,
+        try_one_pc: bool = False,
+    ) -> int:
+        resp = self.rpc.unary(
+            self.stub.Prewrite,
+            pb.PrewriteRequest(
+                mutations=wire.mutations_to_pb(mutations),
+                primary=primary,
+                start_ts=start_ts,
+                lock_ttl_ms=ttl_ms,
+                txn_size=txn_size,
+                try_one_pc=try_one_pc,
+            ),
+        )
         if resp.errors:
             wire.raise_key_error(resp.errors[0])
         return resp.one_pc_commit_ts
 
     def commit(self, start_ts: int, commit_ts: int, keys: list[bytes]) -> None:
-        resp = self.rpc.unary(self.stub.Commit, pb.CommitRequest(
-            start_ts=start_ts, commit_ts=commit_ts, keys=keys))
+        resp = self.rpc.unary(
+            self.stub.Commit, pb.CommitRequest(start_ts=start_ts, commit_ts=commit_ts, keys=keys)
+        )
         wire.raise_key_error(resp.error)
 
     def rollback(self, start_ts: int, keys: list[bytes]) -> None:
         resp = self.rpc.unary(self.stub.Rollback, pb.RollbackRequest(start_ts=start_ts, keys=keys))
         wire.raise_key_error(resp.error)
 
-    def check_txn_status(self, primary: bytes, lock_ts: int,
-                         rollback_if_not_exist: bool = False) -> TxnStatusResult:
-        resp = self.rpc.unary(self.stub.CheckTxnStatus, pb.CheckTxnStatusRequest(
-            primary_key=primary, lock_ts=lock_ts, rollback_if_not_exist=rollback_if_not_exist))
+    def check_txn_status(
+        self, primary: bytes, lock_ts: int, rollback_if_not_exist: bool = False
+    ) -> TxnStatusResult:
+        resp = self.rpc.unary(
+            self.stub.CheckTxnStatus,
+            pb.CheckTxnStatusRequest(
+                primary_key=primary, lock_ts=lock_ts, rollback_if_not_exist=rollback_if_not_exist
+            ),
+        )
         return wire.status_from_pb(resp)
 
     def resolve_locks(self, start_ts: int, commit_ts: int) -> int:
-        resp = self.rpc.unary(self.stub.ResolveLocks, pb.ResolveLocksRequest(
-            start_ts=start_ts, commit_ts=commit_ts))
+        resp = self.rpc.unary(
+            self.stub.ResolveLocks, pb.ResolveLocksRequest(start_ts=start_ts, commit_ts=commit_ts)
+        )
         wire.raise_key_error(resp.error)
         return resp.resolved_keys
 
     def txn_heartbeat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
-        resp = self.rpc.unary(self.stub.TxnHeartbeat, pb.TxnHeartbeatRequest(
-            primary_key=primary, start_ts=start_ts, advise_ttl_ms=advise_ttl_ms))
+        resp = self.rpc.unary(
+            self.stub.TxnHeartbeat,
+            pb.TxnHeartbeatRequest(
+                primary_key=primary, start_ts=start_ts, advise_ttl_ms=advise_ttl_ms
+            ),
+        )
         wire.raise_key_error(resp.error)
         return resp.ttl_ms
 
@@ -206,11 +261,19 @@ class RemoteStore:
         wire.raise_key_error(resp.error)
         return resp.value if resp.found else None
 
-    def scan(self, start: bytes, end: bytes | None, version: int, limit: int = 0,
-             chunk_rows: int = 0) -> Iterator[tuple[list[bytes], list[bytes]]]:
-        chunks = self.rpc.stream(self.stub.Scan, pb.ScanRequest(
-            start_key=start, end_key=end or b"", version=version, limit=limit,
-            chunk_rows=chunk_rows))
+    def scan(
+        self, start: bytes, end: bytes | None, version: int, limit: int = 0, chunk_rows: int = 0
+    ) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        chunks = self.rpc.stream(
+            self.stub.Scan,
+            pb.ScanRequest(
+                start_key=start,
+                end_key=end or b"",
+                version=version,
+                limit=limit,
+                chunk_rows=chunk_rows,
+            ),
+        )
         for c in chunks:
             wire.raise_key_error(c.error)
             yield list(c.keys), list(c.values)
@@ -220,8 +283,9 @@ class RemoteStore:
         return self.scan(table_prefix(info.id), table_prefix(info.id + 1), version)
 
     def scan_changes(self, table: str, from_ts: int, to_ts: int) -> list:
-        chunks = self.rpc.stream(self.stub.ScanChanges, pb.ScanChangesRequest(
-            table=table, from_ts=from_ts, to_ts=to_ts))
+        chunks = self.rpc.stream(
+            self.stub.ScanChanges, pb.ScanChangesRequest(table=table, from_ts=from_ts, to_ts=to_ts)
+        )
         out = []
         for c in chunks:
             wire.raise_key_error(c.error)

@@ -22,11 +22,29 @@ from kvstore.errors import SchemaMismatch
 from kvstore.schema import FIXED_WIDTH, VARIABLE, TableSchema, from_storage, to_storage
 
 ROW_VERSION = 1
-_FMT = {"BIGINT": "q", "INT": "i", "DOUBLE": "d", "BOOLEAN": "?", "DATE": "i", "TIMESTAMP": "q",
-        "DECIMAL": "16s", "STRING": "I", "BINARY": "I"}
+_FMT = {
+    "BIGINT": "q",
+    "INT": "i",
+    "DOUBLE": "d",
+    "BOOLEAN": "?",
+    "DATE": "i",
+    "TIMESTAMP": "q",
+    "DECIMAL": "16s",
+    "STRING": "I",
+    "BINARY": "I",
+}
 _NP = {"BIGINT": "<i8", "INT": "<i4", "DOUBLE": "<f8", "DATE": "<i4", "TIMESTAMP": "<i8"}
-_ZERO = {"BIGINT": 0, "INT": 0, "DOUBLE": 0.0, "BOOLEAN": False, "DATE": 0, "TIMESTAMP": 0,
-         "DECIMAL": bytes(16), "STRING": 0, "BINARY": 0}
+_ZERO = {
+    "BIGINT": 0,
+    "INT": 0,
+    "DOUBLE": 0.0,
+    "BOOLEAN": False,
+    "DATE": 0,
+    "TIMESTAMP": 0,
+    "DECIMAL": bytes(16),
+    "STRING": 0,
+    "BINARY": 0,
+}
 
 
 class RowCodec:
@@ -57,8 +75,10 @@ class RowCodec:
         table = self.schema.table
         for name in row:
             if name not in self.schema.index:
-                raise SchemaMismatch(f"table {table!r}: unknown column {name!r} (columns: "
-                                     f"{', '.join(c.name for c in self.schema.visible_columns)})")
+                raise SchemaMismatch(
+                    f"table {table!r}: unknown column {name!r} (columns: "
+                    f"{', '.join(c.name for c in self.schema.visible_columns)})"
+                )
         for k in self.schema.primary_key:
             if k not in row:
                 raise SchemaMismatch(f"table {table!r}: missing primary key column {k!r}")
@@ -82,13 +102,19 @@ class RowCodec:
                 fixed.append(v.to_bytes(16, "little", signed=True))
             else:
                 fixed.append(v)
-        return b"".join([bytes([ROW_VERSION]), bitmap.to_bytes(self.bitmap_bytes, "little"),
-                         self._fixed.pack(*fixed), *var])
+        return b"".join(
+            [
+                bytes([ROW_VERSION]),
+                bitmap.to_bytes(self.bitmap_bytes, "little"),
+                self._fixed.pack(*fixed),
+                *var,
+            ]
+        )
 
     # ------------------------------------------------------------------ decode
 
     def decode_stored(self, data: bytes) -> list:
-        bitmap = int.from_bytes(data[1:self.fixed_start], "little")
+        bitmap = int.from_bytes(data[1 : self.fixed_start], "little")
         fixed = self._fixed.unpack_from(data, self.fixed_start)
         pos = self.fixed_size
         out = []
@@ -96,7 +122,7 @@ class RowCodec:
             kind = c.type.kind
             v = fixed[i]
             if kind in VARIABLE:
-                raw = data[pos:pos + v]
+                raw = data[pos : pos + v]
                 pos += v
                 v = raw.decode() if kind == "STRING" else bytes(raw)
             elif kind == "DECIMAL":
@@ -107,18 +133,22 @@ class RowCodec:
     def decode(self, data: bytes, include_hidden: bool = False) -> dict:
         """Decode one row into a dict of Python values (Decimal, date, datetime, ...)."""
         vals = self.decode_stored(data)
-        return {c.name: from_storage(c, v)
-                for c, v, vis in zip(self.columns, vals, self.visible, strict=True)
-                if include_hidden or vis}
+        return {
+            c.name: from_storage(c, v)
+            for c, v, vis in zip(self.columns, vals, self.visible, strict=True)
+            if include_hidden or vis
+        }
 
     def validate(self, data: bytes, key_hint: str = "") -> None:
         """Check that ``data`` is a well-formed row of this schema; raises SchemaMismatch."""
         table = self.schema.table
         where = f"table {table!r}{key_hint}: "
         if len(data) < self.fixed_size or data[0] != ROW_VERSION:
-            raise SchemaMismatch(f"{where}row of {len(data)} bytes is not an encoded row of this "
-                                 f"schema (needs version {ROW_VERSION}, >= {self.fixed_size} bytes)")
-        bitmap = int.from_bytes(data[1:self.fixed_start], "little")
+            raise SchemaMismatch(
+                f"{where}row of {len(data)} bytes is not an encoded row of this "
+                f"schema (needs version {ROW_VERSION}, >= {self.fixed_size} bytes)"
+            )
+        bitmap = int.from_bytes(data[1 : self.fixed_start], "little")
         if bitmap >> self.ncols:
             raise SchemaMismatch(f"{where}null bitmap names columns beyond the schema")
         for i, c in enumerate(self.columns):
@@ -126,19 +156,21 @@ class RowCodec:
                 raise SchemaMismatch(f"{where}column {c.name!r} is null but may not be")
             if c.type.kind == "BOOLEAN" and data[self.offsets[i]] > 1:
                 raise SchemaMismatch(f"{where}column {c.name!r} has a bad BOOLEAN byte")
-        lens = [
-            struct.unpack_from("<I", data, self.offsets[i])[0] for i in self.var_idx]
+        lens = [struct.unpack_from("<I", data, self.offsets[i])[0] for i in self.var_idx]
         if self.fixed_size + sum(lens) != len(data):
-            raise SchemaMismatch(f"{where}row length {len(data)} does not match its column "
-                                 f"lengths ({self.fixed_size + sum(lens)})")
+            raise SchemaMismatch(
+                f"{where}row length {len(data)} does not match its column "
+                f"lengths ({self.fixed_size + sum(lens)})"
+            )
         pos = self.fixed_size
         for i, n in zip(self.var_idx, lens, strict=True):
             if self.columns[i].type.kind == "STRING":
                 try:
-                    data[pos:pos + n].decode()
+                    data[pos : pos + n].decode()
                 except UnicodeDecodeError:
                     raise SchemaMismatch(
-                        f"{where}column {self.columns[i].name!r} is not valid UTF-8") from None
+                        f"{where}column {self.columns[i].name!r} is not valid UTF-8"
+                    ) from None
             pos += n
 
     def first_invalid(self, values: list[bytes]) -> int | None:
@@ -182,7 +214,7 @@ class RowCodec:
                     for j, v in enumerate(values):
                         a = int(var_off[j])
                         try:
-                            v[a:a + int(sizes[j])].decode()
+                            v[a : a + int(sizes[j])].decode()
                         except UnicodeDecodeError:
                             return j
             var_off = var_off + sizes
@@ -204,8 +236,9 @@ class RowCodec:
         for i in cols:
             kind = self.columns[i].type.kind
             w = FIXED_WIDTH[kind]
-            raw = np.ascontiguousarray(buf[starts[:, None] + np.arange(self.offsets[i],
-                                                                       self.offsets[i] + w)])
+            raw = np.ascontiguousarray(
+                buf[starts[:, None] + np.arange(self.offsets[i], self.offsets[i] + w)]
+            )
             if kind in ("BIGINT", "TIMESTAMP", "INT", "DATE"):
                 u = raw.view(f"<u{w}").reshape(n) ^ np.array(1 << (8 * w - 1), dtype=f"<u{w}")
                 parts.append(u.astype(f">u{w}").view(np.uint8).reshape(n, w))
@@ -222,8 +255,9 @@ class RowCodec:
                 parts.append(raw)
         return np.concatenate(parts, axis=1)
 
-    def decode_arrow(self, values: list[bytes], include_hidden: bool = False,
-                     skip: int = 0) -> pa.RecordBatch:
+    def decode_arrow(
+        self, values: list[bytes], include_hidden: bool = False, skip: int = 0
+    ) -> pa.RecordBatch:
         """Decode many encoded rows into one Arrow RecordBatch, column by column, vectorized.
 
         ``skip`` bytes are ignored at the front of every value (a write record's header, so the
@@ -252,15 +286,17 @@ class RowCodec:
             raw = gather(self.offsets[i], FIXED_WIDTH[kind])
             if kind in VARIABLE:
                 sizes = raw.view("<u4").reshape(n).astype(np.int64)
-                arr = self._slice_var(values, var_off, sizes, c.type.arrow(),
-                                      nulls if has_nulls else None)
+                arr = self._slice_var(
+                    values, var_off, sizes, c.type.arrow(), nulls if has_nulls else None
+                )
                 var_off = var_off + sizes
             elif kind == "BOOLEAN":
                 arr = pa.array(raw.reshape(n) != 0, mask=nulls if has_nulls else None)
             elif kind == "DECIMAL":
                 validity = _validity(nulls) if has_nulls else None
-                arr = pa.Array.from_buffers(c.type.arrow(), n,
-                                            [validity, pa.py_buffer(raw.tobytes())])
+                arr = pa.Array.from_buffers(
+                    c.type.arrow(), n, [validity, pa.py_buffer(raw.tobytes())]
+                )
             else:
                 np_arr = raw.view(_NP[kind]).reshape(n)
                 arr = pa.array(np_arr, type=c.type.arrow(), mask=nulls if has_nulls else None)
@@ -269,12 +305,18 @@ class RowCodec:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     @staticmethod
-    def _slice_var(values: list[bytes], var_off: np.ndarray, sizes: np.ndarray,
-                   typ: pa.DataType, nulls: np.ndarray | None) -> pa.Array:
+    def _slice_var(
+        values: list[bytes],
+        var_off: np.ndarray,
+        sizes: np.ndarray,
+        typ: pa.DataType,
+        nulls: np.ndarray | None,
+    ) -> pa.Array:
         # Slicing each value and joining runs at C speed and touches only the bytes needed,
         # where a numpy byte-index gather would build an index as large as the data.
         ends = var_off + sizes
-        data = b"".join([v[a:b] for v, a, b in zip(values, var_off.tolist(), ends.tolist())])
+        pieces = zip(values, var_off.tolist(), ends.tolist(), strict=True)
+        data = b"".join([v[a:b] for v, a, b in pieces])
         n = len(values)
         out_off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(sizes, out=out_off[1:])
@@ -284,8 +326,9 @@ class RowCodec:
         else:
             offsets = out_off.astype(np.int32)
         validity = _validity(nulls) if nulls is not None else None
-        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(offsets.tobytes()),
-                                              pa.py_buffer(data)])
+        return pa.Array.from_buffers(
+            typ, n, [validity, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data)]
+        )
 
 
 def _validity(nulls: np.ndarray) -> pa.Buffer:

@@ -24,13 +24,31 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 _ALIASES = {
-    "BIGINT": "BIGINT", "LONG": "BIGINT", "INT": "INT", "INTEGER": "INT", "DOUBLE": "DOUBLE",
-    "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN", "STRING": "STRING", "DECIMAL": "DECIMAL",
-    "DATE": "DATE", "TIMESTAMP": "TIMESTAMP", "BINARY": "BINARY",
+    "BIGINT": "BIGINT",
+    "LONG": "BIGINT",
+    "INT": "INT",
+    "INTEGER": "INT",
+    "DOUBLE": "DOUBLE",
+    "BOOLEAN": "BOOLEAN",
+    "BOOL": "BOOLEAN",
+    "STRING": "STRING",
+    "DECIMAL": "DECIMAL",
+    "DATE": "DATE",
+    "TIMESTAMP": "TIMESTAMP",
+    "BINARY": "BINARY",
 }
 # Bytes a column takes in the fixed part of a row (rowcodec) and in a key (keycodec).
-FIXED_WIDTH = {"BIGINT": 8, "INT": 4, "DOUBLE": 8, "BOOLEAN": 1, "DATE": 4, "TIMESTAMP": 8,
-               "DECIMAL": 16, "STRING": 4, "BINARY": 4}
+FIXED_WIDTH = {
+    "BIGINT": 8,
+    "INT": 4,
+    "DOUBLE": 8,
+    "BOOLEAN": 1,
+    "DATE": 4,
+    "TIMESTAMP": 8,
+    "DECIMAL": 16,
+    "STRING": 4,
+    "BINARY": 4,
+}
 VARIABLE = frozenset({"STRING", "BINARY"})
 
 
@@ -47,9 +65,14 @@ class DataType:
 
     def arrow(self) -> pa.DataType:
         return {
-            "BIGINT": pa.int64(), "INT": pa.int32(), "DOUBLE": pa.float64(),
-            "BOOLEAN": pa.bool_(), "STRING": pa.string(), "DATE": pa.date32(),
-            "TIMESTAMP": pa.timestamp("us", tz="UTC"), "BINARY": pa.binary(),
+            "BIGINT": pa.int64(),
+            "INT": pa.int32(),
+            "DOUBLE": pa.float64(),
+            "BOOLEAN": pa.bool_(),
+            "STRING": pa.string(),
+            "DATE": pa.date32(),
+            "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+            "BINARY": pa.binary(),
         }.get(self.kind) or pa.decimal128(self.precision, self.scale)
 
 
@@ -65,8 +88,10 @@ def parse_type(text: str, where: str = "") -> DataType:
     m = re.fullmatch(r"\s*([A-Za-z]+)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*", text)
     kind = _ALIASES.get(m.group(1).upper()) if m else None
     if kind is None:
-        raise InvalidArgument(f"{where}unsupported type {text.strip()!r}; supported: "
-                              "BIGINT, INT, DOUBLE, BOOLEAN, STRING, DECIMAL(p,s), DATE, TIMESTAMP")
+        raise InvalidArgument(
+            f"{where}unsupported type {text.strip()!r}; supported: "
+            "BIGINT, INT, DOUBLE, BOOLEAN, STRING, DECIMAL(p,s), DATE, TIMESTAMP"
+        )
     if kind != "DECIMAL":
         if m.group(2):
             raise InvalidArgument(f"{where}type {kind} takes no parameters")
@@ -105,16 +130,20 @@ def parse_ddl(ddl: str, table: str = "") -> list[Column]:
         name = m.group(1)
         if any(c.name.lower() == name.lower() for c in cols):
             raise InvalidArgument(f"{where}duplicate column {name!r}")
-        cols.append(Column(name, parse_type(m.group(2), f"{where}column {name!r}: "),
-                           nullable=not m.group(3)))
+        cols.append(
+            Column(
+                name, parse_type(m.group(2), f"{where}column {name!r}: "), nullable=not m.group(3)
+            )
+        )
     if not cols:
         raise InvalidArgument(f"{where}schema has no columns")
     return cols
 
 
 def to_ddl(columns: list[Column]) -> str:
-    return ", ".join(f"{c.name} {c.type.ddl()}" + ("" if c.nullable else " NOT NULL")
-                     for c in columns)
+    return ", ".join(
+        f"{c.name} {c.type.ddl()}" + ("" if c.nullable else " NOT NULL") for c in columns
+    )
 
 
 class TableSchema:
@@ -124,24 +153,31 @@ class TableSchema:
     a hidden BINARY column ``_row_id`` as its last column and key; user-facing reads drop it.
     """
 
-    def __init__(self, table: str, columns: list[Column], primary_key: list[str],
-                 hidden_row_id: bool = False):
+    def __init__(
+        self, table: str, columns: list[Column], primary_key: list[str], hidden_row_id: bool = False
+    ):
         self.table = table
         by_name = {c.name: c for c in columns}
         if hidden_row_id:
             if primary_key:
-                raise InvalidArgument(f"table {table!r}: a table with a primary key needs no row id")
+                raise InvalidArgument(
+                    f"table {table!r}: a table with a primary key needs no row id"
+                )
             if ROW_ID_COLUMN in by_name:
                 raise InvalidArgument(f"table {table!r}: column name {ROW_ID_COLUMN} is reserved")
             columns = [*columns, Column(ROW_ID_COLUMN, DataType("BINARY"), nullable=False)]
             primary_key = [ROW_ID_COLUMN]
         if not primary_key:
-            raise InvalidArgument(f"table {table!r}: primary_key is empty; pass columns or use an "
-                                  "append-only table (primary_key=[])")
+            raise InvalidArgument(
+                f"table {table!r}: primary_key is empty; pass columns or use an "
+                "append-only table (primary_key=[])"
+            )
         for k in primary_key:
             if k not in by_name and k != ROW_ID_COLUMN:
-                raise InvalidArgument(f"table {table!r}: primary key column {k!r} is not in the "
-                                      f"schema ({', '.join(by_name)})")
+                raise InvalidArgument(
+                    f"table {table!r}: primary key column {k!r} is not in the "
+                    f"schema ({', '.join(by_name)})"
+                )
         if len(set(primary_key)) != len(primary_key):
             raise InvalidArgument(f"table {table!r}: primary key repeats a column")
         pk = set(primary_key)
@@ -171,13 +207,16 @@ def to_storage(table: str, col: Column, value: object) -> object:
     kind = col.type.kind
 
     def bad(expect: str) -> SchemaMismatch:
-        return SchemaMismatch(f"table {table!r} column {col.name!r}: expected {expect}, got "
-                              f"{type(value).__name__} {value!r:.80}")
+        return SchemaMismatch(
+            f"table {table!r} column {col.name!r}: expected {expect}, got "
+            f"{type(value).__name__} {value!r:.80}"
+        )
 
     if value is None:
         if not col.nullable:
-            raise SchemaMismatch(f"table {table!r} column {col.name!r}: null in a NOT NULL "
-                                 "(or primary key) column")
+            raise SchemaMismatch(
+                f"table {table!r} column {col.name!r}: null in a NOT NULL (or primary key) column"
+            )
         return None
     if kind in ("BIGINT", "INT"):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -223,7 +262,7 @@ def to_storage(table: str, col: Column, value: object) -> object:
         if unscaled != unscaled.to_integral_value():
             raise bad(f"{col.type.ddl()} with at most {col.type.scale} fractional digits")
         n = int(unscaled)
-        if abs(n) >= 10 ** col.type.precision:
+        if abs(n) >= 10**col.type.precision:
             raise bad(f"{col.type.ddl()} with at most {col.type.precision} digits")
         return n
     raise AssertionError(f"unhandled type {kind}")  # parse_type admits no other kind

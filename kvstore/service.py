@@ -29,8 +29,14 @@ class KvStoreService:
     def Prewrite(self, req: pb.PrewriteRequest, ctx) -> pb.PrewriteResponse:
         muts = wire.mutations_from_pb(req.mutations)
         try:
-            ts = self.store.prewrite(muts, req.primary, req.start_ts, req.lock_ttl_ms or 3000,
-                                     req.txn_size, req.try_one_pc)
+            ts = self.store.prewrite(
+                muts,
+                req.primary,
+                req.start_ts,
+                req.lock_ttl_ms or 3000,
+                req.txn_size,
+                req.try_one_pc,
+            )
         except TxnError as e:
             return pb.PrewriteResponse(errors=[wire.key_error_to_pb(e)])
         return pb.PrewriteResponse(one_pc_commit_ts=ts)
@@ -78,8 +84,9 @@ class KvStoreService:
 
     def Scan(self, req: pb.ScanRequest, ctx) -> Iterator[pb.ScanChunk]:
         try:
-            for keys, values in self.store.scan(req.start_key, req.end_key or None, req.version,
-                                                req.limit, req.chunk_rows):
+            for keys, values in self.store.scan(
+                req.start_key, req.end_key or None, req.version, req.limit, req.chunk_rows
+            ):
                 yield pb.ScanChunk(keys=keys, values=values)
         except TxnError as e:
             yield pb.ScanChunk(error=wire.key_error_to_pb(e))
@@ -92,7 +99,7 @@ class KvStoreService:
             return
         step = req.chunk_rows or 8192
         for i in range(0, len(changes), step):
-            yield pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in changes[i:i + step]])
+            yield pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in changes[i : i + step]])
 
     def ResolvedTs(self, req: pb.ResolvedTsRequest, ctx) -> pb.ResolvedTsResponse:
         return pb.ResolvedTsResponse(resolved_ts=self.store.resolved_ts(req.table))
@@ -101,8 +108,14 @@ class KvStoreService:
         return pb.GcResponse(versions_removed=self.store.gc(req.safepoint))
 
     def CreateTable(self, req: pb.CreateTableRequest, ctx) -> pb.TableInfo:
-        info = self.store.create_table(req.name, req.schema, list(req.primary_key),
-                                       req.kind or "root", req.if_not_exists, req.hidden_row_id)
+        info = self.store.create_table(
+            req.name,
+            req.schema,
+            list(req.primary_key),
+            req.kind or "root",
+            req.if_not_exists,
+            req.hidden_row_id,
+        )
         return wire.table_to_pb(info)
 
     def DropTable(self, req: pb.DropTableRequest, ctx) -> pb.DropTableResponse:

@@ -68,8 +68,15 @@ class Storage:
         os.makedirs(path, exist_ok=True)
         self.path = path
         self.sync = sync
-        self.env = lmdb.open(path, map_size=map_size, max_dbs=len(CF_NAMES) + 2, sync=sync,
-                             max_readers=1024, readahead=False, metasync=sync)
+        self.env = lmdb.open(
+            path,
+            map_size=map_size,
+            max_dbs=len(CF_NAMES) + 2,
+            sync=sync,
+            max_readers=1024,
+            readahead=False,
+            metasync=sync,
+        )
         self.cf = {name: self.env.open_db(name.encode()) for name in CF_NAMES}
         self._resize = _ResizeLock()
 

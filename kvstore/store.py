@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
-from collections.abc import Callable, Iterator
 
 from kvstore import actions
 from kvstore.actions.check_txn_status import COMMITTED, LOCKED, TxnStatusResult
@@ -25,8 +25,8 @@ from kvstore.actions.prewrite import Mutation
 from kvstore.catalog import (
     SYSTEM_TABLE_ID,
     Catalog,
-    check_table_name,
     TableInfo,
+    check_table_name,
     create_table_action,
     drop_table_action,
 )
@@ -63,9 +63,15 @@ class LocalStore:
     resolved_ts. Without one (a bare store in tests) those two refuse with FAILED_PRECONDITION.
     """
 
-    def __init__(self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True,
-                 clock: Callable[[], int] | None = None,
-                 max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES):
+    def __init__(
+        self,
+        path: str,
+        *,
+        map_size: int = DEFAULT_MAP_SIZE,
+        sync: bool = True,
+        clock: Callable[[], int] | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    ):
         self.storage = Storage(path, map_size=map_size, sync=sync)
         self.committer = GroupCommitter(self.storage)
         self.catalog = Catalog()
@@ -87,15 +93,24 @@ class LocalStore:
 
     # ------------------------------------------------------------------ catalog
 
-    def create_table(self, name: str, schema: str, primary_key: list[str] | None = None,
-                     kind: str = "root", if_not_exists: bool = False,
-                     hidden_row_id: bool = False) -> TableInfo:
+    def create_table(
+        self,
+        name: str,
+        schema: str,
+        primary_key: list[str] | None = None,
+        kind: str = "root",
+        if_not_exists: bool = False,
+        hidden_row_id: bool = False,
+    ) -> TableInfo:
         """Create a table (idempotent with ``if_not_exists`` for an identical definition)."""
         pk = list(primary_key or [])
         created_ts = self.clock() if self.clock else 0
         with self._catalog_lock:
-            info, _ = self.committer.run(lambda ctx: create_table_action(
-                ctx, name, schema, pk, kind, hidden_row_id, if_not_exists, created_ts))
+            info, _ = self.committer.run(
+                lambda ctx: create_table_action(
+                    ctx, name, schema, pk, kind, hidden_row_id, if_not_exists, created_ts
+                )
+            )
             self.catalog.remember(info)
         return info
 
@@ -118,8 +133,10 @@ class LocalStore:
         if len(key) < 5:
             raise InvalidArgument(f"key {key.hex()!r} is too short to name a table")
         if len(key) > MAX_USER_KEY_BYTES:
-            raise InvalidArgument(f"key {key[:32].hex()}... of {len(key)} bytes exceeds the limit "
-                                  f"of {MAX_USER_KEY_BYTES} bytes")
+            raise InvalidArgument(
+                f"key {key[:32].hex()}... of {len(key)} bytes exceeds the limit "
+                f"of {MAX_USER_KEY_BYTES} bytes"
+            )
         tid = table_id_of(key)
         if tid == SYSTEM_TABLE_ID:
             if internal:
@@ -155,16 +172,17 @@ class LocalStore:
             if op is LockOp.PUT:
                 if len(value) > self.max_value_bytes:
                     where = f"table {info.name!r} " if info else ""
-                    raise ValueTooLarge(f"{where}key {key.hex()}: value of {len(value)} bytes "
-                                        f"exceeds the limit of {self.max_value_bytes} bytes")
+                    raise ValueTooLarge(
+                        f"{where}key {key.hex()}: value of {len(value)} bytes "
+                        f"exceeds the limit of {self.max_value_bytes} bytes"
+                    )
                 if info is not None:
                     ks, vs = puts.setdefault(info.id, ([], []))
                     ks.append(key)
                     vs.append(value)
             else:
                 if value:
-                    raise InvalidArgument(f"key {key.hex()}: a {op.name} mutation carries no "
-                                          "value")
+                    raise InvalidArgument(f"key {key.hex()}: a {op.name} mutation carries no value")
                 self._check_key(info, key)
         if len(set(keys)) != len(keys):
             seen = set()
@@ -179,8 +197,14 @@ class LocalStore:
         if bad is None:
             expected = codec.key_bytes(values, info.prefix)
             if expected is None:  # a variable-length key: compare row by row
-                bad = next((i for i, (k, v) in enumerate(zip(keys, values, strict=True))
-                            if self._row_key(info, v) != k), None)
+                bad = next(
+                    (
+                        i
+                        for i, (k, v) in enumerate(zip(keys, values, strict=True))
+                        if self._row_key(info, v) != k
+                    ),
+                    None,
+                )
             else:
                 width = expected.shape[1]
                 lens = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
@@ -196,8 +220,10 @@ class LocalStore:
         self._check_key(info, key)
         codec.validate(value, f" key {key.hex()}")
         if self._row_key(info, value) != key:
-            raise SchemaMismatch(f"table {info.name!r} key {key.hex()}: the row's primary key "
-                                 "columns do not match its key")
+            raise SchemaMismatch(
+                f"table {info.name!r} key {key.hex()}: the row's primary key "
+                "columns do not match its key"
+            )
         raise AssertionError(f"row {bad} failed a bulk check but passes alone")  # a codec bug
 
     @staticmethod
@@ -205,15 +231,18 @@ class LocalStore:
         vals = info.row_codec.decode_stored(value)
         idx = info.table_schema.index
         return info.key_codec.encode_values(
-            tuple(vals[idx[k]] for k in info.table_schema.primary_key))
+            tuple(vals[idx[k]] for k in info.table_schema.primary_key)
+        )
 
     @staticmethod
     def _check_keys(what: str, keys: list[bytes]) -> None:
         """Keys that reach LMDB must be 1..MAX_USER_KEY_BYTES long (LMDB's own limit is 511)."""
         for k in keys:
             if not 0 < len(k) <= MAX_USER_KEY_BYTES:
-                raise InvalidArgument(f"{what} {k[:32].hex()!r} has {len(k)} bytes; keys must "
-                                      f"have 1 to {MAX_USER_KEY_BYTES}")
+                raise InvalidArgument(
+                    f"{what} {k[:32].hex()!r} has {len(k)} bytes; keys must "
+                    f"have 1 to {MAX_USER_KEY_BYTES}"
+                )
 
     @staticmethod
     def _check_ts(**named: int) -> None:
@@ -223,9 +252,16 @@ class LocalStore:
 
     # ------------------------------------------------------------------ transactional writes
 
-    def prewrite(self, mutations: list[Mutation], primary: bytes, start_ts: int,
-                 ttl_ms: int = DEFAULT_LOCK_TTL_MS, txn_size: int = 0, try_one_pc: bool = False,
-                 internal: bool = False) -> int:
+    def prewrite(
+        self,
+        mutations: list[Mutation],
+        primary: bytes,
+        start_ts: int,
+        ttl_ms: int = DEFAULT_LOCK_TTL_MS,
+        txn_size: int = 0,
+        try_one_pc: bool = False,
+        internal: bool = False,
+    ) -> int:
         """Prewrite ``mutations`` for txn ``start_ts`` (all or none). Returns 0, or the commit_ts
         when ``try_one_pc`` committed them in the same call. Raises the first Percolator outcome
         (KeyIsLocked, WriteConflict, TxnRolledBack) that stopped it."""
@@ -236,12 +272,17 @@ class LocalStore:
         if not 0 < ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}], got {ttl_ms}")
         if start_ts <= self.safepoint:
-            raise FailedPrecondition(f"start_ts {start_ts} is at or below the GC safepoint "
-                                     f"{self.safepoint}; take a new timestamp")
+            raise FailedPrecondition(
+                f"start_ts {start_ts} is at or below the GC safepoint "
+                f"{self.safepoint}; take a new timestamp"
+            )
         self.validate_mutations(mutations, internal)
         if not try_one_pc:
-            self.committer.run(lambda ctx: actions.prewrite(
-                ctx, mutations, primary, start_ts, ttl_ms, txn_size or len(mutations)))
+            self.committer.run(
+                lambda ctx: actions.prewrite(
+                    ctx, mutations, primary, start_ts, ttl_ms, txn_size or len(mutations)
+                )
+            )
             return 0
         if self.clock is None:
             raise FailedPrecondition("one-phase commit needs a TSO; this store has none")
@@ -249,8 +290,9 @@ class LocalStore:
             commit_ts = self.clock()
             self._inflight.add(commit_ts)
         try:
-            self.committer.run(lambda ctx: actions.one_pc_commit(
-                ctx, mutations, primary, start_ts, commit_ts))
+            self.committer.run(
+                lambda ctx: actions.one_pc_commit(ctx, mutations, primary, start_ts, commit_ts)
+            )
         finally:
             with self._inflight_cond:
                 self._inflight.discard(commit_ts)
@@ -270,13 +312,15 @@ class LocalStore:
         self._check_keys("key", keys)
         self.committer.run(lambda ctx: actions.rollback(ctx, keys, start_ts))
 
-    def check_txn_status(self, primary: bytes, lock_ts: int,
-                         rollback_if_not_exist: bool = False) -> TxnStatusResult:
+    def check_txn_status(
+        self, primary: bytes, lock_ts: int, rollback_if_not_exist: bool = False
+    ) -> TxnStatusResult:
         self._check_ts(lock_ts=lock_ts)
         self._check_keys("primary key", [primary])
         now = _now_ms()
-        return self.committer.run(lambda ctx: actions.check_txn_status(
-            ctx, primary, lock_ts, now, rollback_if_not_exist))
+        return self.committer.run(
+            lambda ctx: actions.check_txn_status(ctx, primary, lock_ts, now, rollback_if_not_exist)
+        )
 
     def resolve_locks(self, start_ts: int, commit_ts: int) -> int:
         self._check_ts(start_ts=start_ts)
@@ -290,8 +334,9 @@ class LocalStore:
         if not 0 < advise_ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"advise_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
         now = _now_ms()
-        return self.committer.run(lambda ctx: actions.txn_heartbeat(
-            ctx, primary, start_ts, advise_ttl_ms, now))
+        return self.committer.run(
+            lambda ctx: actions.txn_heartbeat(ctx, primary, start_ts, advise_ttl_ms, now)
+        )
 
     def run_write(self, fn: Callable) -> object:
         """Run a caller-defined write action in the next group (the coordinator's own state)."""
@@ -310,8 +355,11 @@ class LocalStore:
         A secondary lock whose primary has no record yet (its prewrite may be in flight) is only
         rolled back once the secondary's own TTL has run out."""
         expired = lock_expired(err.start_ts, err.ttl_ms, _now_ms())
-        status = self.check_txn_status(err.primary, err.start_ts, rollback_if_not_exist=expired) \
-            if expired else self._status_or_locked(err)
+        status = (
+            self.check_txn_status(err.primary, err.start_ts, rollback_if_not_exist=expired)
+            if expired
+            else self._status_or_locked(err)
+        )
         if status.status == LOCKED:
             return False
         self.resolve_locks(err.start_ts, status.commit_ts if status.status == COMMITTED else 0)
@@ -340,8 +388,14 @@ class LocalStore:
         self._table_of_key(key, internal=True)
         return self._read(lambda r: actions.get(r, key, version), version)
 
-    def scan(self, start: bytes, end: bytes | None, version: int, limit: int = 0,
-             chunk_rows: int = SCAN_CHUNK_ROWS) -> Iterator[tuple[list[bytes], list[bytes]]]:
+    def scan(
+        self,
+        start: bytes,
+        end: bytes | None,
+        version: int,
+        limit: int = 0,
+        chunk_rows: int = SCAN_CHUNK_ROWS,
+    ) -> Iterator[tuple[list[bytes], list[bytes]]]:
         """(keys, values) chunks of [start, end) at ``version``, in key order. ``end`` None or
         empty means the end of start's table. Each chunk is read in its own LMDB transaction;
         MVCC makes them one consistent snapshot at ``version``."""
@@ -356,8 +410,9 @@ class LocalStore:
         cursor = start
         while True:
             want = chunk_rows if not remaining else min(chunk_rows, remaining)
-            keys, values = self._read(lambda r, c=cursor, w=want: actions.scan(r, c, end, version, w),
-                                      version)
+            keys, values = self._read(
+                lambda r, c=cursor, w=want: actions.scan(r, c, end, version, w), version
+            )
             if keys:
                 yield keys, values
             if len(keys) < want:
@@ -378,11 +433,14 @@ class LocalStore:
         """Net changes of ``table`` in (from_ts, to_ts] (see actions.scan_changes)."""
         self._check_ts(to_ts=to_ts)
         if from_ts < 0 or from_ts >= to_ts:
-            raise InvalidArgument(f"table {table!r}: need 0 <= from_ts < to_ts, got "
-                                  f"({from_ts}, {to_ts}]")
+            raise InvalidArgument(
+                f"table {table!r}: need 0 <= from_ts < to_ts, got ({from_ts}, {to_ts}]"
+            )
         if from_ts < self.safepoint:
-            raise FailedPrecondition(f"table {table!r}: changes from {from_ts} are below the GC "
-                                     f"safepoint {self.safepoint}")
+            raise FailedPrecondition(
+                f"table {table!r}: changes from {from_ts} are below the GC "
+                f"safepoint {self.safepoint}"
+            )
         info = self.catalog.get(table)
         return self._read(lambda r: actions.scan_changes(r, info.id, from_ts, to_ts), to_ts)
 
@@ -413,5 +471,9 @@ class LocalStore:
         return n
 
     def stats(self) -> dict:
-        return {"map_size": self.storage.map_size(), "used_bytes": self.storage.used_bytes(),
-                "group_commits": self.committer.groups, "grouped_actions": self.committer.actions}
+        return {
+            "map_size": self.storage.map_size(),
+            "used_bytes": self.storage.used_bytes(),
+            "group_commits": self.committer.groups,
+            "grouped_actions": self.committer.actions,
+        }

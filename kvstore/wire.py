@@ -16,10 +16,17 @@ from kvstore.errors import (
 from kvstore.mvcc.records import Lock, LockOp
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
-_OP_TO_PB = {LockOp.PUT: pb.Mutation.PUT, LockOp.DELETE: pb.Mutation.DELETE,
-             LockOp.LOCK: pb.Mutation.LOCK}
+_OP_TO_PB = {
+    LockOp.PUT: pb.Mutation.PUT,
+    LockOp.DELETE: pb.Mutation.DELETE,
+    LockOp.LOCK: pb.Mutation.LOCK,
+}
 _OP_FROM_PB = {v: k for k, v in _OP_TO_PB.items()}
-_STATUS_TO_PB = {LOCKED: pb.TXN_LOCKED, COMMITTED: pb.TXN_COMMITTED, ROLLED_BACK: pb.TXN_ROLLED_BACK}
+_STATUS_TO_PB = {
+    LOCKED: pb.TXN_LOCKED,
+    COMMITTED: pb.TXN_COMMITTED,
+    ROLLED_BACK: pb.TXN_ROLLED_BACK,
+}
 _STATUS_FROM_PB = {v: k for k, v in _STATUS_TO_PB.items()}
 
 
@@ -37,19 +44,35 @@ def mutations_from_pb(ms) -> list[tuple[LockOp, bytes, bytes]]:
 
 def key_error_to_pb(e: TxnError) -> pb.KeyError:
     if isinstance(e, KeyIsLocked):
-        return pb.KeyError(locked=pb.LockInfo(key=e.key, primary=e.primary, start_ts=e.start_ts,
-                                              ttl_ms=e.ttl_ms, txn_size=e.txn_size))
+        return pb.KeyError(
+            locked=pb.LockInfo(
+                key=e.key,
+                primary=e.primary,
+                start_ts=e.start_ts,
+                ttl_ms=e.ttl_ms,
+                txn_size=e.txn_size,
+            )
+        )
     if isinstance(e, WriteConflict):
-        return pb.KeyError(conflict=pb.WriteConflict(
-            key=e.key, primary=e.primary, start_ts=e.start_ts,
-            conflict_start_ts=e.conflict_start_ts, conflict_commit_ts=e.conflict_commit_ts))
+        return pb.KeyError(
+            conflict=pb.WriteConflict(
+                key=e.key,
+                primary=e.primary,
+                start_ts=e.start_ts,
+                conflict_start_ts=e.conflict_start_ts,
+                conflict_commit_ts=e.conflict_commit_ts,
+            )
+        )
     if isinstance(e, TxnLockNotFound):
         return pb.KeyError(lock_not_found=pb.TxnLockNotFound(key=e.key, start_ts=e.start_ts))
     if isinstance(e, TxnRolledBack):
         return pb.KeyError(rolled_back=pb.TxnRolledBack(key=e.key, start_ts=e.start_ts))
     if isinstance(e, TxnAlreadyCommitted):
-        return pb.KeyError(already_committed=pb.TxnAlreadyCommitted(
-            key=e.key, start_ts=e.start_ts, commit_ts=e.commit_ts))
+        return pb.KeyError(
+            already_committed=pb.TxnAlreadyCommitted(
+                key=e.key, start_ts=e.start_ts, commit_ts=e.commit_ts
+            )
+        )
     raise TypeError(f"no wire form for {type(e).__name__}")
 
 
@@ -62,8 +85,9 @@ def key_error_from_pb(ke: pb.KeyError) -> TxnError | None:
         return KeyIsLocked(x.key, x.primary, x.start_ts, x.ttl_ms, 0, x.txn_size)
     if kind == "conflict":
         x = ke.conflict
-        return WriteConflict(x.key, x.primary, x.start_ts, x.conflict_start_ts,
-                             x.conflict_commit_ts)
+        return WriteConflict(
+            x.key, x.primary, x.start_ts, x.conflict_start_ts, x.conflict_commit_ts
+        )
     if kind == "lock_not_found":
         return TxnLockNotFound(ke.lock_not_found.key, ke.lock_not_found.start_ts)
     if kind == "rolled_back":
@@ -79,8 +103,14 @@ def raise_key_error(ke: pb.KeyError) -> None:
 
 
 def lock_to_pb(key: bytes, lock: Lock) -> pb.LockInfo:
-    return pb.LockInfo(key=key, primary=lock.primary, start_ts=lock.start_ts, ttl_ms=lock.ttl_ms,
-                       op=_OP_TO_PB[lock.op], txn_size=lock.txn_size)
+    return pb.LockInfo(
+        key=key,
+        primary=lock.primary,
+        start_ts=lock.start_ts,
+        ttl_ms=lock.ttl_ms,
+        op=_OP_TO_PB[lock.op],
+        txn_size=lock.txn_size,
+    )
 
 
 def status_to_pb(primary: bytes, r: TxnStatusResult) -> pb.CheckTxnStatusResponse:
@@ -99,20 +129,35 @@ def status_from_pb(resp: pb.CheckTxnStatusResponse) -> TxnStatusResult:
 
 
 def table_to_pb(t: TableInfo) -> pb.TableInfo:
-    return pb.TableInfo(name=t.name, id=t.id, schema=t.schema, primary_key=list(t.primary_key),
-                        kind=t.kind, hidden_row_id=t.hidden_row_id, created_ts=t.created_ts)
+    return pb.TableInfo(
+        name=t.name,
+        id=t.id,
+        schema=t.schema,
+        primary_key=list(t.primary_key),
+        kind=t.kind,
+        hidden_row_id=t.hidden_row_id,
+        created_ts=t.created_ts,
+    )
 
 
 def table_from_pb(t: pb.TableInfo) -> TableInfo:
-    return TableInfo(t.name, t.id, t.schema, tuple(t.primary_key), t.kind, t.hidden_row_id,
-                     t.created_ts)
+    return TableInfo(
+        t.name, t.id, t.schema, tuple(t.primary_key), t.kind, t.hidden_row_id, t.created_ts
+    )
 
 
 def change_to_pb(c: ChangeRecord) -> pb.Change:
-    return pb.Change(key=c.key, has_old=c.old is not None, old_value=c.old or b"",
-                     has_new=c.new is not None, new_value=c.new or b"", commit_ts=c.commit_ts)
+    return pb.Change(
+        key=c.key,
+        has_old=c.old is not None,
+        old_value=c.old or b"",
+        has_new=c.new is not None,
+        new_value=c.new or b"",
+        commit_ts=c.commit_ts,
+    )
 
 
 def change_from_pb(c: pb.Change) -> ChangeRecord:
-    return ChangeRecord(c.key, c.old_value if c.has_old else None,
-                        c.new_value if c.has_new else None, c.commit_ts)
+    return ChangeRecord(
+        c.key, c.old_value if c.has_old else None, c.new_value if c.has_new else None, c.commit_ts
+    )

@@ -55,7 +55,7 @@ def bench_raw_write(path: str, keys, values) -> float:
     ts = 1
     for s in range(0, len(keys), TXN_ROWS):
         with env.begin(write=True) as txn:
-            for k, v in zip(keys[s:s + TXN_ROWS], values[s:s + TXN_ROWS], strict=True):
+            for k, v in zip(keys[s : s + TXN_ROWS], values[s : s + TXN_ROWS], strict=True):
                 txn.put(k, Lock(LockOp.PUT, keys[s], ts, 3000).to_bytes(), db=lock_db)
                 txn.put(versioned_key(k, ts), v, db=data_db)
                 txn.put(versioned_key(k, ts + 1), Write(WriteKind.PUT, ts).to_bytes(), db=write_db)
@@ -73,8 +73,8 @@ def bench_store_write(path: str, keys, values, one_pc: bool) -> tuple[float, Loc
     assert info.id == 16
     t0 = time.perf_counter()
     for s in range(0, len(keys), TXN_ROWS):
-        ks = keys[s:s + TXN_ROWS]
-        muts = [(LockOp.PUT, k, v) for k, v in zip(ks, values[s:s + TXN_ROWS], strict=True)]
+        ks = keys[s : s + TXN_ROWS]
+        muts = [(LockOp.PUT, k, v) for k, v in zip(ks, values[s : s + TXN_ROWS], strict=True)]
         start = clock()
         if one_pc:
             store.prewrite(muts, ks[0], start, try_one_pc=True)
@@ -100,8 +100,7 @@ def bench_snapshot_read(store: LocalStore, rows: int) -> float:
     # Warm up: the first decode pays pyarrow's lazy imports; we measure steady state.
     info.row_codec.decode_arrow(next(iter(store.scan_table("bench", ts)))[1][:100])
     t0 = time.perf_counter()
-    batches = [info.row_codec.decode_arrow(values) for _, values in
-               store.scan_table("bench", ts)]
+    batches = [info.row_codec.decode_arrow(values) for _, values in store.scan_table("bench", ts)]
     import pyarrow as pa
 
     table = pa.Table.from_batches(batches)
@@ -120,8 +119,8 @@ def bench_grpc(tmp: str, keys, values, rows: int) -> tuple[float, float]:
         c.create_table("bench", SCHEMA, ["id"])
         t0 = time.perf_counter()
         for s in range(0, len(keys), TXN_ROWS):
-            ks = keys[s:s + TXN_ROWS]
-            muts = [(LockOp.PUT, k, v) for k, v in zip(ks, values[s:s + TXN_ROWS], strict=True)]
+            ks = keys[s : s + TXN_ROWS]
+            muts = [(LockOp.PUT, k, v) for k, v in zip(ks, values[s : s + TXN_ROWS], strict=True)]
             start = c.tso()
             c.store.prewrite(muts, ks[0], start)
             c.store.commit(start, c.tso(), ks)
@@ -143,10 +142,11 @@ def bench_deltalake_read(tmp: str, store: LocalStore, rows: int) -> float | None
     info = store.describe_table("bench")
     import pyarrow as pa
 
-    table = pa.Table.from_batches([info.row_codec.decode_arrow(v)
-                                   for _, v in store.scan_table("bench", store.clock())])
+    table = pa.Table.from_batches(
+        [info.row_codec.decode_arrow(v) for _, v in store.scan_table("bench", store.clock())]
+    )
     path = os.path.join(tmp, "delta")
-    deltalake.write_deltalake(path, table)                    # version 0: the rows we read
+    deltalake.write_deltalake(path, table)  # version 0: the rows we read
     deltalake.write_deltalake(path, table.slice(0, 1000), mode="append")  # version 1
     t0 = time.perf_counter()
     got = deltalake.DeltaTable(path, version=0).to_pyarrow_table()
@@ -186,28 +186,42 @@ def main() -> int:
             gw, gr = bench_grpc(tmp, keys, values, n)
             rec("grpc_2pc_write_s", gw)
             rec("grpc_read_s", gr)
-            print(f"run {run + 1}: " + ", ".join(f"{k}={v[-1]:.2f}" for k, v in results.items()),
-                  flush=True)
+            print(
+                f"run {run + 1}: " + ", ".join(f"{k}={v[-1]:.2f}" for k, v in results.items()),
+                flush=True,
+            )
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in results.items()}
-    print(f"\nmedians of {args.runs} runs, {n:,} rows of ~100 bytes, {TXN_ROWS:,} rows per txn, "
-          "fsync on every commit")
+    print(
+        f"\nmedians of {args.runs} runs, {n:,} rows of ~100 bytes, {TXN_ROWS:,} rows per txn, "
+        "fsync on every commit"
+    )
     print(f"  raw py-lmdb write ceiling (4 records/row) {n / med['raw_write_s']:>12,.0f} rows/s")
-    print(f"  snapview 2PC write (prewrite + commit)    {n / med['store_2pc_write_s']:>12,.0f} "
-          f"rows/s  ratio {med['raw_write_s'] / med['store_2pc_write_s']:.2f} of ceiling")
-    print(f"  snapview 1PC write                        {n / med['store_1pc_write_s']:>12,.0f} "
-          f"rows/s  ratio {med['raw_write_s'] / med['store_1pc_write_s']:.2f} of ceiling")
+    print(
+        f"  snapview 2PC write (prewrite + commit)    {n / med['store_2pc_write_s']:>12,.0f} "
+        f"rows/s  ratio {med['raw_write_s'] / med['store_2pc_write_s']:.2f} of ceiling"
+    )
+    print(
+        f"  snapview 1PC write                        {n / med['store_1pc_write_s']:>12,.0f} "
+        f"rows/s  ratio {med['raw_write_s'] / med['store_1pc_write_s']:.2f} of ceiling"
+    )
     print(f"  raw LMDB cursor scan (write CF)           {n / med['raw_scan_s']:>12,.0f} rows/s")
-    print(f"  snapview snapshot read into pyarrow       {n / med['snapshot_read_s']:>12,.0f} "
-          f"rows/s  ratio {med['raw_scan_s'] / med['snapshot_read_s']:.2f} of raw scan")
-    print(f"  over gRPC: 2PC write (RemoteStore)        {n / med['grpc_2pc_write_s']:>12,.0f} "
-          f"rows/s  ratio {med['raw_write_s'] / med['grpc_2pc_write_s']:.2f} of ceiling")
+    print(
+        f"  snapview snapshot read into pyarrow       {n / med['snapshot_read_s']:>12,.0f} "
+        f"rows/s  ratio {med['raw_scan_s'] / med['snapshot_read_s']:.2f} of raw scan"
+    )
+    print(
+        f"  over gRPC: 2PC write (RemoteStore)        {n / med['grpc_2pc_write_s']:>12,.0f} "
+        f"rows/s  ratio {med['raw_write_s'] / med['grpc_2pc_write_s']:.2f} of ceiling"
+    )
     print(f"  over gRPC: client.read into pyarrow       {n / med['grpc_read_s']:>12,.0f} rows/s")
     if "deltalake_read_s" in med:
-        print(f"  deltalake read of an older version        {n / med['deltalake_read_s']:>12,.0f} "
-              f"rows/s  ({med['deltalake_read_s']:.2f}s vs snapview "
-              f"{med['snapshot_read_s']:.2f}s)")
+        print(
+            f"  deltalake read of an older version        {n / med['deltalake_read_s']:>12,.0f} "
+            f"rows/s  ({med['deltalake_read_s']:.2f}s vs snapview "
+            f"{med['snapshot_read_s']:.2f}s)"
+        )
     return 0
 
 

@@ -61,5 +61,8 @@ _names = itertools.count()
 @pytest.fixture
 def table_name(request) -> str:
     """A table name unique within the module's server."""
-    return f"t{next(_names)}_{request.node.name[:20]}".replace("[", "_").replace("]", "_") \
+    return (
+        f"t{next(_names)}_{request.node.name[:20]}".replace("[", "_")
+        .replace("]", "_")
         .replace("-", "_")
+    )

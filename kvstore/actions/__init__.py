@@ -20,8 +20,22 @@ from kvstore.actions.scan import first_blocking_lock, scan
 from kvstore.actions.scan_changes import ChangeRecord, scan_changes
 
 __all__ = [
-    "ChangeRecord", "TxnStatusResult", "check_txn_status", "commit", "commit_key",
-    "first_blocking_lock", "gc", "get", "locks_of_txn", "one_pc_commit", "prewrite",
-    "resolve_locks", "resolved_ts", "rollback", "rollback_key", "scan", "scan_changes",
+    "ChangeRecord",
+    "TxnStatusResult",
+    "check_txn_status",
+    "commit",
+    "commit_key",
+    "first_blocking_lock",
+    "gc",
+    "get",
+    "locks_of_txn",
+    "one_pc_commit",
+    "prewrite",
+    "resolve_locks",
+    "resolved_ts",
+    "rollback",
+    "rollback_key",
+    "scan",
+    "scan_changes",
     "txn_heartbeat",
 ]

@@ -20,8 +20,9 @@ class TxnStatusResult:
     lock: Lock | None = None
 
 
-def check_txn_status(ctx: WriteContext, primary: bytes, lock_ts: int, now_ms: int,
-                     rollback_if_not_exist: bool) -> TxnStatusResult:
+def check_txn_status(
+    ctx: WriteContext, primary: bytes, lock_ts: int, now_ms: int, rollback_if_not_exist: bool
+) -> TxnStatusResult:
     """The status of txn ``lock_ts`` as its primary key tells it.
 
     Invariant: the primary is the single point of truth for a txn. A live primary lock means

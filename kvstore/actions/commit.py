@@ -25,8 +25,11 @@ def commit_key(ctx: WriteContext, key: bytes, start_ts: int, commit_ts: int) -> 
         if rec[1].kind is WriteKind.ROLLBACK:
             raise TxnRolledBack(key, start_ts)
         return
-    buf.put("write", versioned_key(key, commit_ts),
-            Write(_KIND[lock.op], start_ts, lock.short_value).to_bytes())
+    buf.put(
+        "write",
+        versioned_key(key, commit_ts),
+        Write(_KIND[lock.op], start_ts, lock.short_value).to_bytes(),
+    )
     buf.delete("lock", key)
     buf.delete("txn_locks", txn_lock_key(start_ts, key))
     if lock.op is not LockOp.LOCK:

@@ -36,8 +36,11 @@ def gc(ctx: WriteContext, safepoint: int) -> int:
         if w.kind is WriteKind.PUT and w.short_value is None:
             doomed.append(("data", versioned_key(uk, w.start_ts)))
         removed += 1
-    doomed += [("changes", k) for k, _ in reader.iter_range("changes", b"", None)
-               if parse_changes_key(k)[0] <= safepoint]
+    doomed += [
+        ("changes", k)
+        for k, _ in reader.iter_range("changes", b"", None)
+        if parse_changes_key(k)[0] <= safepoint
+    ]
     for cf, k in doomed:
         buf.delete(cf, k)
     return removed

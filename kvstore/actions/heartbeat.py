@@ -8,8 +8,9 @@ from kvstore.mvcc.records import WriteKind
 from kvstore.mvcc.timestamp import physical_ms
 
 
-def txn_heartbeat(ctx: WriteContext, primary: bytes, start_ts: int, advise_ttl_ms: int,
-                  now_ms: int) -> int:
+def txn_heartbeat(
+    ctx: WriteContext, primary: bytes, start_ts: int, advise_ttl_ms: int, now_ms: int
+) -> int:
     """Extend the TTL of txn ``start_ts``'s primary lock to at least now + advise_ttl_ms.
 
     Invariant: a TTL never shrinks, so a heartbeat cannot make a live txn look expired. Returns the

@@ -10,8 +10,9 @@ from kvstore.mvcc.records import SHORT_VALUE_MAX, LockOp, Write, WriteKind
 _KIND = {LockOp.PUT: WriteKind.PUT, LockOp.DELETE: WriteKind.DELETE, LockOp.LOCK: WriteKind.LOCK}
 
 
-def one_pc_commit(ctx: WriteContext, mutations: list[Mutation], primary: bytes, start_ts: int,
-                  commit_ts: int) -> None:
+def one_pc_commit(
+    ctx: WriteContext, mutations: list[Mutation], primary: bytes, start_ts: int, commit_ts: int
+) -> None:
     """Write every mutation directly as committed at ``commit_ts``, all or none.
 
     Invariant: the same conflict rules as prewrite (no lock of another txn, no write with
@@ -27,6 +28,8 @@ def one_pc_commit(ctx: WriteContext, mutations: list[Mutation], primary: bytes, 
                 buf.put("data", versioned_key(key, start_ts), value)
             else:
                 short = value
-        buf.put("write", versioned_key(key, commit_ts), Write(_KIND[op], start_ts, short).to_bytes())
+        buf.put(
+            "write", versioned_key(key, commit_ts), Write(_KIND[op], start_ts, short).to_bytes()
+        )
         if op is not LockOp.LOCK:
             buf.put("changes", changes_key(key, commit_ts), b"")

@@ -35,8 +35,14 @@ def check_prewrite(reader: Reader, key: bytes, primary: bytes, start_ts: int) ->
     return True
 
 
-def prewrite(ctx: WriteContext, mutations: list[Mutation], primary: bytes, start_ts: int,
-             ttl_ms: int, txn_size: int) -> None:
+def prewrite(
+    ctx: WriteContext,
+    mutations: list[Mutation],
+    primary: bytes,
+    start_ts: int,
+    ttl_ms: int,
+    txn_size: int,
+) -> None:
     """Lock every key of ``mutations`` for txn ``start_ts``, all or none.
 
     Invariant: a key carries at most one lock, and a txn never locks a key that has a write with

@@ -17,8 +17,9 @@ _TS = struct.Struct(">Q")
 _MASK = (1 << 64) - 1
 
 
-def first_blocking_lock(reader: Reader, start: bytes, end: bytes | None,
-                        read_ts: int) -> KeyIsLocked | None:
+def first_blocking_lock(
+    reader: Reader, start: bytes, end: bytes | None, read_ts: int
+) -> KeyIsLocked | None:
     """The first Put/Delete lock in [start, end) with start_ts <= read_ts, as an error to raise."""
     for key, raw in reader.iter_range("lock", start, end):
         lock = Lock.parse(raw)
@@ -27,8 +28,9 @@ def first_blocking_lock(reader: Reader, start: bytes, end: bytes | None,
     return None
 
 
-def scan(reader: Reader, start: bytes, end: bytes | None, read_ts: int,
-         limit: int = 0) -> tuple[list[bytes], list[bytes]]:
+def scan(
+    reader: Reader, start: bytes, end: bytes | None, read_ts: int, limit: int = 0
+) -> tuple[list[bytes], list[bytes]]:
     """The (user key, value) pairs in [start, end) as of ``read_ts``, in key order.
 
     Invariant: the same rules as ``get`` for every key (newest Put/Delete at or below read_ts
@@ -65,8 +67,15 @@ _CHUNK = 8192
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
-def _select(reader: Reader, ks: list[bytes], vs: list[bytes], read_ts: int, decided: bytes,
-            keys: list[bytes], values: list[bytes]) -> bytes:
+def _select(
+    reader: Reader,
+    ks: list[bytes],
+    vs: list[bytes],
+    read_ts: int,
+    decided: bytes,
+    keys: list[bytes],
+    values: list[bytes],
+) -> bytes:
     """Append the visible (key, value) of every user key in one sorted run of write records.
 
     With fixed-length keys (every all-numeric primary key) the choice is made with numpy over
@@ -92,8 +101,15 @@ def _select(reader: Reader, ks: list[bytes], vs: list[bytes], read_ts: int, deci
     return decided
 
 
-def _select_fixed(reader: Reader, ks: list[bytes], vs: list[bytes], read_ts: int,
-                  decided: bytes, keys: list[bytes], values: list[bytes]) -> bytes:
+def _select_fixed(
+    reader: Reader,
+    ks: list[bytes],
+    vs: list[bytes],
+    read_ts: int,
+    decided: bytes,
+    keys: list[bytes],
+    values: list[bytes],
+) -> bytes:
     n, klen = len(ks), len(ks[0])
     arr = np.frombuffer(b"".join(ks), dtype=np.uint8).reshape(n, klen)
     ts = arr[:, -8:].copy().view(">u8").reshape(n) ^ np.uint64(_MASK)
@@ -126,8 +142,11 @@ def _select_fixed(reader: Reader, ks: list[bytes], vs: list[bytes], read_ts: int
         values.extend([v[WRITE_VALUE_OFFSET:] for v in sel_v])
     else:
         for k, v in zip(sel_k, sel_v, strict=True):
-            values.append(v[WRITE_VALUE_OFFSET:] if len(v) >= WRITE_VALUE_OFFSET
-                          else reader.get_data(k[:-8], _TS.unpack_from(v, 1)[0]))
+            values.append(
+                v[WRITE_VALUE_OFFSET:]
+                if len(v) >= WRITE_VALUE_OFFSET
+                else reader.get_data(k[:-8], _TS.unpack_from(v, 1)[0])
+            )
     return last
 
 

@@ -16,7 +16,7 @@ class ChangeRecord:
     key: bytes
     old: bytes | None  # the value at from_ts (None: absent)
     new: bytes | None  # the value at to_ts (None: absent)
-    commit_ts: int     # the newest commit of the key inside the interval
+    commit_ts: int  # the newest commit of the key inside the interval
 
 
 def scan_changes(reader: Reader, table_id: int, from_ts: int, to_ts: int) -> list[ChangeRecord]:
@@ -32,7 +32,9 @@ def scan_changes(reader: Reader, table_id: int, from_ts: int, to_ts: int) -> lis
         raise blocking
     newest: dict[bytes, int] = {}
     lo = prefix + struct.pack(">Q", from_ts + 1)
-    hi = prefix + struct.pack(">Q", to_ts + 1) if to_ts + 1 < 1 << 64 else table_prefix(table_id + 1)
+    hi = (
+        prefix + struct.pack(">Q", to_ts + 1) if to_ts + 1 < 1 << 64 else table_prefix(table_id + 1)
+    )
     for k, _ in reader.iter_range("changes", lo, hi):
         commit_ts, uk = parse_changes_key(k)
         newest[uk] = commit_ts

@@ -15,7 +15,18 @@ from kvstore.mvcc.keys import (
 from kvstore.mvcc.records import Lock, LockOp, Write, WriteKind
 
 __all__ = [
-    "KeyCodec", "Lock", "LockOp", "Write", "WriteKind", "changes_key", "decode_ts", "encode_ts",
-    "parse_changes_key", "parse_versioned_key", "table_id_of", "table_prefix", "txn_lock_key",
+    "KeyCodec",
+    "Lock",
+    "LockOp",
+    "Write",
+    "WriteKind",
+    "changes_key",
+    "decode_ts",
+    "encode_ts",
+    "parse_changes_key",
+    "parse_versioned_key",
+    "table_id_of",
+    "table_prefix",
+    "txn_lock_key",
     "versioned_key",
 ]

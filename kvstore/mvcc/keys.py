@@ -117,8 +117,10 @@ class KeyCodec:
                 out.append(_escape_bytes(v))
         key = b"".join(out)
         if len(key) > MAX_USER_KEY_BYTES:
-            raise SchemaMismatch(f"table {self.schema.table!r}: primary key of {len(key)} bytes "
-                                 f"exceeds the limit of {MAX_USER_KEY_BYTES} bytes")
+            raise SchemaMismatch(
+                f"table {self.schema.table!r}: primary key of {len(key)} bytes "
+                f"exceeds the limit of {MAX_USER_KEY_BYTES} bytes"
+            )
         return key
 
     def encode(self, row: dict) -> bytes:
@@ -126,8 +128,9 @@ class KeyCodec:
         vals = []
         for col in self.schema.key_columns:
             if col.name not in row:
-                raise SchemaMismatch(f"table {self.schema.table!r}: missing primary key column "
-                                     f"{col.name!r}")
+                raise SchemaMismatch(
+                    f"table {self.schema.table!r}: missing primary key column {col.name!r}"
+                )
             vals.append(to_storage(self.schema.table, col, row[col.name]))
         return self.encode_values(tuple(vals))
 
@@ -157,7 +160,7 @@ class KeyCodec:
             elif kind == "DECIMAL":
                 if len(key) < pos + 16:
                     raise ValueError("short decimal")
-                vals.append(int.from_bytes(key[pos:pos + 16], "big") - SIGN128)
+                vals.append(int.from_bytes(key[pos : pos + 16], "big") - SIGN128)
                 pos += 16
             else:
                 raw, pos = _unescape_bytes(key, pos)

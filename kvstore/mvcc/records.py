@@ -48,20 +48,24 @@ class Lock:
     short_value: bytes | None = None
 
     def to_bytes(self) -> bytes:
-        head = _LOCK_HEAD.pack(self.op.value, self.start_ts, self.ttl_ms, self.txn_size,
-                               len(self.primary)) + self.primary
+        head = (
+            _LOCK_HEAD.pack(
+                self.op.value, self.start_ts, self.ttl_ms, self.txn_size, len(self.primary)
+            )
+            + self.primary
+        )
         return head if self.short_value is None else head + _VALUE_TAG + self.short_value
 
     @classmethod
     def parse(cls, b: bytes) -> Lock:
         op, start_ts, ttl, size, plen = _LOCK_HEAD.unpack_from(b)
         pos = _LOCK_HEAD.size + plen
-        primary = b[_LOCK_HEAD.size:pos]
+        primary = b[_LOCK_HEAD.size : pos]
         short = None
         if len(b) > pos:
-            if b[pos:pos + 1] != _VALUE_TAG:
+            if b[pos : pos + 1] != _VALUE_TAG:
                 raise ValueError("unknown lock field tag")
-            short = b[pos + 1:]
+            short = b[pos + 1 :]
         return cls(LockOp(op), primary, start_ts, ttl, size, short)
 
     def with_ttl(self, ttl_ms: int) -> Lock:

@@ -32,11 +32,14 @@ def test_unknown_table(client):
             t.put("ghost", {"id": 1})
 
 
-@pytest.mark.parametrize("row, field", [
-    ({"id": 1, "balance": "ten"}, "balance"),   # wrong type
-    ({"balance": 10}, "id"),                     # missing key column
-    ({"id": 1, "balance": 1, "colour": "red"}, "colour"),  # extra column
-])
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ({"id": 1, "balance": "ten"}, "balance"),  # wrong type
+        ({"balance": 10}, "id"),  # missing key column
+        ({"id": 1, "balance": 1, "colour": "red"}, "colour"),  # extra column
+    ],
+)
 def test_row_not_matching_schema(client, accounts, row, field):
     """A row that does not fit: INVALID_ARGUMENT naming table and column; nothing written."""
     with pytest.raises(SchemaMismatch) as e:
@@ -57,8 +60,9 @@ def test_malformed_row_bytes_rejected_by_server(client, accounts):
     bad_key = info.key_codec.encode({"id": 2})
     ts = client.tso()
     with pytest.raises(InvalidArgument) as e:
-        client.store.prewrite([(LockOp.PUT, good_key, good), (LockOp.PUT, bad_key, b"\x01junk")],
-                              good_key, ts)
+        client.store.prewrite(
+            [(LockOp.PUT, good_key, good), (LockOp.PUT, bad_key, b"\x01junk")], good_key, ts
+        )
     assert accounts in str(e.value) and bad_key.hex() in str(e.value)
     assert_nothing_written(client, accounts)
     # a row whose key columns disagree with its key
@@ -71,8 +75,9 @@ def test_malformed_key_rejected(client, accounts):
     """A key that does not decode for its table: INVALID_ARGUMENT naming the table."""
     info = client.describe_table(accounts)
     with pytest.raises(InvalidArgument, match=f"table '{accounts}': malformed key"):
-        client.store.prewrite([(LockOp.DELETE, info.prefix + b"\x01", b"")], info.prefix + b"\x01",
-                              client.tso())
+        client.store.prewrite(
+            [(LockOp.DELETE, info.prefix + b"\x01", b"")], info.prefix + b"\x01", client.tso()
+        )
 
 
 def test_oversized_value(client, accounts):
@@ -90,8 +95,9 @@ def test_commit_ts_not_after_start_ts(client, accounts):
     info = client.describe_table(accounts)
     k = info.key_codec.encode({"id": 1})
     start = client.tso()
-    client.store.prewrite([(LockOp.PUT, k, info.row_codec.encode({"id": 1, "balance": 1}))], k,
-                          start)
+    client.store.prewrite(
+        [(LockOp.PUT, k, info.row_codec.encode({"id": 1, "balance": 1}))], k, start
+    )
     with pytest.raises(InvalidArgument, match=f"commit_ts {start} must be greater than start_ts"):
         client.store.commit(start, start, [k])
     client.store.commit(start, client.tso(), [k])
@@ -102,11 +108,13 @@ def test_commit_ts_not_after_start_ts(client, accounts):
 def test_keys_outside_lmdb_limits(client, key):
     """An empty or over-long key gets INVALID_ARGUMENT naming the key, not an LMDB failure."""
     ts = client.tso()
-    for call in (lambda: client.store.commit(ts, ts + 1, [key]),
-                 lambda: client.store.rollback(ts, [key]),
-                 lambda: client.store.check_txn_status(key, ts),
-                 lambda: client.store.txn_heartbeat(key, ts, 100),
-                 lambda: client.store.get(key, ts)):
+    for call in (
+        lambda: client.store.commit(ts, ts + 1, [key]),
+        lambda: client.store.rollback(ts, [key]),
+        lambda: client.store.check_txn_status(key, ts),
+        lambda: client.store.txn_heartbeat(key, ts, 100),
+        lambda: client.store.get(key, ts),
+    ):
         with pytest.raises(InvalidArgument, match="key"):
             call()
 
@@ -127,38 +135,46 @@ def test_bad_table_definitions(client):
 def _all_methods():
     for svc_pb, svc in ((kpb, "KvStore"), (cpb, "Coordinator")):
         for m in svc_pb.DESCRIPTOR.services_by_name[svc].methods:
-            yield f"/snapview.v1.{svc}/{m.name}", m.server_streaming
+            kind = (
+                ("stream_stream" if m.client_streaming else "unary_stream")
+                if m.server_streaming
+                else "unary_unary"
+            )
+            yield f"/snapview.v1.{svc}/{m.name}", kind
 
 
-@pytest.mark.parametrize("method, streaming", list(_all_methods()))
-def test_garbage_bytes_to_every_method(server, method, streaming):
+def _call(ch: grpc.Channel, method: str, kind: str, payload: bytes) -> list:
+    """Send one raw request in the method's own call shape; return the raw responses."""
+    if kind == "unary_unary":
+        return [ch.unary_unary(method)(payload, timeout=10)]
+    if kind == "unary_stream":
+        return list(ch.unary_stream(method)(payload, timeout=10))
+    return list(ch.stream_stream(method)(iter([payload]), timeout=10))
+
+
+@pytest.mark.parametrize("method, kind", list(_all_methods()))
+def test_garbage_bytes_to_every_method(server, method, kind):
     """Garbage sent to any RPC: INVALID_ARGUMENT naming the method's request; never UNKNOWN."""
     with grpc.insecure_channel(server.address) as ch:
-        if streaming:
-            call = ch.unary_stream(method, request_serializer=None, response_deserializer=None)
-            with pytest.raises(grpc.RpcError) as e:
-                list(call(b"\xff\xff\xff\xff garbage \x00\x01", timeout=10))
-        else:
-            call = ch.unary_unary(method, request_serializer=None, response_deserializer=None)
-            with pytest.raises(grpc.RpcError) as e:
-                call(b"\xff\xff\xff\xff garbage \x00\x01", timeout=10)
+        with pytest.raises(grpc.RpcError) as e:
+            _call(ch, method, kind, b"\xff\xff\xff\xff garbage \x00\x01")
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
     assert method.split("/")[-1] in e.value.details()
 
 
-@pytest.mark.parametrize("method, streaming", list(_all_methods()))
-def test_empty_request_to_every_method_is_never_unknown(server, method, streaming):
+@pytest.mark.parametrize("method, kind", list(_all_methods()))
+def test_empty_request_to_every_method_is_never_unknown(server, method, kind):
     """An empty (all defaults) request gets a definite answer or a precise status, not UNKNOWN
     or INTERNAL, and the server stays up."""
     with grpc.insecure_channel(server.address) as ch:
         try:
-            if streaming:
-                list(ch.unary_stream(method)(b"", timeout=10))
-            else:
-                ch.unary_unary(method)(b"", timeout=10)
+            _call(ch, method, kind, b"")
         except grpc.RpcError as e:
-            assert e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
-                                grpc.StatusCode.FAILED_PRECONDITION), (e.code(), e.details())
+            assert e.code() in (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                grpc.StatusCode.NOT_FOUND,
+                grpc.StatusCode.FAILED_PRECONDITION,
+            ), (e.code(), e.details())
     c = coordinator.connect(server.address)
     assert c.tso() > 0
     c.close()

@@ -11,8 +11,8 @@ from coordinator.embedded import EmbeddedServer
 from kvstore.remote import RetryPolicy
 
 SHORT = RetryPolicy(max_attempts=2, max_elapsed_s=1, rpc_timeout_s=5)
-ROWS_SMALL = 3      # one-phase commit
-ROWS_LARGE = 5000   # above ONE_PC_MAX_MUTATIONS: two-phase commit with secondaries
+ROWS_SMALL = 3  # one-phase commit
+ROWS_LARGE = 5000  # above ONE_PC_MAX_MUTATIONS: two-phase commit with secondaries
 
 
 class Writer(threading.Thread):
@@ -23,7 +23,7 @@ class Writer(threading.Thread):
         super().__init__(daemon=True)
         self.client = coordinator.connect(address, retry=SHORT)
         self.table, self.wid, self.size = table, wid, size
-        self.acked: list[tuple[int, int]] = []   # (txn id, commit_ts)
+        self.acked: list[tuple[int, int]] = []  # (txn id, commit_ts)
         self.in_doubt: list[int] = []
         self.max_ts = 0
 
@@ -58,8 +58,7 @@ def test_kill9_during_commit_storm(tmp_path):
         for w in writers:
             w.start()
         deadline = time.monotonic() + 60
-        while sum(len(w.acked) for w in writers) < 50 or \
-                sum(len(w.acked) for w in writers[4:]) < 2:
+        while sum(len(w.acked) for w in writers) < 50 or sum(len(w.acked) for w in writers[4:]) < 2:
             assert time.monotonic() < deadline, "writers made no progress"
             time.sleep(0.05)
         srv.kill()
@@ -75,8 +74,9 @@ def test_kill9_during_commit_storm(tmp_path):
             by_txn[r["txn"]] = by_txn.get(r["txn"], 0) + 1
         for w in writers:
             for txn_id, commit_ts in w.acked:
-                assert by_txn.get(txn_id) == w.size, f"acked txn {txn_id} has " \
-                    f"{by_txn.get(txn_id, 0)}/{w.size} rows"
+                assert by_txn.get(txn_id) == w.size, (
+                    f"acked txn {txn_id} has {by_txn.get(txn_id, 0)}/{w.size} rows"
+                )
                 assert c.read("storm", at=commit_ts).num_rows >= w.size
             for txn_id in w.in_doubt:
                 assert by_txn.get(txn_id, 0) in (0, w.size), f"txn {txn_id} is half visible"
@@ -85,6 +85,23 @@ def test_kill9_during_commit_storm(tmp_path):
         assert set(by_txn) <= acked_ids | doubt_ids, "rows of a txn nobody wrote"
         # no lock is left behind once readers have passed: a fresh full read resolved them all
         assert c.read("storm").num_rows == len(rows)
+        c.close()
+    finally:
+        srv.stop()
+
+
+def test_client_tso_survives_server_restart(tmp_path):
+    """A client's TSO stream breaks with a kill -9; the next tso() reconnects (unary with retry,
+    then a new stream) and returns a timestamp above every one before the crash."""
+    srv = EmbeddedServer(str(tmp_path / "data")).start()
+    try:
+        c = coordinator.connect(srv.address)
+        before = max(c.tso() for _ in range(100))
+        srv.kill()
+        srv.start()
+        after = [c.tso() for _ in range(100)]
+        assert min(after) > before
+        assert after == sorted(set(after))
         c.close()
     finally:
         srv.stop()

@@ -14,8 +14,14 @@ from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 
 def _prewrite_rows(c, table: str, epoch_info, ids: list[int]) -> None:
     info = c.describe_table(table)
-    muts = [(LockOp.PUT, info.key_codec.encode({"id": i}),
-             info.row_codec.encode({"id": i, "epoch": epoch_info.epoch})) for i in ids]
+    muts = [
+        (
+            LockOp.PUT,
+            info.key_codec.encode({"id": i}),
+            info.row_codec.encode({"id": i, "epoch": epoch_info.epoch}),
+        )
+        for i in ids
+    ]
     c.store.prewrite(muts, epoch_info.primary_key, epoch_info.start_ts)
 
 

@@ -32,8 +32,10 @@ def test_no_lost_update_across_processes(client, server, table_name):
         t.put(table_name, {"id": 1, "n": 0})
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_increment_worker, args=(server.address, table_name, INCREMENTS,
-                                                          out)) for _ in range(4)]
+    procs = [
+        ctx.Process(target=_increment_worker, args=(server.address, table_name, INCREMENTS, out))
+        for _ in range(4)
+    ]
     for p in procs:
         p.start()
     try:
@@ -94,8 +96,9 @@ def test_read_never_reads_through_a_live_lock(server, client, table_name):
     info = client.describe_table(table_name)
     k = info.key_codec.encode({"id": 1})
     start = client.tso()
-    client.store.prewrite([(LockOp.PUT, k, info.row_codec.encode({"id": 1, "v": 7}))], k, start,
-                          ttl_ms=20_000)
+    client.store.prewrite(
+        [(LockOp.PUT, k, info.row_codec.encode({"id": 1, "v": 7}))], k, start, ttl_ms=20_000
+    )
     read_ts = client.tso()
     impatient = coordinator.connect(server.address, lock_wait_s=0.2)
     try:

@@ -14,15 +14,20 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 import coordinator
 from coordinator.embedded import EmbeddedServer
-from kvstore.errors import FailedPrecondition, Unauthenticated
+from kvstore.errors import Unauthenticated
 from kvstore.remote import RetryPolicy
 
 FAST_FAIL = RetryPolicy(max_attempts=2, max_elapsed_s=2)
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator.cli", *args], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_health_check_serving(server):
@@ -78,12 +83,31 @@ def test_auth_token_required(tmp_path):
 def test_tls(tmp_path):
     """With --tls-cert/--tls-key the server speaks TLS; a client with the CA connects."""
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    with EmbeddedServer(str(tmp_path / "d"),
-                        extra_args=["--tls-cert", str(cert), "--tls-key", str(key)]) as srv:
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    with EmbeddedServer(
+        str(tmp_path / "d"), extra_args=["--tls-cert", str(cert), "--tls-key", str(key)]
+    ) as srv:
         c = coordinator.connect(f"localhost:{srv.port}", tls_ca_file=str(cert))
         assert c.tso() > 0
         c.close()

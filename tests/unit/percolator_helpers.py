@@ -29,12 +29,14 @@ class Kv:
     # ---------------------------------------------------------------- actions
 
     def must_prewrite_put(self, k: int, v: str, primary: int, start_ts: int, ttl_ms: int = 3000):
-        self.store.prewrite([(LockOp.PUT, self.key(k), self.row(k, v))], self.key(primary),
-                            start_ts, ttl_ms)
+        self.store.prewrite(
+            [(LockOp.PUT, self.key(k), self.row(k, v))], self.key(primary), start_ts, ttl_ms
+        )
 
     def must_prewrite_delete(self, k: int, primary: int, start_ts: int, ttl_ms: int = 3000):
-        self.store.prewrite([(LockOp.DELETE, self.key(k), b"")], self.key(primary), start_ts,
-                            ttl_ms)
+        self.store.prewrite(
+            [(LockOp.DELETE, self.key(k), b"")], self.key(primary), start_ts, ttl_ms
+        )
 
     def must_commit(self, k: int, start_ts: int, commit_ts: int):
         self.store.commit(start_ts, commit_ts, [self.key(k)])

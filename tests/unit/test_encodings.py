@@ -24,8 +24,9 @@ from kvstore.mvcc import (
 from kvstore.rowcodec import RowCodec
 from kvstore.schema import TableSchema, parse_ddl
 
-ALL_TYPES = ("id BIGINT, i INT, d DOUBLE, b BOOLEAN, s STRING, m DECIMAL(10,2), dt DATE, "
-             "ts TIMESTAMP")
+ALL_TYPES = (
+    "id BIGINT, i INT, d DOUBLE, b BOOLEAN, s STRING, m DECIMAL(10,2), dt DATE, ts TIMESTAMP"
+)
 
 
 def schema(ddl: str, pk: list[str]) -> TableSchema:
@@ -39,7 +40,9 @@ def test_golden_versioned_key():
     """user_key + 8-byte big-endian complement of the ts."""
     assert versioned_key(b"\x00\x00\x00\x10k", 1).hex() == "00000010" + "6b" + "fffffffffffffffe"
     assert parse_versioned_key(bytes.fromhex("000000106bfffffffffffffffe")) == (
-        b"\x00\x00\x00\x10k", 1)
+        b"\x00\x00\x00\x10k",
+        1,
+    )
 
 
 def test_golden_changes_and_txn_lock_keys():
@@ -53,8 +56,15 @@ def test_golden_lock_record():
     """op flag, start_ts, ttl, txn_size, primary length + primary, tagged short value."""
     lock = Lock(LockOp.PUT, b"pk", 0x0102, 3000, 2, b"val")
     assert lock.to_bytes().hex() == (
-        "50" + "0000000000000102" + "0000000000000bb8" + "0000000000000002" + "0002" + "706b"
-        + "76" + "76616c")
+        "50"
+        + "0000000000000102"
+        + "0000000000000bb8"
+        + "0000000000000002"
+        + "0002"
+        + "706b"
+        + "76"
+        + "76616c"
+    )
     assert Lock.parse(lock.to_bytes()) == lock
     bare = Lock(LockOp.DELETE, b"pk", 1, 10)
     assert bare.to_bytes()[:1] == b"D" and Lock.parse(bare.to_bytes()) == bare
@@ -97,7 +107,7 @@ KEY_TYPES = {
     "STRING": st.text(max_size=20),
     "BOOLEAN": st.booleans(),
     "DATE": st.dates(),
-    "DECIMAL(10,2)": st.decimals(min_value=-10**7, max_value=10**7, places=2),
+    "DECIMAL(10,2)": st.decimals(min_value=-(10**7), max_value=10**7, places=2),
 }
 
 
@@ -107,8 +117,11 @@ KEY_TYPES = {
 def test_key_order_matches_value_order(typ, data):
     """Memcomparable: byte order of encoded keys equals the order of the values."""
     kc = KeyCodec(16, schema(f"a {typ}, b STRING", ["a", "b"]))
-    vals = data.draw(st.lists(st.tuples(KEY_TYPES[typ], st.text(max_size=5)), min_size=2,
-                              max_size=8, unique=True))
+    vals = data.draw(
+        st.lists(
+            st.tuples(KEY_TYPES[typ], st.text(max_size=5)), min_size=2, max_size=8, unique=True
+        )
+    )
     vals = [v for v in vals if not (isinstance(v[0], float) and v[0] == 0.0)]  # -0.0 == 0.0
     encoded = {v: kc.encode({"a": v[0], "b": v[1]}) for v in vals}
     assert sorted(vals) == sorted(vals, key=lambda v: encoded[v])
@@ -116,16 +129,18 @@ def test_key_order_matches_value_order(typ, data):
         assert kc.decode(k)[1] == v[1]
 
 
-rows = st.fixed_dictionaries({
-    "id": st.integers(-(1 << 63), (1 << 63) - 1),
-    "i": st.none() | st.integers(-(1 << 31), (1 << 31) - 1),
-    "d": st.none() | st.floats(allow_nan=False),
-    "b": st.none() | st.booleans(),
-    "s": st.none() | st.text(max_size=30),
-    "m": st.none() | st.decimals(min_value=-10**7, max_value=10**7, places=2),
-    "dt": st.none() | st.dates(min_value=dt.date(1, 1, 1)),
-    "ts": st.none() | st.datetimes(timezones=st.just(dt.UTC)),
-})
+rows = st.fixed_dictionaries(
+    {
+        "id": st.integers(-(1 << 63), (1 << 63) - 1),
+        "i": st.none() | st.integers(-(1 << 31), (1 << 31) - 1),
+        "d": st.none() | st.floats(allow_nan=False),
+        "b": st.none() | st.booleans(),
+        "s": st.none() | st.text(max_size=30),
+        "m": st.none() | st.decimals(min_value=-(10**7), max_value=10**7, places=2),
+        "dt": st.none() | st.dates(min_value=dt.date(1, 1, 1)),
+        "ts": st.none() | st.datetimes(timezones=st.just(dt.UTC)),
+    }
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -139,18 +154,22 @@ def test_row_codec_round_trip_single_and_bulk(batch):
         assert rc.decode(b) == r
     arrow_rows = rc.decode_arrow(raw).to_pylist()
     for r, a in zip(batch, arrow_rows, strict=True):
-        assert {k: (v.replace(tzinfo=dt.UTC) if isinstance(v, dt.datetime) else v)
-                for k, v in a.items()} == r
+        assert {
+            k: (v.replace(tzinfo=dt.UTC) if isinstance(v, dt.datetime) else v) for k, v in a.items()
+        } == r
 
 
-@pytest.mark.parametrize("row, column", [
-    ({"id": "1"}, "id"),                       # wrong type
-    ({"id": 1, "i": 1 << 40}, "i"),            # out of range
-    ({"id": 1, "m": decimal.Decimal("1.234")}, "m"),  # too many fractional digits
-    ({"id": 1, "nope": 3}, "nope"),            # extra column
-    ({"i": 3}, "id"),                          # missing key column
-    ({"id": None}, "id"),                      # null key
-])
+@pytest.mark.parametrize(
+    "row, column",
+    [
+        ({"id": "1"}, "id"),  # wrong type
+        ({"id": 1, "i": 1 << 40}, "i"),  # out of range
+        ({"id": 1, "m": decimal.Decimal("1.234")}, "m"),  # too many fractional digits
+        ({"id": 1, "nope": 3}, "nope"),  # extra column
+        ({"i": 3}, "id"),  # missing key column
+        ({"id": None}, "id"),  # null key
+    ],
+)
 def test_row_codec_rejects_with_column_name(row, column):
     """A row that does not fit raises SchemaMismatch naming the table and the column."""
     rc = RowCodec(schema(ALL_TYPES, ["id"]))
@@ -159,14 +178,17 @@ def test_row_codec_rejects_with_column_name(row, column):
     assert "'t'" in str(e.value) and repr(column) in str(e.value)
 
 
-@pytest.mark.parametrize("mangle", [
-    lambda b: b[:-1],                 # truncated
-    lambda b: b"\x02" + b[1:],        # unknown version
-    lambda b: b + b"x",               # trailing bytes
-    lambda b: b[:10] + b"\x63\x00\x00\x00" + b[14:],  # string length that lies
-    lambda b: b[:1] + b"\x01" + b[2:],  # null bit on the key column
-    lambda b: b[:14] + b"\xff\xfe\xfd",  # invalid UTF-8
-])
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda b: b[:-1],  # truncated
+        lambda b: b"\x02" + b[1:],  # unknown version
+        lambda b: b + b"x",  # trailing bytes
+        lambda b: b[:10] + b"\x63\x00\x00\x00" + b[14:],  # string length that lies
+        lambda b: b[:1] + b"\x01" + b[2:],  # null bit on the key column
+        lambda b: b[:14] + b"\xff\xfe\xfd",  # invalid UTF-8
+    ],
+)
 def test_row_validate_rejects_malformed(mangle):
     """validate() refuses bytes that are not a row of the schema."""
     rc = RowCodec(schema("id BIGINT, s STRING", ["id"]))
@@ -186,22 +208,27 @@ def test_bulk_key_derivation_matches_key_codec(typ, data):
     """key_bytes (vectorized, from row slots) equals KeyCodec.encode row by row."""
     s = schema(f"a {typ}, b INT, v STRING", ["a", "b"])
     rc, kc = RowCodec(s), KeyCodec(16, s)
-    vals = data.draw(st.lists(st.tuples(FIXED_KEY_TYPES[typ], st.integers(-5, 5)), min_size=1,
-                              max_size=10))
+    vals = data.draw(
+        st.lists(st.tuples(FIXED_KEY_TYPES[typ], st.integers(-5, 5)), min_size=1, max_size=10)
+    )
     rows = [{"a": a, "b": b, "v": "x"} for a, b in vals]
     derived = rc.key_bytes([rc.encode(r) for r in rows], kc.prefix)
     assert [bytes(r) for r in derived] == [kc.encode(r) for r in rows]
 
 
 @settings(max_examples=60, deadline=None)
-@given(batch=st.lists(rows, min_size=1, max_size=8), pos=st.integers(0, 7),
-       cut=st.integers(0, 40), junk=st.binary(min_size=0, max_size=6))
+@given(
+    batch=st.lists(rows, min_size=1, max_size=8),
+    pos=st.integers(0, 7),
+    cut=st.integers(0, 40),
+    junk=st.binary(min_size=0, max_size=6),
+)
 def test_bulk_validation_agrees_with_row_validation(batch, pos, cut, junk):
     """first_invalid finds exactly the first row that validate() refuses."""
     rc = RowCodec(schema(ALL_TYPES, ["id"]))
     raw = [rc.encode(r) for r in batch]
     i = pos % len(raw)
-    raw[i] = raw[i][:cut] + junk + raw[i][cut + len(junk):]
+    raw[i] = raw[i][:cut] + junk + raw[i][cut + len(junk) :]
     expected = None
     for j, b in enumerate(raw):
         try:

@@ -18,8 +18,12 @@ def test_concurrent_writes_share_lmdb_transactions(tmp_path, clock):
     def writer(w: int):
         for i in range(40):
             k = t.key_codec.encode({"id": w * 1000 + i})
-            s.prewrite([(LockOp.PUT, k, t.row_codec.encode({"id": w * 1000 + i, "v": w}))], k,
-                       clock(), try_one_pc=True)
+            s.prewrite(
+                [(LockOp.PUT, k, t.row_codec.encode({"id": w * 1000 + i, "v": w}))],
+                k,
+                clock(),
+                try_one_pc=True,
+            )
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
     for th in threads:
@@ -66,8 +70,9 @@ def test_map_grows_instead_of_failing(tmp_path, clock):
         muts = []
         for i in range(500):
             k = t.key_codec.encode({"id": batch * 500 + i})
-            muts.append((LockOp.PUT, k, t.row_codec.encode({"id": batch * 500 + i,
-                                                            "pad": "x" * 900})))
+            muts.append(
+                (LockOp.PUT, k, t.row_codec.encode({"id": batch * 500 + i, "pad": "x" * 900}))
+            )
         s.prewrite(muts, muts[0][1], clock(), try_one_pc=True)
     assert s.storage.map_size() > 1 << 20
     assert sum(len(k) for k, _ in s.scan_table("big", clock())) == 5000

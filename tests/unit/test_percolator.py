@@ -230,8 +230,9 @@ def test_heartbeat_extends_ttl_and_never_shrinks(kv, ts):
 
 def test_one_pc_writes_without_locks(kv, ts):
     """One-phase commit leaves no lock and makes the value visible at its commit_ts."""
-    commit_ts = kv.store.prewrite([(LockOp.PUT, kv.key(1), kv.row(1, "a"))], kv.key(1), ts(1),
-                                  try_one_pc=True)
+    commit_ts = kv.store.prewrite(
+        [(LockOp.PUT, kv.key(1), kv.row(1, "a"))], kv.key(1), ts(1), try_one_pc=True
+    )
     assert commit_ts > ts(1)
     kv.must_unlocked(1)
     kv.must_written(1, ts(1), commit_ts, WriteKind.PUT)
@@ -283,16 +284,18 @@ def test_scan_changes_net_per_key(kv, ts):
     """Net change per key in (from, to]: insert+delete inside yields nothing; old/new images."""
     kv.must_put(1, "a", ts(1), ts(2))
     kv.must_put(2, "b", ts(1), ts(2))
-    kv.must_put(1, "a2", ts(3), ts(4))          # update
-    kv.must_put(3, "c", ts(3), ts(4))           # insert
-    kv.must_prewrite_delete(2, 2, ts(5))        # delete
+    kv.must_put(1, "a2", ts(3), ts(4))  # update
+    kv.must_put(3, "c", ts(3), ts(4))  # insert
+    kv.must_prewrite_delete(2, 2, ts(5))  # delete
     kv.must_commit(2, ts(5), ts(6))
-    kv.must_put(4, "tmp", ts(5), ts(6))         # inserted ...
-    kv.must_prewrite_delete(4, 4, ts(7))        # ... and deleted inside the interval
+    kv.must_put(4, "tmp", ts(5), ts(6))  # inserted ...
+    kv.must_prewrite_delete(4, 4, ts(7))  # ... and deleted inside the interval
     kv.must_commit(4, ts(7), ts(8))
     changes = kv.store.scan_changes("kv", ts(2), ts(9))
-    got = {kv.info.key_codec.decode(c.key)[0]: (kv.value_of(c.old), kv.value_of(c.new))
-           for c in changes}
+    got = {
+        kv.info.key_codec.decode(c.key)[0]: (kv.value_of(c.old), kv.value_of(c.new))
+        for c in changes
+    }
     assert got == {1: ("a", "a2"), 2: ("b", None), 3: (None, "c")}
     assert [c.commit_ts for c in changes] == [ts(4), ts(6), ts(4)]
 

@@ -172,10 +172,16 @@ class Client:
 
     # ------------------------------------------------------------------ epochs
 
-    def open_transaction(self, job: str, epoch: int, lock_ttl_ms: int = 0) -> cpb.EpochInfo:
+    def open_transaction(
+        self, job: str, epoch: int, lock_ttl_ms: int = 0, batch: str = "", owner: str = ""
+    ) -> cpb.EpochInfo:
+        """Open (job, epoch) for prewriting; epoch 0 picks the epoch for ``batch`` (see
+        coordinator.epochs.EpochManager.open_batch). A COMMITTED answer means: skip it."""
         return self._rpc.unary(
             self._stub.OpenTransaction,
-            cpb.OpenTransactionRequest(job=job, epoch=epoch, lock_ttl_ms=lock_ttl_ms),
+            cpb.OpenTransactionRequest(
+                job=job, epoch=epoch, lock_ttl_ms=lock_ttl_ms, batch=batch, owner=owner
+            ),
         )
 
     def commit_transaction(

@@ -53,6 +53,8 @@ class EpochInfo:
     commit_ts: int = 0
     attempt: int = 1
     metadata: str = ""
+    batch: str = ""
+    owner: str = ""
 
     @property
     def primary_key(self) -> bytes:
@@ -147,6 +149,29 @@ class EpochManager:
 
     # ------------------------------------------------------------------ protocol
 
+    def open_batch(self, job: str, batch: str, owner: str, ttl_ms: int = 0) -> EpochInfo:
+        """Open the epoch for ``batch`` (auto epoch numbering, see OpenTransactionRequest).
+
+        Returns the newest epoch of the job if it is tagged with ``batch`` and is COMMITTED (the
+        caller skips the batch) or PREWRITE under the same ``owner`` (the caller attaches to it).
+        Otherwise opens an attempt tagged (batch, owner): the same epoch again if it was this
+        batch's (rolling the old attempt back), else the job's next epoch."""
+        if not batch or not owner:
+            raise InvalidArgument(f"job {job!r}: an auto epoch needs both batch and owner")
+        self._check(job, 1)
+        with self._job_lock(job):
+            with self.store.storage.read_txn() as r:
+                st = self._job(r, job)
+                newest = max(st["open_epoch"], st["last_committed"])
+                info = self._load(r, job, newest) if newest else None
+            if info is not None and info.batch == batch:
+                if info.state == COMMITTED or (info.state == PREWRITE and info.owner == owner):
+                    return info
+                epoch = info.epoch
+            else:
+                epoch = newest + 1
+            return self._open_locked(job, epoch, ttl_ms, batch, owner)
+
     def open(self, job: str, epoch: int, ttl_ms: int = 0) -> EpochInfo:
         """Open (job, epoch) for prewriting and return its attempt.
 
@@ -154,54 +179,57 @@ class EpochManager:
         left in PREWRITE (this epoch, or another open epoch of the job) is rolled back first, so
         its half-written secondaries can never become visible."""
         self._check(job, epoch)
+        with self._job_lock(job):
+            return self._open_locked(job, epoch, ttl_ms, "", "")
+
+    def _open_locked(self, job: str, epoch: int, ttl_ms: int, batch: str, owner: str) -> EpochInfo:
         ttl_ms = ttl_ms or DEFAULT_LOCK_TTL_MS
         if not 0 < ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"job {job!r}: lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
-        with self._job_lock(job):
-            start_ts = self.tso.now()
-            key = primary_key(job, epoch)
+        start_ts = self.tso.now()
+        key = primary_key(job, epoch)
 
-            def act(ctx):
-                info = self._load(ctx.reader, job, epoch)
-                if info is not None and info.state == COMMITTED:
-                    return info
-                st = self._job(ctx.reader, job)
-                if epoch < st["last_committed"]:
-                    raise FailedPrecondition(
-                        f"job {job!r}: epoch {epoch} is out of order; the job already committed "
-                        f"epoch {st['last_committed']}"
-                    )
-                attempt = 1
-                if st["open_epoch"] and st["open_epoch"] != epoch:
-                    stale = self._load(ctx.reader, job, st["open_epoch"])
-                    if stale is not None and stale.state == PREWRITE:
-                        settled = self._settle(ctx, stale)
-                        if settled.state == COMMITTED:
-                            st = {**st, "last_committed": max(st["last_committed"], stale.epoch)}
-                        self._save(ctx, settled, {**st, "open_epoch": 0})
-                        if epoch < st["last_committed"]:
-                            raise FailedPrecondition(
-                                f"job {job!r}: epoch {epoch} is out of order; the job already "
-                                f"committed epoch {st['last_committed']}"
-                            )
-                if info is not None:
-                    attempt = info.attempt + 1
-                    if info.state == PREWRITE:
-                        settled = self._settle(ctx, info)
-                        if settled.state == COMMITTED:
-                            st = {
-                                **st,
-                                "last_committed": max(st["last_committed"], epoch),
-                                "open_epoch": 0,
-                            }
-                            self._save(ctx, settled, st)
-                            return settled
-                actions.prewrite(ctx, [(LockOp.PUT, key, b"epoch")], key, start_ts, ttl_ms, 1)
-                new = EpochInfo(job, epoch, PREWRITE, start_ts, 0, attempt)
-                self._save(ctx, new, {**st, "open_epoch": epoch})
-                return new
+        def act(ctx):
+            info = self._load(ctx.reader, job, epoch)
+            if info is not None and info.state == COMMITTED:
+                return info
+            st = self._job(ctx.reader, job)
+            if epoch < st["last_committed"]:
+                raise FailedPrecondition(
+                    f"job {job!r}: epoch {epoch} is out of order; the job already committed "
+                    f"epoch {st['last_committed']}"
+                )
+            attempt = 1
+            if st["open_epoch"] and st["open_epoch"] != epoch:
+                stale = self._load(ctx.reader, job, st["open_epoch"])
+                if stale is not None and stale.state == PREWRITE:
+                    settled = self._settle(ctx, stale)
+                    if settled.state == COMMITTED:
+                        st = {**st, "last_committed": max(st["last_committed"], stale.epoch)}
+                    self._save(ctx, settled, {**st, "open_epoch": 0})
+                    if epoch < st["last_committed"]:
+                        raise FailedPrecondition(
+                            f"job {job!r}: epoch {epoch} is out of order; the job already "
+                            f"committed epoch {st['last_committed']}"
+                        )
+            if info is not None:
+                attempt = info.attempt + 1
+                if info.state == PREWRITE:
+                    settled = self._settle(ctx, info)
+                    if settled.state == COMMITTED:
+                        st = {
+                            **st,
+                            "last_committed": max(st["last_committed"], epoch),
+                            "open_epoch": 0,
+                        }
+                        self._save(ctx, settled, st)
+                        return settled
+            actions.prewrite(ctx, [(LockOp.PUT, key, b"epoch")], key, start_ts, ttl_ms, 1)
+            new = EpochInfo(job, epoch, PREWRITE, start_ts, 0, attempt, batch=batch, owner=owner)
+            self._save(ctx, new, {**st, "open_epoch": epoch})
+            return new
 
-            return self.store.run_write(act)
+        return self.store.run_write(act)
 
     def commit(self, job: str, epoch: int, start_ts: int, metadata: str = "") -> EpochInfo:
         """Commit attempt ``start_ts`` of (job, epoch); idempotent for the same attempt."""
@@ -224,7 +252,9 @@ class EpochManager:
 
             def act(ctx):
                 actions.commit_key(ctx, info.primary_key, start_ts, commit_ts)
-                done = replace(info, state=COMMITTED, commit_ts=commit_ts, metadata=metadata)
+                done = replace(
+                    info, state=COMMITTED, commit_ts=commit_ts, metadata=metadata or info.metadata
+                )
                 st = self._job(ctx.reader, job)
                 self._save(
                     ctx, done, {"last_committed": max(st["last_committed"], epoch), "open_epoch": 0}

@@ -54,6 +54,10 @@ class CoordinatorService:
             yield self.Tso(req, ctx)
 
     def OpenTransaction(self, req: pb.OpenTransactionRequest, ctx) -> pb.EpochInfo:
+        if req.epoch == 0:
+            return epoch_to_pb(
+                self.epochs.open_batch(req.job, req.batch, req.owner, req.lock_ttl_ms)
+            )
         return epoch_to_pb(self.epochs.open(req.job, req.epoch, req.lock_ttl_ms))
 
     def CommitTransaction(self, req: pb.CommitTransactionRequest, ctx) -> pb.EpochInfo:

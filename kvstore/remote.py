@@ -295,6 +295,28 @@ class RemoteStore:
     def resolved_ts(self, table: str) -> int:
         return self.rpc.unary(self.stub.ResolvedTs, pb.ResolvedTsRequest(table=table)).resolved_ts
 
+    def split_range(
+        self, start: bytes, end: bytes, rows_per_split: int = 100_000, max_splits: int = 64
+    ) -> tuple[list[bytes], int]:
+        r = self.rpc.unary(
+            self.stub.SplitRange,
+            pb.SplitRangeRequest(
+                start_key=start, end_key=end, rows_per_split=rows_per_split, max_splits=max_splits
+            ),
+        )
+        return list(r.boundaries), r.approx_rows
+
+    def change_boundary(
+        self, table: str, from_ts: int, to_ts: int, max_changes: int
+    ) -> tuple[int, int]:
+        r = self.rpc.unary(
+            self.stub.ChangeBoundary,
+            pb.ChangeBoundaryRequest(
+                table=table, from_ts=from_ts, to_ts=to_ts, max_changes=max_changes
+            ),
+        )
+        return r.ts, r.changes
+
     def gc(self, safepoint: int) -> int:
         return self.rpc.unary(self.stub.Gc, pb.GcRequest(safepoint=safepoint)).versions_removed
 

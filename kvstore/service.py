@@ -107,6 +107,16 @@ class KvStoreService:
     def Gc(self, req: pb.GcRequest, ctx) -> pb.GcResponse:
         return pb.GcResponse(versions_removed=self.store.gc(req.safepoint))
 
+    def SplitRange(self, req: pb.SplitRangeRequest, ctx) -> pb.SplitRangeResponse:
+        b, n = self.store.split_range(
+            req.start_key, req.end_key, req.rows_per_split or 100_000, req.max_splits
+        )
+        return pb.SplitRangeResponse(boundaries=b, approx_rows=n)
+
+    def ChangeBoundary(self, req: pb.ChangeBoundaryRequest, ctx) -> pb.ChangeBoundaryResponse:
+        ts, n = self.store.change_boundary(req.table, req.from_ts, req.to_ts, req.max_changes)
+        return pb.ChangeBoundaryResponse(ts=ts, changes=n)
+
     def CreateTable(self, req: pb.CreateTableRequest, ctx) -> pb.TableInfo:
         info = self.store.create_table(
             req.name,

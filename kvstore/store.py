@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from kvstore import actions
+from kvstore import actions, planning
 from kvstore.actions.check_txn_status import COMMITTED, LOCKED, TxnStatusResult
 from kvstore.actions.prewrite import Mutation
 from kvstore.catalog import (
@@ -469,6 +469,27 @@ class LocalStore:
         n = self.committer.run(act)
         self.safepoint = safepoint
         return n
+
+    def split_range(
+        self, start: bytes, end: bytes, rows_per_split: int = 100_000, max_splits: int = 64
+    ) -> tuple[list[bytes], int]:
+        """Boundaries for parallel readers of [start, end) (see kvstore.planning)."""
+        if len(start) < 4 or not end or end <= start:
+            raise InvalidArgument(
+                f"split_range needs start < end within a table, got [{start.hex()}, {end.hex()})"
+            )
+        with self.storage.read_txn() as r:
+            return planning.split_range(r, start, end, max(rows_per_split, 1), max_splits or 64)
+
+    def change_boundary(
+        self, table: str, from_ts: int, to_ts: int, max_changes: int
+    ) -> tuple[int, int]:
+        """The end ts of a change read of about ``max_changes`` changes (see kvstore.planning)."""
+        info = self.catalog.get(table)
+        if max_changes <= 0 or from_ts >= to_ts:
+            raise InvalidArgument(f"table {table!r}: need max_changes > 0 and from_ts < to_ts")
+        with self.storage.read_txn() as r:
+            return planning.change_boundary(r, info.id, from_ts, to_ts, max_changes)
 
     def stats(self) -> dict:
         return {

@@ -21,6 +21,7 @@ from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
 from kvstore.catalog import TableInfo
 from kvstore.errors import KeyIsLocked, TableNotFound
 from kvstore.mvcc.keys import table_id_of
+from kvstore.mvcc.timestamp import lock_expired
 from kvstore.remote import RemoteStore, RetryPolicy, RpcCaller
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
@@ -114,8 +115,9 @@ class Client:
     def drop_table(self, name: str, if_exists: bool = False) -> bool:
         return self.store.drop_table(name, if_exists)
 
-    def describe_table(self, name: str) -> TableInfo:
-        return self.store.describe_table(name)
+    def describe_table(self, name: str, refresh: bool = False) -> TableInfo:
+        """The table's definition (cached per client; ``refresh`` asks the server again)."""
+        return self.store.describe_table(name, refresh)
 
     def tables(self) -> list[TableInfo]:
         return self.store.list_tables()
@@ -141,6 +143,32 @@ class Client:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
+
+    def prewrite(
+        self,
+        mutations,
+        primary: bytes,
+        start_ts: int,
+        ttl_ms: int = 3000,
+        txn_size: int = 0,
+        try_one_pc: bool = False,
+    ) -> int:
+        """store.prewrite that deals with locks in the way: a decided or expired transaction's
+        lock is resolved through its primary and the prewrite retried; a live one is waited out
+        (up to lock_wait_s). Conflicts and rollbacks are raised as they come."""
+        store = self.store
+
+        def attempt():
+            try:
+                return store.prewrite(mutations, primary, start_ts, ttl_ms, txn_size, try_one_pc)
+            except KeyIsLocked as e:
+                expired = lock_expired(e.start_ts, e.ttl_ms, int(time.time() * 1000))
+                st = store.check_txn_status(e.primary, e.start_ts, rollback_if_not_exist=expired)
+                if st.status != "locked":
+                    store.resolve_locks(e.start_ts, st.commit_ts if st.status == "committed" else 0)
+                raise
+
+        return self.with_lock_wait(attempt)
 
     # ------------------------------------------------------------------ reads
 

@@ -34,6 +34,7 @@ from kvstore.errors import (
     TxnLockNotFound,
     TxnRolledBack,
 )
+from kvstore.failpoints import fail_point
 from kvstore.mvcc.keys import table_prefix
 from kvstore.mvcc.records import LockOp, WriteKind
 from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
@@ -229,7 +230,9 @@ class EpochManager:
             self._save(ctx, new, {**st, "open_epoch": epoch})
             return new
 
-        return self.store.run_write(act)
+        opened = self.store.run_write(act)
+        fail_point("epoch.opened")
+        return opened
 
     def commit(self, job: str, epoch: int, start_ts: int, metadata: str = "") -> EpochInfo:
         """Commit attempt ``start_ts`` of (job, epoch); idempotent for the same attempt."""
@@ -270,7 +273,9 @@ class EpochManager:
                     f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was rolled "
                     "back (its lock TTL ran out); open the epoch again"
                 ) from None
+        fail_point("epoch.commit.after_primary")
         self.store.resolve_locks(start_ts, commit_ts)
+        fail_point("epoch.commit.resolved")
         return done
 
     def _mark_aborted(self, info: EpochInfo) -> EpochInfo:

@@ -10,12 +10,10 @@ secondaries (if this process dies here, readers finish them through the primary)
 from __future__ import annotations
 
 import struct
-import time
 from typing import TYPE_CHECKING
 
-from kvstore.errors import KeyIsLocked, SnapviewError, TxnError
+from kvstore.errors import SnapviewError, TxnError
 from kvstore.mvcc.records import LockOp
-from kvstore.mvcc.timestamp import lock_expired
 from kvstore.schema import ROW_ID_COLUMN
 
 if TYPE_CHECKING:
@@ -95,19 +93,13 @@ class Transaction:
         size = sum(len(k) + len(v) for _, k, v in muts)
         try:
             if len(muts) <= ONE_PC_MAX_MUTATIONS and size <= ONE_PC_MAX_BYTES:
-                self.commit_ts = self._with_lock_resolution(
-                    lambda: store.prewrite(
-                        muts, primary, self.start_ts, self.lock_ttl_ms, len(muts), try_one_pc=True
-                    )
+                self.commit_ts = self.client.prewrite(
+                    muts, primary, self.start_ts, self.lock_ttl_ms, len(muts), try_one_pc=True
                 )
                 return self.commit_ts
             batches = [muts[i : i + PREWRITE_BATCH] for i in range(0, len(muts), PREWRITE_BATCH)]
             for b in batches:
-                self._with_lock_resolution(
-                    lambda b=b: store.prewrite(
-                        b, primary, self.start_ts, self.lock_ttl_ms, len(muts)
-                    )
-                )
+                self.client.prewrite(b, primary, self.start_ts, self.lock_ttl_ms, len(muts))
         except TxnError:
             self._rollback_quietly(muts)
             raise
@@ -119,23 +111,6 @@ class Transaction:
         except SnapviewError:
             pass  # committed at the primary; readers finish the secondaries
         return commit_ts
-
-    def _with_lock_resolution(self, fn):
-        """Run a prewrite; a lock of a decided or expired txn in the way is resolved and the
-        prewrite retried, a live one is waited out up to the client's lock_wait_s."""
-        store = self.client.store
-
-        def attempt():
-            try:
-                return fn()
-            except KeyIsLocked as e:
-                expired = lock_expired(e.start_ts, e.ttl_ms, int(time.time() * 1000))
-                st = store.check_txn_status(e.primary, e.start_ts, rollback_if_not_exist=expired)
-                if st.status != "locked":
-                    store.resolve_locks(e.start_ts, st.commit_ts if st.status == "committed" else 0)
-                raise
-
-        return self.client.with_lock_wait(attempt)
 
     def _rollback_quietly(self, muts) -> None:
         try:

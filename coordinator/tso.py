@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
+from kvstore.failpoints import fail_point
 from kvstore.mvcc.timestamp import LOGICAL_MASK, compose
 from kvstore.store import LocalStore
 
@@ -37,6 +38,7 @@ class TimestampOracle:
             ctx.buf.put("meta", _HWM_KEY, str(high_water).encode())
 
         self.store.run_write(act)
+        fail_point("tso.window.persisted")
         self._high_water = high_water
 
     def allocate(self, count: int = 1) -> int:

@@ -37,6 +37,21 @@ class TableInfo:
     hidden_row_id: bool = False
     created_ts: int = 0
 
+    def __reduce__(self):
+        # Pickle the definition only (Spark ships readers to executors); codecs are rebuilt.
+        return (
+            TableInfo,
+            (
+                self.name,
+                self.id,
+                self.schema,
+                self.primary_key,
+                self.kind,
+                self.hidden_row_id,
+                self.created_ts,
+            ),
+        )
+
     @cached_property
     def table_schema(self) -> TableSchema:
         return TableSchema(

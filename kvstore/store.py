@@ -39,6 +39,7 @@ from kvstore.errors import (
     TxnLockNotFound,
     ValueTooLarge,
 )
+from kvstore.failpoints import fail_point
 from kvstore.group_commit import GroupCommitter
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp
@@ -277,12 +278,14 @@ class LocalStore:
                 f"{self.safepoint}; take a new timestamp"
             )
         self.validate_mutations(mutations, internal)
+        fail_point("store.prewrite.start")
         if not try_one_pc:
             self.committer.run(
                 lambda ctx: actions.prewrite(
                     ctx, mutations, primary, start_ts, ttl_ms, txn_size or len(mutations)
                 )
             )
+            fail_point("store.prewrite.done")
             return 0
         if self.clock is None:
             raise FailedPrecondition("one-phase commit needs a TSO; this store has none")

@@ -1,0 +1,122 @@
+"""EpochWriter: exactly-once writes from Structured Streaming's foreachBatch.
+
+Each micro-batch is one store transaction (an epoch of the job, default job name = the table):
+
+1. the driver asks the coordinator for the epoch of this batch, named by the query id and batch
+   id. A batch already committed is skipped; one left in PREWRITE by a crashed run is rolled back
+   and redone (a fresh attempt); otherwise the job's next epoch opens;
+2. executors prewrite their partitions as secondaries of the epoch's primary, thousands of
+   mutations per call, while a heartbeat keeps the primary alive;
+3. the driver commits through the coordinator. The commit records, with the epoch, the highest
+   ``_commit_ts`` of a snapview change feed in the batch, so a stream restarted without its
+   checkpoint can resume there (``.option("resumeFromJob", job)`` on the source).
+
+Any failure before the commit aborts the attempt: nothing of the batch becomes visible.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+
+from kvstore.errors import SnapviewError
+from kvstore.failpoints import fail_point
+from spark_sink.partition_writer import EpochTarget, Heartbeat, write_batches
+from spark_source.connection import client_for
+from spark_source.stream_reader import FEED_KEY, SOURCES_KEY, resume_point
+
+EPOCH_COMMITTED = 2
+DEFAULT_TTL_MS = 20_000
+MODES = ("upsert", "delete", "append")
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+def _partition_fn(target: EpochTarget):
+    import pyarrow as pa
+
+    def run(batches):
+        rows, high = write_batches(target, batches, TaskContext.get().partitionId())
+        yield pa.RecordBatch.from_pydict({"rows": [rows], "high": [high]})
+
+    return run
+
+
+class EpochWriter:
+    """``df.writeStream.foreachBatch(EpochWriter(addr, table="t", mode="upsert"))``.
+
+    ``mode``: upsert (by primary key), delete (the rows name keys to delete), append (tables
+    created with ``primary_key=[]``; rows get deterministic hidden ids). ``job`` defaults to the
+    table name: one writer per table. ``lock_ttl_ms`` is how long the epoch's locks outlive a dead
+    writer before readers roll them back (a live writer heartbeats)."""
+
+    def __init__(
+        self,
+        coordinator: str,
+        table: str,
+        mode: str = "upsert",
+        job: str | None = None,
+        lock_ttl_ms: int = DEFAULT_TTL_MS,
+        token: str | None = None,
+    ):
+        if mode not in MODES:
+            raise SnapviewError(f"table {table!r}: mode {mode!r} is not one of {MODES}")
+        self.coordinator, self.table, self.mode = coordinator, table, mode
+        self.job = job or table
+        self.lock_ttl_ms = lock_ttl_ms
+        self.token = token
+        self.last_epoch = None  # the EpochInfo of the newest batch this writer handled
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        client = client_for(self.coordinator, self.token)
+        info = client.describe_table(self.table, refresh=True)
+        qid = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or "batch"
+        batch = f"{qid}:{batch_id}"
+        e = client.open_transaction(
+            self.job, 0, self.lock_ttl_ms, batch=batch, owner=uuid.uuid4().hex
+        )
+        self.last_epoch = e
+        if e.state == EPOCH_COMMITTED:
+            return  # replayed after its commit: skip, exactly once
+        target = EpochTarget(
+            self.coordinator,
+            self.token,
+            info,
+            self.mode,
+            self.job,
+            e.epoch,
+            e.start_ts,
+            e.primary_key,
+            self.lock_ttl_ms,
+        )
+        try:
+            with Heartbeat(target):
+                out = df.mapInArrow(_partition_fn(target), "rows long, high long").collect()
+                fail_point("sink.before_commit")
+                meta = epoch_metadata(
+                    client,
+                    self.job,
+                    batch,
+                    sum(r["rows"] for r in out),
+                    max([r["high"] for r in out], default=-1),
+                )
+                self.last_epoch = client.commit_transaction(self.job, e.epoch, e.start_ts, meta)
+        except BaseException:
+            try:
+                client.abort_transaction(self.job, e.epoch, e.start_ts)
+            except SnapviewError:
+                pass  # the locks expire and readers roll the attempt back
+            raise
+
+
+def epoch_metadata(client, job: str, batch, rows: int, high: int) -> str:
+    """What a sink commits with an epoch: its batch, its row count, and the feed high-water
+    (``high`` if the batch saw feed rows, else the previous epoch's, carried forward)."""
+    if high < 0:
+        prev = resume_point(client, job)
+        sources = {FEED_KEY: prev} if prev is not None else {}
+    else:
+        sources = {FEED_KEY: high}
+    return json.dumps({"batch": batch, "rows": rows, SOURCES_KEY: sources})

@@ -1,0 +1,96 @@
+"""``df.writeStream.format("snapview")``: the same exactly-once epochs as EpochWriter, driven by
+Spark's data source writer protocol.
+
+Spark gives the writer no hook before a batch's tasks start, so the tasks open the epoch: each
+asks the coordinator for the epoch of (query id, batch id) under this writer's owner id. The
+first opens it, the rest (and retried tasks) attach to the same attempt; an attempt left by a
+crashed run (another owner) is rolled back and reopened. The driver then commits the epoch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from kvstore.catalog import TableInfo
+from kvstore.errors import FailedPrecondition, SnapviewError
+from spark_sink.epoch_writer import (
+    DEFAULT_TTL_MS,
+    EPOCH_COMMITTED,
+    QUERY_ID_PROPERTY,
+    epoch_metadata,
+)
+from spark_sink.partition_writer import EpochTarget, write_batches
+from spark_source.connection import client_for
+from spark_source.options import SourceOptions
+
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+@dataclass
+class EpochMessage(WriterCommitMessage):
+    epoch: int
+    start_ts: int
+    rows: int
+    high: int
+    skipped: bool = False
+
+
+class SnapviewStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, opts: SourceOptions, info: TableInfo):
+        self.opts, self.info = opts, info
+        self.job = opts.job or info.name
+        self.owner = uuid.uuid4().hex  # one per writer instance: a restarted query gets another
+
+    def _client(self):
+        return client_for(self.opts.coordinator, self.opts.auth_token)
+
+    def write(self, iterator) -> EpochMessage:
+        tc = TaskContext.get()
+        batch = f"{tc.getLocalProperty(QUERY_ID_PROPERTY)}:{tc.getLocalProperty(BATCH_ID_PROPERTY)}"
+        e = self._client().open_transaction(
+            self.job, 0, DEFAULT_TTL_MS, batch=batch, owner=self.owner
+        )
+        if e.state == EPOCH_COMMITTED:
+            for _ in iterator:
+                pass
+            return EpochMessage(e.epoch, e.start_ts, 0, -1, skipped=True)
+        target = EpochTarget(
+            self.opts.coordinator,
+            self.opts.auth_token,
+            self.info,
+            self.opts.mode,
+            self.job,
+            e.epoch,
+            e.start_ts,
+            e.primary_key,
+            DEFAULT_TTL_MS,
+        )
+        rows, high = write_batches(target, iterator, tc.partitionId())
+        return EpochMessage(e.epoch, e.start_ts, rows, high)
+
+    def commit(self, messages, batchId: int) -> None:
+        done = [m for m in messages if isinstance(m, EpochMessage) and not m.skipped]
+        if not done:
+            return
+        attempts = {(m.epoch, m.start_ts) for m in done}
+        if len(attempts) != 1:
+            raise FailedPrecondition(
+                f"job {self.job!r} batch {batchId}: tasks wrote into "
+                f"different epoch attempts {sorted(attempts)}"
+            )
+        epoch, start_ts = attempts.pop()
+        meta = epoch_metadata(
+            self._client(), self.job, batchId, sum(m.rows for m in done), max(m.high for m in done)
+        )
+        self._client().commit_transaction(self.job, epoch, start_ts, meta)
+
+    def abort(self, messages, batchId: int) -> None:
+        for m in {(m.epoch, m.start_ts) for m in messages if isinstance(m, EpochMessage)}:
+            try:
+                self._client().abort_transaction(self.job, m[0], m[1])
+            except SnapviewError:
+                pass  # already settled, or its locks expire

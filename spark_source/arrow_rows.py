@@ -1,0 +1,51 @@
+"""Store rows and changes as Arrow record batches shaped for Spark."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from kvstore.actions.scan_changes import ChangeRecord
+from kvstore.catalog import TableInfo
+from spark_source.options import CHANGE_TYPE, COMMIT_TS
+
+INSERT, PRE, POST, DELETE = "insert", "update_preimage", "update_postimage", "delete"
+
+
+def change_schema(info: TableInfo) -> pa.Schema:
+    base = info.table_schema.arrow_schema()
+    return base.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False)).append(
+        pa.field(COMMIT_TS, pa.int64(), nullable=False)
+    )
+
+
+def snapshot_as_changes(info: TableInfo, values: list[bytes], ts: int) -> pa.RecordBatch:
+    """A snapshot chunk as change rows: every row an insert at ``ts`` (a stream's first batch)."""
+    batch = info.row_codec.decode_arrow(values)
+    n = batch.num_rows
+    return pa.RecordBatch.from_arrays(
+        [*batch.columns, pa.array([INSERT] * n, pa.string()), pa.array([ts] * n, pa.int64())],
+        schema=change_schema(info),
+    )
+
+
+def changes_to_arrow(info: TableInfo, changes: list[ChangeRecord]) -> pa.RecordBatch:
+    """Delta-CDF-shaped rows: insert, update_preimage + update_postimage, or delete per key."""
+    images, kinds, tss = [], [], []
+    for c in changes:
+        if c.old is None:
+            images.append(c.new)
+            kinds.append(INSERT)
+            tss.append(c.commit_ts)
+        elif c.new is None:
+            images.append(c.old)
+            kinds.append(DELETE)
+            tss.append(c.commit_ts)
+        else:
+            images += [c.old, c.new]
+            kinds += [PRE, POST]
+            tss += [c.commit_ts, c.commit_ts]
+    batch = info.row_codec.decode_arrow(images)
+    return pa.RecordBatch.from_arrays(
+        [*batch.columns, pa.array(kinds, pa.string()), pa.array(tss, pa.int64())],
+        schema=change_schema(info),
+    )

@@ -1,0 +1,95 @@
+"""The options of the ``snapview`` data source, parsed once with errors that name the option."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvstore.errors import InvalidArgument
+
+CHANGE_TYPE = "_change_type"
+COMMIT_TS = "_commit_ts"
+
+
+def _int(opts: dict, name: str, default: int | None = None, minimum: int = 0) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None or raw == "":
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        raise InvalidArgument(f"snapview option {name}={raw!r} is not an integer") from None
+    if v < minimum:
+        raise InvalidArgument(f"snapview option {name}={v} must be >= {minimum}")
+    return v
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Options of spark.read / spark.readStream / writeStream ``.format("snapview")``.
+
+    coordinator        HOST:PORT of snapview serve (default $SNAPVIEW_COORDINATOR or
+                       localhost:50051)
+    table              the table to read or write (required)
+    at                 snapshot timestamp (default: a fresh timestamp when the read is planned)
+    changes_from/_to   read net changes in (from, to] instead of a snapshot
+    rowsPerPartition   target rows per snapshot partition (default 100000)
+    maxPartitions      at most this many snapshot partitions (default 64)
+    maxRowsPerTrigger  streaming admission control: about this many changes per micro-batch
+    resumeFromJob      streaming: without a checkpoint, start after what this sink job committed
+    authToken          the server's shared token, if it has one
+    mode, job          writers only (see spark_sink)
+    """
+
+    coordinator: str
+    table: str
+    at: int | None = None
+    changes_from: int | None = None
+    changes_to: int | None = None
+    rows_per_partition: int = 100_000
+    max_partitions: int = 64
+    max_rows_per_trigger: int | None = None
+    resume_from_job: str | None = None
+    auth_token: str | None = None
+    mode: str = "upsert"
+    job: str | None = None
+
+    @classmethod
+    def parse(cls, options) -> SourceOptions:
+        import os
+
+        opts = {str(k).lower(): v for k, v in dict(options).items()}
+        table = opts.get("table")
+        if not table:
+            raise InvalidArgument("snapview needs .option('table', NAME)")
+        changes_from = _int(opts, "changes_from")
+        changes_to = _int(opts, "changes_to")
+        if (changes_from is None) != (changes_to is None):
+            raise InvalidArgument(f"table {table!r}: changes_from and changes_to go together")
+        if changes_from is not None and changes_from >= changes_to:
+            raise InvalidArgument(
+                f"table {table!r}: changes_from ({changes_from}) must be below "
+                f"changes_to ({changes_to})"
+            )
+        at = _int(opts, "at", minimum=1)
+        if at is not None and changes_from is not None:
+            raise InvalidArgument(
+                f"table {table!r}: 'at' and changes_from/changes_to exclude each other"
+            )
+        mode = opts.get("mode", "upsert").lower()
+        if mode not in ("upsert", "delete", "append"):
+            raise InvalidArgument(f"table {table!r}: mode {mode!r} is not upsert, delete or append")
+        return cls(
+            coordinator=opts.get("coordinator")
+            or os.environ.get("SNAPVIEW_COORDINATOR", "localhost:50051"),
+            table=table,
+            at=at,
+            changes_from=changes_from,
+            changes_to=changes_to,
+            rows_per_partition=_int(opts, "rowsPerPartition", 100_000, 1),
+            max_partitions=_int(opts, "maxPartitions", 64, 1),
+            max_rows_per_trigger=_int(opts, "maxRowsPerTrigger", None, 1),
+            resume_from_job=opts.get("resumefromjob") or None,
+            auth_token=opts.get("authtoken") or None,
+            mode=mode,
+            job=opts.get("job") or None,
+        )

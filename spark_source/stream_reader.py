@@ -1,0 +1,103 @@
+"""``spark.readStream.format("snapview")``: a table's change feed as a stream.
+
+Offsets are ``{"ts": T}``: everything committed at or below T has been emitted. The first batch
+is a snapshot at the table's resolved ts, emitted as inserts; each later batch is the net change
+in (previous T, new T], where the new T never passes the table's resolved ts (so no commit can
+still land inside a batch already emitted). With ``maxRowsPerTrigger`` a batch ends early, at a
+commit boundary. A restart resumes from Spark's checkpointed offset; without a checkpoint,
+``resumeFromJob`` resumes after the last change that sink job committed (see EpochWriter).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from kvstore.catalog import TableInfo
+from kvstore.errors import NotFound
+from spark_source.connection import client_for
+from spark_source.key_ranges import full_range
+from spark_source.options import SourceOptions
+from spark_source.readers import (
+    ChangePartition,
+    RangePartition,
+    plan_ranges,
+    read_changes,
+    read_range,
+)
+
+# A sink epoch's metadata records {"sources": {"feed": T}}: every change of the snapview feed it
+# consumed has _commit_ts <= T, and there is no change of that feed in (T, end of its batch].
+SOURCES_KEY = "sources"
+FEED_KEY = "feed"
+
+
+def resume_point(client, job: str, key: str = FEED_KEY) -> int | None:
+    """The feed high-water ts that sink ``job`` recorded in its newest committed epoch, or None
+    if it recorded none."""
+    try:
+        info = client.get_epoch(job, 0)
+    except NotFound:
+        return None
+    for _ in range(2):
+        if info.state == 2 and info.metadata:  # EPOCH_COMMITTED
+            ts = json.loads(info.metadata).get(SOURCES_KEY, {}).get(key)
+            return int(ts) if ts is not None else None
+        if info.epoch <= 1:
+            return None
+        info = client.get_epoch(job, info.epoch - 1)  # the newest may be open
+    return None
+
+
+class ChangeFeedStreamReader(DataSourceStreamReader):
+    def __init__(self, opts: SourceOptions, info: TableInfo):
+        self.opts, self.info = opts, info
+
+    def _client(self):
+        return client_for(self.opts.coordinator, self.opts.auth_token)
+
+    def initialOffset(self) -> dict:
+        if self.opts.resume_from_job:
+            ts = resume_point(self._client(), self.opts.resume_from_job)
+            if ts is not None:
+                return {"ts": ts}
+        return {"ts": 0}
+
+    def getDefaultReadLimit(self):
+        n = self.opts.max_rows_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        """Up to the resolved ts; with ReadMaxRows, about that many changes (never splitting a
+        commit); unchanged while the table has no new change. The snapshot batch is whole."""
+        s = int(start["ts"])
+        resolved = self._client().resolved_ts(self.info.name)
+        if s == 0:
+            return {"ts": max(resolved, 1)}
+        if resolved <= s:
+            return start
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else 1 << 62
+        end, n = self._client().store.change_boundary(self.info.name, s, resolved, max_rows)
+        # No change yet: keep the offset, so an idle table makes no (empty) micro-batches.
+        return {"ts": end} if n else start
+
+    def reportLatestOffset(self) -> dict:
+        return {"ts": self._client().resolved_ts(self.info.name)}
+
+    def partitions(self, start: dict, end: dict):
+        s, e = int(start["ts"]), int(end["ts"])
+        if s >= e:
+            return []
+        if s == 0:
+            return plan_ranges(self.opts, [full_range(self.info)], e, as_changes=True)
+        return [ChangePartition(s, e)]
+
+    def read(self, partition):
+        if isinstance(partition, RangePartition):
+            return read_range(self.opts, self.info, partition)
+        return read_changes(self.opts, self.info, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: offsets are timestamps, and the store keeps history until GC."""

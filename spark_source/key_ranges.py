@@ -20,10 +20,17 @@ from kvstore.mvcc.keys import table_prefix
 from kvstore.schema import to_storage
 
 
+def after(key: bytes) -> bytes:
+    """The smallest bound above every version of ``key`` (user key + 8-byte ts suffix) and below
+    every other user key: keys are prefix-free, so the next key differs inside key's length."""
+    return key + b"\xff" * 9
+
+
 @dataclass(frozen=True)
 class KeyRange:
     start: bytes  # inclusive
     end: bytes  # exclusive
+    point: bool = False  # exactly one key: no need to plan splits
 
     @property
     def empty(self) -> bool:
@@ -35,7 +42,11 @@ def full_range(info: TableInfo) -> KeyRange:
 
 
 def _intersect(ranges: list[KeyRange], other: list[KeyRange]) -> list[KeyRange]:
-    out = [KeyRange(max(a.start, b.start), min(a.end, b.end)) for a in ranges for b in other]
+    out = [
+        KeyRange(max(a.start, b.start), min(a.end, b.end), a.point or b.point)
+        for a in ranges
+        for b in other
+    ]
     return sorted((r for r in out if not r.empty), key=lambda r: r.start)
 
 
@@ -54,7 +65,7 @@ def push_key_filters(info: TableInfo, filters: list) -> tuple[list[KeyRange], li
     def key(v) -> bytes:
         return kc.encode_values((to_storage(info.name, col, v),))
 
-    prefix, after = table_prefix(info.id), table_prefix(info.id + 1)
+    prefix, end = table_prefix(info.id), table_prefix(info.id + 1)
     remaining = []
     for f in filters:
         if getattr(f, "attribute", None) != (col.name,):
@@ -63,18 +74,18 @@ def push_key_filters(info: TableInfo, filters: list) -> tuple[list[KeyRange], li
         try:
             if isinstance(f, EqualTo):
                 k = key(f.value)
-                narrowed = [KeyRange(k, k + b"\x00")]
+                narrowed = [KeyRange(k, after(k), True)]
             elif isinstance(f, In):
                 ks = sorted({key(v) for v in f.value})
-                narrowed = [KeyRange(k, k + b"\x00") for k in ks]
+                narrowed = [KeyRange(k, after(k), True) for k in ks]
             elif isinstance(f, GreaterThan):
-                narrowed = [KeyRange(key(f.value) + b"\x00", after)]
+                narrowed = [KeyRange(after(key(f.value)), end)]
             elif isinstance(f, GreaterThanOrEqual):
-                narrowed = [KeyRange(key(f.value), after)]
+                narrowed = [KeyRange(key(f.value), end)]
             elif isinstance(f, LessThan):
                 narrowed = [KeyRange(prefix, key(f.value))]
             elif isinstance(f, LessThanOrEqual):
-                narrowed = [KeyRange(prefix, key(f.value) + b"\x00")]
+                narrowed = [KeyRange(prefix, after(key(f.value)))]
             elif isinstance(f, IsNotNull):
                 continue  # key columns are never null
             else:

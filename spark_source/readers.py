@@ -19,10 +19,12 @@ from spark_source.options import SourceOptions
 
 @dataclass
 class RangePartition(InputPartition):
-    start: bytes
-    end: bytes
+    ranges: list[tuple[bytes, bytes]]  # [start, end) key ranges read in order
     ts: int
     as_changes: bool = False  # emit rows as inserts at ts (a stream's initial snapshot)
+
+
+POINTS_PER_PARTITION = 256
 
 
 @dataclass
@@ -37,16 +39,18 @@ def plan_ranges(
     """Cut key ranges into partitions of about opts.rows_per_partition rows each."""
     client = client_for(opts.coordinator, opts.auth_token)
     parts: list[RangePartition] = []
+    points = [(r.start, r.end) for r in ranges if r.point]  # lookups need no split
+    for i in range(0, len(points), POINTS_PER_PARTITION):
+        parts.append(RangePartition(points[i : i + POINTS_PER_PARTITION], ts, as_changes))
     for r in ranges:
-        if r.end <= r.start + b"\x00\x00":  # a point lookup needs no split
-            parts.append(RangePartition(r.start, r.end, ts, as_changes))
+        if r.point:
             continue
         bounds, _ = client.store.split_range(
             r.start, r.end, opts.rows_per_partition, opts.max_partitions
         )
         edges = [r.start, *bounds, r.end]
         parts += [
-            RangePartition(a, b, ts, as_changes) for a, b in zip(edges, edges[1:], strict=False)
+            RangePartition([(a, b)], ts, as_changes) for a, b in zip(edges, edges[1:], strict=False)
         ]
     return parts
 
@@ -54,7 +58,9 @@ def plan_ranges(
 def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition):
     """Yield Arrow batches of one key range at p.ts (executor side)."""
     client = client_for(opts.coordinator, opts.auth_token)
-    chunks = client.with_lock_wait(lambda: list(client.store.scan(p.start, p.end, p.ts)))
+    chunks = client.with_lock_wait(
+        lambda: [c for a, b in p.ranges for c in client.store.scan(a, b, p.ts)]
+    )
     for _, values in chunks:
         if p.as_changes:
             yield snapshot_as_changes(info, values, p.ts)
@@ -83,13 +89,10 @@ class SnapshotReader(DataSourceReader):
         return remaining
 
     def partitions(self):
-        return plan_ranges(self.opts, self.ranges, self.ts) or [
-            RangePartition(self.info.prefix, self.info.prefix, self.ts)
-        ]
+        # Filters that exclude every key leave no range: one empty partition keeps Spark happy.
+        return plan_ranges(self.opts, self.ranges, self.ts) or [RangePartition([], self.ts)]
 
     def read(self, partition: RangePartition):
-        if partition.start >= partition.end:
-            return iter(())
         return read_range(self.opts, self.info, partition)
 
 

@@ -66,3 +66,37 @@ def table_name(request) -> str:
         .replace("]", "_")
         .replace("-", "_")
     )
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession for the whole run (local[2]), with format("snapview") registered."""
+    import os
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import spark_sink
+
+    s = (
+        SparkSession.builder.master("local[2]")
+        .appName("snapview-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    s.sparkContext.setLogLevel("ERROR")
+    spark_sink.register(s)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def snapview_reader(spark, address: str, table: str, **options):
+    r = spark.read.format("snapview").option("coordinator", address).option("table", table)
+    for k, v in options.items():
+        r = r.option(k, str(v))
+    return r.load()

@@ -2,8 +2,10 @@
 
     SNAPVIEW_FAILPOINTS="epoch.commit.after_primary=panic;sink.prewrite.mid=50%sleep(200)"
 
-Actions: ``panic`` (SIGKILL this process, as a crash would), ``panic_group`` (SIGKILL this
-process's whole process group: a Spark task taking down its local-mode query), ``sleep(ms)``,
+Actions: ``panic`` (SIGKILL this process, as a crash would), ``panic_group`` (SIGKILL the process
+group of this process's session leader, then this process's own group: a Spark task taking down
+the local-mode query it belongs to, whose Python workers sit in a group of their own),
+``sleep(ms)``,
 ``error`` (raise FailPointError). A ``N%`` prefix fires with that probability (seeded by
 SNAPVIEW_FAILPOINTS_SEED). Disarmed, ``fail_point`` is one dict truth test.
 """
@@ -58,7 +60,11 @@ def fail_point(name: str) -> None:
     if kind == "panic":
         os.kill(os.getpid(), signal.SIGKILL)
     elif kind == "panic_group":
-        os.killpg(os.getpgid(0), signal.SIGKILL)
+        for group in (os.getpgid(os.getsid(0)), os.getpgid(0)):
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
     elif kind == "sleep":
         time.sleep(ms / 1000)
     else:

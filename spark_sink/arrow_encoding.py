@@ -16,6 +16,7 @@ from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.records import LockOp
 from kvstore.rowcodec import ROW_VERSION
 from kvstore.schema import FIXED_WIDTH, ROW_ID_COLUMN, VARIABLE, Column
+from spark_source.options import CHANGE_TYPE, COMMIT_TS
 
 _INT_VIEW = {
     "BIGINT": ("<i8", pa.int64()),
@@ -88,6 +89,25 @@ class ArrowEncoder:
                     f"table {self.info.name!r}: unknown column {name!r} (columns: "
                     f"{', '.join(c.name for c in self.info.table_schema.visible_columns)})"
                 )
+
+    def check_sink(self, names: list[str], mode: str) -> None:
+        """Driver-side checks before any epoch opens: the mode fits the table, every column is
+        the table's (feed columns aside), and every key column is present."""
+        if mode == "append" and not self.info.hidden_row_id:
+            raise SchemaMismatch(
+                f"table {self.info.name!r} has a primary key; append is for "
+                "append-only tables (use upsert)"
+            )
+        if mode != "append" and self.info.hidden_row_id:
+            raise SchemaMismatch(f"table {self.info.name!r} is append-only; use mode append")
+        names = [n for n in names if n not in (CHANGE_TYPE, COMMIT_TS)]
+        self.check_columns(names)
+        if mode != "append":
+            for k in self.info.table_schema.primary_key:
+                if k not in names:
+                    raise SchemaMismatch(
+                        f"table {self.info.name!r}: the rows lack primary key column {k!r}"
+                    )
 
     # ---------------------------------------------------------------- rows and keys
 

@@ -13,7 +13,5 @@ class SnapviewSinkDataSource(SnapviewDataSource):
         from spark_sink.arrow_encoding import ArrowEncoder
 
         info = self._info()
-        ArrowEncoder(info).check_columns(
-            [f.name for f in schema.fields if f.name not in ("_change_type", "_commit_ts")]
-        )
+        ArrowEncoder(info).check_sink([f.name for f in schema.fields], self.opts.mode)
         return SnapviewStreamWriter(self.opts, info)

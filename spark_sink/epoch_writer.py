@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame
 
 from kvstore.errors import SnapviewError
 from kvstore.failpoints import fail_point
+from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.partition_writer import EpochTarget, Heartbeat, write_batches
 from spark_source.connection import client_for
 from spark_source.stream_reader import FEED_KEY, SOURCES_KEY, resume_point
@@ -72,6 +73,7 @@ class EpochWriter:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         client = client_for(self.coordinator, self.token)
         info = client.describe_table(self.table, refresh=True)
+        ArrowEncoder(info).check_sink(df.columns, self.mode)
         qid = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or "batch"
         batch = f"{qid}:{batch_id}"
         e = client.open_transaction(

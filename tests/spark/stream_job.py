@@ -1,0 +1,49 @@
+"""A streaming query for crash tests: JSON files -> EpochWriter (append), one file per batch.
+
+    python -m tests.spark.stream_job ADDRESS INPUT_DIR CHECKPOINT TABLE [MASTER]
+
+Runs until every file is processed, prints ``DONE``, exits 0. The tests kill it (kill -9 of its
+whole process group, JVM included) at fail points and start it again on the same checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main() -> int:
+    address, input_dir, checkpoint, table = sys.argv[1:5]
+    master = sys.argv[5] if len(sys.argv) > 5 else "local[2]"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from spark_sink import EpochWriter
+
+    spark = (
+        SparkSession.builder.master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    q = (
+        spark.readStream.schema("id BIGINT, v STRING")
+        .option("maxFilesPerTrigger", 1)
+        .json(input_dir)
+        .repartition(2)
+        .writeStream.foreachBatch(EpochWriter(address, table=table, mode="append"))
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    print("DONE", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

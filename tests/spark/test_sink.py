@@ -1,0 +1,260 @@
+"""EpochWriter and writeStream.format("snapview"): one store transaction per batch, exactly once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import threading
+
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+import coordinator
+from kvstore.errors import SnapviewError
+from kvstore.mvcc.records import LockOp
+from spark_sink import EpochWriter
+from spark_sink.partition_writer import EpochTarget, Heartbeat
+from tests.conftest import snapview_reader
+
+ALL_TYPES = StructType(
+    [
+        StructField("id", LongType(), False),
+        StructField("i", IntegerType()),
+        StructField("d", DoubleType()),
+        StructField("b", BooleanType()),
+        StructField("s", StringType()),
+        StructField("m", DecimalType(10, 2)),
+        StructField("day", DateType()),
+        StructField("ts", TimestampType()),
+    ]
+)
+DDL = "id BIGINT, i INT, d DOUBLE, b BOOLEAN, s STRING, m DECIMAL(10,2), day DATE, ts TIMESTAMP"
+
+
+def _rows(version: int) -> list[tuple]:
+    return [
+        (
+            1,
+            7 + version,
+            1.5,
+            True,
+            f"héllo{version}",
+            decimal.Decimal("12.34"),
+            dt.date(2024, 2, 29),
+            dt.datetime(2024, 1, 2, 3, 4, 5, 6 + version),
+        ),
+        (2, None, None, None, None, None, None, None),
+        (
+            -3,
+            -(2**31),
+            -0.25,
+            False,
+            "",
+            decimal.Decimal("-99999999.99"),
+            dt.date(1970, 1, 1),
+            dt.datetime(1969, 12, 31, 23, 59, 59),
+        ),
+    ]
+
+
+def test_round_trip_every_type_at_each_commit(spark, server, client, table_name):
+    """Every supported type and nulls go through the sink and come back through the source at
+    each epoch's commit ts, unchanged."""
+    client.create_table(table_name, DDL, primary_key=["id"])
+    w = EpochWriter(server.address, table=table_name)
+    commits = {}
+    for version in (0, 1):
+        w(spark.createDataFrame(_rows(version), ALL_TYPES), version)
+        commits[version] = w.last_epoch.commit_ts
+    for version, ts in commits.items():
+        got = snapview_reader(spark, server.address, table_name, at=ts).orderBy("id").collect()
+        assert [tuple(r) for r in got] == sorted(_rows(version), key=lambda r: r[0])
+
+
+def test_modes_upsert_delete_append(spark, server, client, table_name):
+    """upsert replaces by key, delete removes the keys named, append adds rows with row ids."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    events = f"{table_name}_ev"
+    client.create_table(events, "id BIGINT, v STRING", primary_key=[])
+    EpochWriter(server.address, table=table_name)(
+        spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id BIGINT, v STRING"), 0
+    )
+    EpochWriter(server.address, table=table_name, job="upd")(
+        spark.createDataFrame([(2, "B")], "id BIGINT, v STRING"), 0
+    )
+    EpochWriter(server.address, table=table_name, mode="delete", job="del")(
+        spark.createDataFrame([(3,)], "id BIGINT"), 0
+    )
+    assert sorted(
+        map(
+            tuple,
+            client.read(table_name).to_pylist()
+            and [(r["id"], r["v"]) for r in client.read(table_name).to_pylist()],
+        )
+    ) == [(1, "a"), (2, "B")]
+    app = EpochWriter(server.address, table=events, mode="append")
+    df = spark.createDataFrame([(1, "x"), (1, "x"), (2, "y")], "id BIGINT, v STRING")
+    app(df, 0)
+    app(df, 1)
+    assert sorted((r["id"], r["v"]) for r in client.read(events).to_pylist()) == sorted(
+        [(1, "x"), (1, "x"), (2, "y")] * 2
+    )
+    with pytest.raises(SnapviewError, match="append-only"):
+        EpochWriter(server.address, table=events, job="wrong")(df, 0)
+
+
+def test_replayed_committed_batch_is_skipped(spark, server, client, table_name):
+    """The same batch id of the same query, after its commit, writes nothing again."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=[])
+    w = EpochWriter(server.address, table=table_name, mode="append")
+    df = spark.createDataFrame([(i, "r") for i in range(10)], "id BIGINT, v STRING")
+    w(df, 0)
+    first = w.last_epoch
+    w(df, 0)
+    assert w.last_epoch.epoch == first.epoch and w.last_epoch.commit_ts == first.commit_ts
+    assert client.read(table_name).num_rows == 10
+
+
+def test_batch_left_in_prewrite_is_rolled_back_and_redone(spark, server, client, table_name):
+    """A crashed run's PREWRITE attempt of the batch is rolled back; the replay redoes it."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    info = client.describe_table(table_name)
+    crashed = client.open_transaction(table_name, 0, batch="batch:0", owner="crashed-run")
+    junk = info.key_codec.encode({"id": 666})
+    client.store.prewrite(
+        [(LockOp.PUT, junk, info.row_codec.encode({"id": 666, "v": "junk"}))],
+        crashed.primary_key,
+        crashed.start_ts,
+        60_000,
+    )
+    w = EpochWriter(server.address, table=table_name)
+    w(spark.createDataFrame([(1, "ok")], "id BIGINT, v STRING"), 0)
+    assert w.last_epoch.epoch == crashed.epoch and w.last_epoch.attempt == 2
+    assert [(r["id"], r["v"]) for r in client.read(table_name).to_pylist()] == [(1, "ok")]
+
+
+def test_bad_row_fails_batch_and_names_column_and_value(spark, server, client, table_name):
+    """A value that does not fit fails the batch with the column and value in the error, and
+    nothing of the batch becomes visible."""
+    client.create_table(table_name, "id BIGINT, small INT", primary_key=["id"])
+    df = spark.createDataFrame(
+        [(i, i) for i in range(100)] + [(100, 3_000_000_000)], "id BIGINT, small BIGINT"
+    ).repartition(2)
+    w = EpochWriter(server.address, table=table_name)
+    with pytest.raises(PySparkException) as e:
+        w(df, 0)
+    assert "'small'" in str(e.value) and "3000000000" in str(e.value)
+    assert client.read(table_name).num_rows == 0
+    assert client.get_epoch(table_name, w.last_epoch.epoch).state == 3  # ABORTED
+    with pytest.raises(SnapviewError, match="unknown column 'nope'"):
+        w(spark.createDataFrame([(1, 1)], "id BIGINT, nope INT"), 1)
+
+
+def test_heartbeat_keeps_long_epoch_alive(client, table_name):
+    """With a heartbeat, an epoch outlives its lock TTL: readers wait instead of rolling it back,
+    and the commit succeeds."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    info = client.describe_table(table_name)
+    e = client.open_transaction(table_name, 0, lock_ttl_ms=600, batch="q:0", owner="o")
+    target = EpochTarget(
+        client.address, None, info, "upsert", table_name, e.epoch, e.start_ts, e.primary_key, 600
+    )
+    k = info.key_codec.encode({"id": 1})
+    with Heartbeat(target):
+        client.prewrite(
+            [(LockOp.PUT, k, info.row_codec.encode({"id": 1, "v": "a"}))],
+            e.primary_key,
+            e.start_ts,
+            600,
+        )
+        impatient = coordinator.connect(client.address, lock_wait_s=2.0)
+        with pytest.raises(coordinator.KeyIsLocked):
+            impatient.read(table_name)  # 2 s > 3 TTLs: only the heartbeat kept it alive
+        impatient.close()
+    done = client.commit_transaction(table_name, e.epoch, e.start_ts)
+    assert done.state == 2 and client.read(table_name).num_rows == 1
+
+
+def test_dead_job_locks_resolved_after_ttl(client, table_name):
+    """A writer that dies mid-epoch leaves locks; after their TTL a reader rolls them back."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    info = client.describe_table(table_name)
+    e = client.open_transaction(table_name, 0, lock_ttl_ms=300, batch="q:0", owner="dead")
+    muts = [
+        (LockOp.PUT, info.key_codec.encode({"id": i}), info.row_codec.encode({"id": i, "v": "x"}))
+        for i in range(50)
+    ]
+    client.prewrite(muts, e.primary_key, e.start_ts, 300)
+    assert client.read(table_name).num_rows == 0  # waits out the TTL, then rolls back
+    st = client.store.check_txn_status(e.primary_key, e.start_ts)
+    assert st.status == "rolled_back"
+    assert client.store.resolved_ts(table_name) > e.start_ts  # no lock left
+
+
+def test_write_stream_format_snapview(spark, server, client, table_name, tmp_path):
+    """writeStream.format('snapview') appends each micro-batch once, through restarts."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=[])
+    src = tmp_path / "in"
+    src.mkdir()
+    for f in range(3):
+        (src / f"f{f}.json").write_text(
+            "".join(json.dumps({"id": f * 10 + i, "v": "x"}) + "\n" for i in range(10))
+        )
+
+    def run():
+        q = (
+            spark.readStream.schema("id BIGINT, v STRING")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(src))
+            .writeStream.format("snapview")
+            .option("coordinator", server.address)
+            .option("table", table_name)
+            .option("mode", "append")
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .start()
+        )
+        try:
+            q.processAllAvailable()
+        finally:
+            q.stop()
+
+    run()
+    (src / "f3.json").write_text(json.dumps({"id": 99, "v": "late"}) + "\n")
+    run()
+    ids = sorted(r["id"] for r in client.read(table_name).to_pylist())
+    assert ids == sorted(list(range(30)) + [99])
+
+
+def test_large_epoch_is_never_partly_visible(spark, server, client, table_name):
+    """While a 200k-row epoch is being prewritten, concurrent snapshot reads see none or all."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    with client.transaction() as t:
+        t.put(table_name, {"id": -1, "v": "base"})
+    df = spark.range(0, 200_000, numPartitions=4).selectExpr("id", "'v' as v")
+    w = EpochWriter(server.address, table=table_name)
+    writer = threading.Thread(target=w, args=(df, 0))
+    seen: list[int] = []
+    writer.start()
+    reader = coordinator.connect(server.address)
+    while writer.is_alive():
+        seen.append(reader.read(table_name).num_rows)
+    writer.join()
+    seen.append(reader.read(table_name).num_rows)
+    spark_seen = snapview_reader(spark, server.address, table_name).count()
+    reader.close()
+    assert set(seen) <= {1, 200_001}, sorted(set(seen))
+    assert seen[-1] == 200_001 and spark_seen == 200_001
+    assert len(seen) >= 2

@@ -8,7 +8,8 @@ store action, so the epoch record and the primary never disagree:
 
     open:   [roll back a stale attempt] + prewrite primary + record PREWRITE   (one LMDB txn)
     commit: commit primary + record COMMITTED + job's last committed epoch       (one LMDB txn)
-            then resolve secondaries (idempotent; readers do it too if we crash first)
+            then resolve secondaries, queued behind the answer (idempotent; readers do it
+            too if they come first, and recover() after a crash)
 
 Every call is idempotent per (job, epoch). Reopening an epoch left in PREWRITE by a crashed
 attempt rolls that attempt back and starts a fresh one. Epochs of a job are committed in
@@ -18,6 +19,7 @@ increasing order; an epoch below the last committed one can be looked at, not op
 from __future__ import annotations
 
 import json
+import logging
 import re
 import struct
 import threading
@@ -39,6 +41,7 @@ from kvstore.mvcc.keys import table_prefix
 from kvstore.mvcc.records import LockOp, WriteKind
 from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
 
+log = logging.getLogger("snapview.epochs")
 PREWRITE, COMMITTED, ABORTED = "prewrite", "committed", "aborted"
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.:\-/]{1,200}")
 _EPOCH_PREFIX = b"epoch/"
@@ -274,9 +277,25 @@ class EpochManager:
                     "back (its lock TTL ran out); open the epoch again"
                 ) from None
         fail_point("epoch.commit.after_primary")
-        self.store.resolve_locks(start_ts, commit_ts)
-        fail_point("epoch.commit.resolved")
+        # The primary decided the epoch; the secondaries are finished behind the caller's back
+        # (TiKV commits secondaries asynchronously too). The group committer runs actions in
+        # submission order, so anything submitted later (the next epoch's prewrite of the same
+        # keys, a GC) comes after it; a reader arriving first resolves through the primary, and
+        # recover() finishes the job after a crash.
+        fut = self.store.committer.submit(
+            lambda ctx: actions.resolve_locks(ctx, start_ts, commit_ts)
+        )
+        fut.add_done_callback(self._secondaries_resolved)
         return done
+
+    @staticmethod
+    def _secondaries_resolved(fut) -> None:
+        if fut.exception() is not None:
+            log.warning(
+                "resolving an epoch's secondaries failed (readers will): %s", fut.exception()
+            )
+            return
+        fail_point("epoch.commit.resolved")
 
     def _mark_aborted(self, info: EpochInfo) -> EpochInfo:
         def act(ctx):

@@ -205,7 +205,7 @@ class RemoteStore:
         resp = self.rpc.unary(
             self.stub.Prewrite,
             pb.PrewriteRequest(
-                mutations=wire.mutations_to_pb(mutations),
+                packed=wire.pack_mutations(mutations),
                 primary=primary,
                 start_ts=start_ts,
                 lock_ttl_ms=ttl_ms,

@@ -28,6 +28,8 @@ class KvStoreService:
 
     def Prewrite(self, req: pb.PrewriteRequest, ctx) -> pb.PrewriteResponse:
         muts = wire.mutations_from_pb(req.mutations)
+        if req.HasField("packed"):
+            muts += wire.unpack_mutations(req.packed)
         try:
             ts = self.store.prewrite(
                 muts,

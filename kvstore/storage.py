@@ -114,6 +114,15 @@ class Reader:
         self.storage = storage
         self.txn = txn
         self.cf = storage.cf
+        self._write_cursor: lmdb.Cursor | None = None
+
+    def _writes(self) -> lmdb.Cursor:
+        # One cursor for the point lookups of the write CF: opening a cursor costs more than
+        # the seek. Only seek_write / iter_writes / find_txn_write use it, and none of their
+        # callers interleaves two of them.
+        if self._write_cursor is None:
+            self._write_cursor = self.txn.cursor(db=self.cf["write"])
+        return self._write_cursor
 
     def get(self, cf: str, key: bytes) -> bytes | None:
         return self.txn.get(key, db=self.cf[cf])
@@ -125,7 +134,7 @@ class Reader:
 
     def seek_write(self, key: bytes, ts: int = TS_MASK) -> tuple[int, Write] | None:
         """The newest write record of ``key`` with commit_ts <= ts, or None if there is none."""
-        cur = self.txn.cursor(db=self.cf["write"])
+        cur = self._writes()
         if not cur.set_range(versioned_key(key, ts)):
             return None
         k = cur.key()
@@ -133,16 +142,29 @@ class Reader:
             return None
         return parse_versioned_key(k)[1], Write.parse(cur.value())
 
+    def newest_commit_ts(self, key: bytes) -> int | None:
+        """The commit_ts of ``key``'s newest write record (of any kind), or None."""
+        cur = self._writes()
+        if not cur.set_range(key):
+            return None
+        k = cur.key()
+        if len(k) != len(key) + 8 or k[:-8] != key:
+            return None
+        return parse_versioned_key(k)[1]
+
     def iter_writes(self, key: bytes, ts: int = TS_MASK) -> Iterator[tuple[int, Write]]:
         """Write records of ``key`` with commit_ts <= ts, newest first."""
-        cur = self.txn.cursor(db=self.cf["write"])
+        cur = self._writes()
         if not cur.set_range(versioned_key(key, ts)):
             return
         n = len(key) + 8
-        for k, v in cur:
+        while True:
+            k = cur.key()
             if len(k) != n or k[:-8] != key:
                 return
-            yield parse_versioned_key(k)[1], Write.parse(v)
+            yield parse_versioned_key(k)[1], Write.parse(cur.value())
+            if not cur.next():
+                return
 
     def find_txn_write(self, key: bytes, start_ts: int) -> tuple[int, Write] | None:
         """The commit or rollback record written by the txn ``start_ts`` on ``key``, if any.
@@ -194,3 +216,13 @@ class WriteBuffer:
 
     def delete(self, cf: str, key: bytes) -> None:
         self._txn.delete(key, db=self._cf[cf])
+
+    def put_many(self, cf: str, items: list[tuple[bytes, bytes]]) -> None:
+        """Put many items in one C-level loop (faster for the thousands of a large commit)."""
+        self._txn.cursor(db=self._cf[cf]).putmulti(items)
+
+    def delete_many(self, cf: str, keys: list[bytes]) -> None:
+        db = self._cf[cf]
+        delete = self._txn.delete
+        for k in keys:
+            delete(k, db=db)

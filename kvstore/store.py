@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from operator import itemgetter
 
 import numpy as np
 
@@ -163,6 +164,8 @@ class LocalStore:
 
         Rows are checked per table in bulk (numpy/Arrow); a failing row is then checked alone to
         word the error."""
+        if not internal and self._validate_bulk_puts(mutations):
+            return
         puts: dict[int, tuple[list[bytes], list[bytes]]] = {}
         keys = []
         for op, key, value in mutations:
@@ -191,6 +194,34 @@ class LocalStore:
             raise InvalidArgument(f"key {dup.hex()} appears twice in one request")
         for tid, (ks, vs) in puts.items():
             self._validate_rows(self.catalog.get_id(tid), ks, vs)
+
+    def _validate_bulk_puts(self, mutations: list[Mutation]) -> bool:
+        """The common bulk shape, checked without a Python step per mutation: all PUTs into one
+        user table, keys and values within limits, no key twice. Returns False (nothing
+        decided) for any other shape; the general path then checks and words errors."""
+        ops = set(map(itemgetter(0), mutations))
+        if ops != {LockOp.PUT}:
+            return False
+        keys = list(map(itemgetter(1), mutations))
+        prefixes = {k[:4] for k in keys}
+        if len(prefixes) != 1:
+            return False
+        tid = table_id_of(prefixes.pop() + b"\0")
+        info = self.catalog.by_id.get(tid)
+        if info is None:
+            return False
+        klens = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+        values = list(map(itemgetter(2), mutations))
+        vlens = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        if (
+            (klens < 5).any()
+            or (klens > MAX_USER_KEY_BYTES).any()
+            or (vlens > self.max_value_bytes).any()
+            or len(set(keys)) != len(keys)
+        ):
+            return False
+        self._validate_rows(info, keys, values)
+        return True
 
     def _validate_rows(self, info: TableInfo, keys: list[bytes], values: list[bytes]) -> None:
         codec = info.row_codec

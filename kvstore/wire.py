@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 from kvstore.actions.check_txn_status import COMMITTED, LOCKED, ROLLED_BACK, TxnStatusResult
 from kvstore.actions.scan_changes import ChangeRecord
 from kvstore.catalog import TableInfo
 from kvstore.errors import (
+    InvalidArgument,
     KeyIsLocked,
     TxnAlreadyCommitted,
     TxnError,
@@ -40,6 +43,50 @@ def mutations_from_pb(ms) -> list[tuple[LockOp, bytes, bytes]]:
         op = _OP_FROM_PB.get(m.op)
         out.append((op if op is not None else m.op, m.key, m.value))
     return out
+
+
+_OP_BYTE = {
+    LockOp.PUT: pb.Mutation.PUT,
+    LockOp.DELETE: pb.Mutation.DELETE,
+    LockOp.LOCK: pb.Mutation.LOCK,
+}
+_OP_OF_BYTE = [None] * 256
+for _op, _b in _OP_BYTE.items():
+    _OP_OF_BYTE[_b] = _op
+
+
+def pack_mutations(mutations) -> pb.MutationBatch:
+    keys = [k for _, k, _ in mutations]
+    values = [v for _, _, v in mutations]
+    return pb.MutationBatch(
+        ops=bytes([_OP_BYTE[op] for op, _, _ in mutations]),
+        keys=b"".join(keys),
+        key_sizes=list(map(len, keys)),
+        values=b"".join(values),
+        value_sizes=list(map(len, values)),
+    )
+
+
+def _split(blob: bytes, sizes) -> list[bytes]:
+    ends = list(accumulate(sizes))
+    if (ends[-1] if ends else 0) != len(blob):
+        raise InvalidArgument("packed mutations: sizes do not add up to the bytes sent")
+    return [blob[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+
+def unpack_mutations(batch: pb.MutationBatch) -> list[tuple]:
+    """The mutations of a MutationBatch; an unknown op byte is kept as an int (validation then
+    refuses it by name)."""
+    n = len(batch.ops)
+    if len(batch.key_sizes) != n or len(batch.value_sizes) != n:
+        raise InvalidArgument(
+            f"packed mutations: {n} ops but {len(batch.key_sizes)} key sizes "
+            f"and {len(batch.value_sizes)} value sizes"
+        )
+    keys = _split(batch.keys, batch.key_sizes)
+    values = _split(batch.values, batch.value_sizes)
+    ops = [_OP_OF_BYTE[b] or b for b in batch.ops]
+    return list(zip(ops, keys, values, strict=True))
 
 
 def key_error_to_pb(e: TxnError) -> pb.KeyError:

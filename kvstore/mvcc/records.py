@@ -21,6 +21,8 @@ SHORT_VALUE_MAX = 1024
 _LOCK_HEAD = struct.Struct(">cQQQH")
 _WRITE_HEAD = struct.Struct(">cQ")
 _VALUE_TAG = b"v"
+_U64 = struct.Struct(">Q")
+_U16 = struct.Struct(">H")
 
 
 class LockOp(enum.Enum):
@@ -67,6 +69,18 @@ class Lock:
                 raise ValueError("unknown lock field tag")
             short = b[pos + 1 :]
         return cls(LockOp(op), primary, start_ts, ttl, size, short)
+
+    @staticmethod
+    def start_ts_of(raw: bytes) -> int:
+        """start_ts of an encoded lock, without parsing the rest."""
+        return _U64.unpack_from(raw, 1)[0]
+
+    @staticmethod
+    def write_bytes(raw: bytes) -> bytes:
+        """The encoded Write that commits the encoded lock ``raw``: same kind flag (P/D/L),
+        same start_ts, the lock's short value if it has one."""
+        plen = _U16.unpack_from(raw, _LOCK_HEAD.size - 2)[0]
+        return raw[:9] + raw[_LOCK_HEAD.size + plen :]
 
     def with_ttl(self, ttl_ms: int) -> Lock:
         return Lock(self.op, self.primary, self.start_ts, ttl_ms, self.txn_size, self.short_value)

@@ -237,3 +237,24 @@ def test_bulk_validation_agrees_with_row_validation(batch, pos, cut, junk):
             expected = j
             break
     assert rc.first_invalid(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "lock",
+    [
+        Lock(LockOp.PUT, b"primary", 77, 3000, 5, b"row-bytes"),
+        Lock(LockOp.PUT, b"p", 78, 10),
+        Lock(LockOp.DELETE, b"", 79, 10),
+        Lock(LockOp.LOCK, b"pk", 80, 10, 1),
+    ],
+)
+def test_lock_to_write_bytes_matches_records(lock):
+    """The byte-level lock -> write conversion equals building the Write record."""
+    kind = {
+        LockOp.PUT: WriteKind.PUT,
+        LockOp.DELETE: WriteKind.DELETE,
+        LockOp.LOCK: WriteKind.LOCK,
+    }[lock.op]
+    raw = lock.to_bytes()
+    assert Lock.write_bytes(raw) == Write(kind, lock.start_ts, lock.short_value).to_bytes()
+    assert Lock.start_ts_of(raw) == lock.start_ts

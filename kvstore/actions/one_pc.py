@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kvstore.actions.prewrite import Mutation, check_prewrite
+from kvstore.actions.prewrite import Mutation, check_prewrite, stage_value
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import changes_key, versioned_key
-from kvstore.mvcc.records import SHORT_VALUE_MAX, LockOp, Write, WriteKind
+from kvstore.mvcc.records import LockOp, Write, WriteKind
 
 _KIND = {LockOp.PUT: WriteKind.PUT, LockOp.DELETE: WriteKind.DELETE, LockOp.LOCK: WriteKind.LOCK}
 
@@ -22,12 +22,7 @@ def one_pc_commit(
     for op, key, value in mutations:
         if not check_prewrite(reader, key, primary, start_ts):
             continue
-        short = None
-        if op is LockOp.PUT:
-            if len(value) > SHORT_VALUE_MAX:
-                buf.put("data", versioned_key(key, start_ts), value)
-            else:
-                short = value
+        short = stage_value(buf, op, key, value, start_ts)
         buf.put(
             "write", versioned_key(key, commit_ts), Write(_KIND[op], start_ts, short).to_bytes()
         )

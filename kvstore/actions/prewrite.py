@@ -38,6 +38,17 @@ def check_prewrite(reader: Reader, key: bytes, primary: bytes, start_ts: int) ->
     return True
 
 
+def stage_value(buf, op: LockOp, key: bytes, value: bytes, start_ts: int) -> bytes | None:
+    """Where a mutation's value lives: returned to ride inline (short values), or written to the
+    data CF under (key, start_ts) when longer than SHORT_VALUE_MAX (None is returned then)."""
+    if op is not LockOp.PUT:
+        return None
+    if len(value) > SHORT_VALUE_MAX:
+        buf.put("data", versioned_key(key, start_ts), value)
+        return None
+    return value
+
+
 def prewrite(
     ctx: WriteContext,
     mutations: list[Mutation],
@@ -72,12 +83,7 @@ def prewrite(
                 and not check_prewrite(reader, key, primary, start_ts)
             ):
                 continue
-        short = None
-        if op is LockOp.PUT:
-            if len(value) > SHORT_VALUE_MAX:
-                buf.put("data", versioned_key(key, start_ts), value)
-            else:
-                short = value
+        short = stage_value(buf, op, key, value, start_ts)
         locks.append((key, Lock(op, primary, start_ts, ttl_ms, txn_size, short).to_bytes()))
         index.append((txn_lock_key(start_ts, key), b""))
     locks.sort()

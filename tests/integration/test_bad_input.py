@@ -180,14 +180,29 @@ def test_empty_request_to_every_method_is_never_unknown(server, method, kind):
     c.close()
 
 
-@pytest.mark.parametrize("batch, message", [
-    (kpb.MutationBatch(ops=b"\x00", keys=b"abcde", key_sizes=[4], values=b"", value_sizes=[0]),
-     "sizes do not add up"),
-    (kpb.MutationBatch(ops=b"\x00\x00", keys=b"abcde", key_sizes=[5], values=b"",
-                       value_sizes=[0]), "2 ops but 1 key sizes"),
-    (kpb.MutationBatch(ops=b"\x09", keys=b"\x00\x00\x00\x10k", key_sizes=[5], values=b"",
-                       value_sizes=[0]), "unknown op"),
-])
+@pytest.mark.parametrize(
+    "batch, message",
+    [
+        (
+            kpb.MutationBatch(
+                ops=b"\x00", keys=b"abcde", key_sizes=[4], values=b"", value_sizes=[0]
+            ),
+            "sizes do not add up",
+        ),
+        (
+            kpb.MutationBatch(
+                ops=b"\x00\x00", keys=b"abcde", key_sizes=[5], values=b"", value_sizes=[0]
+            ),
+            "2 ops but 1 key sizes",
+        ),
+        (
+            kpb.MutationBatch(
+                ops=b"\x09", keys=b"\x00\x00\x00\x10k", key_sizes=[5], values=b"", value_sizes=[0]
+            ),
+            "unknown op",
+        ),
+    ],
+)
 def test_malformed_packed_mutations(server, batch, message):
     """A packed mutation batch whose parts disagree: INVALID_ARGUMENT saying how."""
     from snapview_proto.snapview.v1 import kvstore_pb2_grpc
@@ -195,7 +210,9 @@ def test_malformed_packed_mutations(server, batch, message):
     with grpc.insecure_channel(server.address) as ch:
         stub = kvstore_pb2_grpc.KvStoreStub(ch)
         with pytest.raises(grpc.RpcError) as e:
-            stub.Prewrite(kpb.PrewriteRequest(packed=batch, primary=b"\x00\x00\x00\x10k",
-                                              start_ts=123), timeout=10)
+            stub.Prewrite(
+                kpb.PrewriteRequest(packed=batch, primary=b"\x00\x00\x00\x10k", start_ts=123),
+                timeout=10,
+            )
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert message in e.value.details()

@@ -22,6 +22,9 @@ $(PROTO_STAMP): $(STAMP) $(PROTOS) scripts/gen_protos.py
 
 proto: $(PROTO_STAMP)
 
+# Spark's Python workers must run this venv's interpreter.
+export PYSPARK_PYTHON := $(abspath $(PY))
+
 test: lint
 	$(PY) -m pytest tests -q
 
@@ -39,6 +42,7 @@ fmt: $(PROTO_STAMP)
 bench: $(PROTO_STAMP)
 	$(PY) scripts/bench_tso.py --runs 3
 	$(PY) scripts/bench_store.py --runs 3
+	$(PY) scripts/bench_spark.py --runs 3
 
 chaos: $(PROTO_STAMP)
 	@echo "chaos runs arrive with the chaos issue"; exit 1

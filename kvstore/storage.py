@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import islice
 
 import lmdb
 
@@ -191,6 +193,25 @@ class Reader:
                 return
             yield k, v
 
+    def items_between(
+        self, cf: str, start: bytes, end: bytes, chunk: int = 8192
+    ) -> list[tuple[bytes, bytes]]:
+        """All items of ``cf`` with start <= key < end, read in C-level chunks."""
+        cur = self.txn.cursor(db=self.cf[cf])
+        out: list[tuple[bytes, bytes]] = []
+        if not cur.set_range(start):
+            return out
+        it = cur.iternext()
+        while True:
+            part = list(islice(it, chunk))
+            if not part:
+                return out
+            if part[-1][0] < end:
+                out += part
+                continue
+            out += part[: bisect_left(part, (end,))]
+            return out
+
     def iter_prefix(self, cf: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         cur = self.txn.cursor(db=self.cf[cf])
         if not cur.set_range(prefix):
@@ -221,8 +242,26 @@ class WriteBuffer:
         """Put many items in one C-level loop (faster for the thousands of a large commit)."""
         self._txn.cursor(db=self._cf[cf]).putmulti(items)
 
+    def delete_prefix(self, cf: str, prefix: bytes) -> int:
+        """Delete every key starting with ``prefix`` in one cursor walk (no search per key)."""
+        cur = self._txn.cursor(db=self._cf[cf])
+        n = 0
+        if not cur.set_range(prefix):
+            return 0
+        while cur.key().startswith(prefix):
+            n += 1
+            if not cur.delete():  # moves to the next item; False at the end
+                break
+        return n
+
     def delete_many(self, cf: str, keys: list[bytes]) -> None:
-        db = self._cf[cf]
-        delete = self._txn.delete
+        """Delete ``keys`` (sorted): a run of neighbours is deleted by stepping the cursor along
+        it, and only a gap costs a search."""
+        cur = self._txn.cursor(db=self._cf[cf])
+        positioned = False
         for k in keys:
-            delete(k, db=db)
+            if not (positioned and cur.key() == k):
+                positioned = cur.set_key(k)
+                if not positioned:
+                    continue
+            positioned = cur.delete()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvstore.errors import KeyIsLocked, TxnRolledBack, WriteConflict
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import txn_lock_key, versioned_key
-from kvstore.mvcc.records import SHORT_VALUE_MAX, Lock, LockOp, WriteKind
+from kvstore.mvcc.records import SHORT_VALUE_MAX, VALUE_TAG, Lock, LockOp, WriteKind
 from kvstore.storage import Reader
 
 Mutation = tuple[LockOp, bytes, bytes]
@@ -71,6 +71,7 @@ def prewrite(
         k for k, _ in reader.txn.cursor(db=reader.cf["lock"]).getmulti([k for _, k, _ in mutations])
     }
     locks, index = [], []
+    heads = {}  # the encoded lock without its value, per op: built once per request
     for op, key, value in mutations:
         if key in locked:
             if not check_prewrite(reader, key, primary, start_ts):
@@ -83,9 +84,14 @@ def prewrite(
                 and not check_prewrite(reader, key, primary, start_ts)
             ):
                 continue
+        head = heads.get(op)
+        if head is None:
+            head = heads[op] = Lock.header(op, primary, start_ts, ttl_ms, txn_size)
         short = stage_value(buf, op, key, value, start_ts)
-        locks.append((key, Lock(op, primary, start_ts, ttl_ms, txn_size, short).to_bytes()))
-        index.append((txn_lock_key(start_ts, key), b""))
+        lock = head if short is None else head + VALUE_TAG + short
+        locks.append((key, lock))
+        # The index entry carries the commit record, so resolve_locks needs no lock lookup.
+        index.append((txn_lock_key(start_ts, key), Lock.write_bytes(lock)))
     locks.sort()
     index.sort()
     buf.put_many("lock", locks)

@@ -1,5 +1,9 @@
 """The Lock and Write records of the ``lock`` and ``write`` column families.
 
+The ``txn_locks`` index entry of a lock (key start_ts + user key) holds the Write record that
+would commit it (``Lock.write_bytes``): the index entry exists exactly as long as the lock, so a
+whole transaction commits from its index alone.
+
 Encodings use a one-byte kind flag first and prefix-tagged optional fields after the fixed part,
 so a record can grow a field without breaking old readers (the TiKV layout):
 
@@ -50,12 +54,7 @@ class Lock:
     short_value: bytes | None = None
 
     def to_bytes(self) -> bytes:
-        head = (
-            _LOCK_HEAD.pack(
-                self.op.value, self.start_ts, self.ttl_ms, self.txn_size, len(self.primary)
-            )
-            + self.primary
-        )
+        head = Lock.header(self.op, self.primary, self.start_ts, self.ttl_ms, self.txn_size)
         return head if self.short_value is None else head + _VALUE_TAG + self.short_value
 
     @classmethod
@@ -69,6 +68,12 @@ class Lock:
                 raise ValueError("unknown lock field tag")
             short = b[pos + 1 :]
         return cls(LockOp(op), primary, start_ts, ttl, size, short)
+
+    @staticmethod
+    def header(op: LockOp, primary: bytes, start_ts: int, ttl_ms: int, txn_size: int) -> bytes:
+        """The encoded lock up to its optional value: the same for every key of one prewrite,
+        so a bulk prewrite builds it once and appends b"v" + value per key."""
+        return _LOCK_HEAD.pack(op.value, start_ts, ttl_ms, txn_size, len(primary)) + primary
 
     @staticmethod
     def start_ts_of(raw: bytes) -> int:
@@ -111,6 +116,8 @@ class Write:
             short = b[10:]
         return cls(WriteKind(kind), start_ts, short)
 
+
+VALUE_TAG = _VALUE_TAG
 
 # Offsets the bulk scan relies on to read a Put's inline value without parsing each record.
 WRITE_VALUE_OFFSET = _WRITE_HEAD.size + 1

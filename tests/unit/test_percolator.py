@@ -306,3 +306,23 @@ def test_resolved_ts_stays_below_live_locks(kv, ts):
     assert kv.store.resolved_ts("kv") == ts(1) - 1
     kv.must_commit(1, ts(1), ts(2))
     assert kv.store.resolved_ts("kv") > ts(2)
+
+
+def test_txn_lock_index_holds_commit_record(kv, ts):
+    """Each txn_locks entry holds the Write record that commits its lock, and exists exactly as
+    long as the lock (gone after commit, rollback or resolve)."""
+    from kvstore.mvcc import Write, txn_lock_key
+
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    kv.must_prewrite_delete(2, 1, ts(1))
+    with kv.store.storage.read_txn() as r:
+        assert Write.parse(r.get("txn_locks", txn_lock_key(ts(1), kv.key(1)))) == Write(
+            WriteKind.PUT, ts(1), kv.row(1, "a")
+        )
+        assert Write.parse(r.get("txn_locks", txn_lock_key(ts(1), kv.key(2)))) == Write(
+            WriteKind.DELETE, ts(1)
+        )
+    kv.must_commit(1, ts(1), ts(2))
+    kv.store.rollback(ts(1), [kv.key(2)])
+    with kv.store.storage.read_txn() as r:
+        assert list(r.iter_prefix("txn_locks", txn_lock_key(ts(1), b""))) == []

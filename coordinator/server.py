@@ -14,6 +14,7 @@ import ipaddress
 import logging
 import os
 import socket
+import uuid
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from coordinator.epochs import EpochManager
 from coordinator.service import SERVICE_NAME as COORD_SERVICE
 from coordinator.service import CoordinatorService
 from coordinator.tso import TimestampOracle
+from kvstore.direct import write_instance_id
 from kvstore.errors import FailedPrecondition, InvalidArgument
 from kvstore.service import SERVICE_NAME as KV_SERVICE
 from kvstore.service import KvStoreService
@@ -113,6 +115,8 @@ class SnapviewServer:
                 f"data dir {cfg.data_dir} is in use by another snapview serve"
             ) from None
         self.cfg = cfg
+        self.instance_id = uuid.uuid4().hex
+        write_instance_id(cfg.data_dir, self.instance_id)
         self.tso: TimestampOracle | None = None
         self.store = LocalStore(
             os.path.join(cfg.data_dir, "lmdb"),
@@ -138,7 +142,9 @@ class SnapviewServer:
         self.grpc.add_generic_rpc_handlers(
             [
                 KvStoreService(self.store).handler(),
-                CoordinatorService(self.store, self.tso, self.epochs, cfg.data_dir).handler(),
+                CoordinatorService(
+                    self.store, self.tso, self.epochs, cfg.data_dir, self.instance_id
+                ).handler(),
             ]
         )
         self.health = health.HealthServicer()

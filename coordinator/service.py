@@ -35,9 +35,15 @@ def epoch_to_pb(e: EpochInfo) -> pb.EpochInfo:
 
 class CoordinatorService:
     def __init__(
-        self, store: LocalStore, tso: TimestampOracle, epochs: EpochManager, data_dir: str
+        self,
+        store: LocalStore,
+        tso: TimestampOracle,
+        epochs: EpochManager,
+        data_dir: str,
+        instance_id: str = "",
     ):
         self.store, self.tso, self.epochs, self.data_dir = store, tso, epochs, data_dir
+        self.instance_id = instance_id
         self.started = time.monotonic()
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -85,4 +91,6 @@ class CoordinatorService:
             used_bytes=st["used_bytes"],
             group_commits=st["group_commits"],
             grouped_actions=st["grouped_actions"],
+            instance_id=self.instance_id,
+            lmdb_path=self.store.storage.path,
         )

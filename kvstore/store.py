@@ -35,7 +35,6 @@ from kvstore.errors import (
     FailedPrecondition,
     InvalidArgument,
     KeyIsLocked,
-    SchemaMismatch,
     TableNotFound,
     TxnLockNotFound,
     ValueTooLarge,
@@ -46,6 +45,7 @@ from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_pr
 from kvstore.mvcc.records import LockOp
 from kvstore.mvcc.timestamp import lock_expired
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage
+from kvstore.validation import check_key, validate_rows
 
 DEFAULT_LOCK_TTL_MS = 3000
 MAX_LOCK_TTL_MS = 3_600_000
@@ -149,13 +149,10 @@ class LocalStore:
         except TableNotFound:
             raise TableNotFound(tid) from None
 
-    def _check_key(self, info: TableInfo | None, key: bytes) -> None:
-        if info is None:
-            return
-        try:
-            info.key_codec.decode(key)
-        except Exception as e:  # noqa: BLE001 - any decode failure means a malformed key
-            raise SchemaMismatch(f"table {info.name!r}: malformed key {key.hex()} ({e})") from None
+    @staticmethod
+    def _check_key(info: TableInfo | None, key: bytes) -> None:
+        if info is not None:
+            check_key(info, key)
 
     def validate_mutations(self, mutations: list[Mutation], internal: bool = False) -> None:
         """Refuse the whole request if any mutation is malformed: unknown table, a key that does
@@ -193,7 +190,7 @@ class LocalStore:
             dup = next(k for k in keys if k in seen or seen.add(k))
             raise InvalidArgument(f"key {dup.hex()} appears twice in one request")
         for tid, (ks, vs) in puts.items():
-            self._validate_rows(self.catalog.get_id(tid), ks, vs)
+            validate_rows(self.catalog.get_id(tid), ks, vs)
 
     def _validate_bulk_puts(self, mutations: list[Mutation]) -> bool:
         """The common bulk shape, checked without a Python step per mutation: all PUTs into one
@@ -220,51 +217,8 @@ class LocalStore:
             or len(set(keys)) != len(keys)
         ):
             return False
-        self._validate_rows(info, keys, values)
+        validate_rows(info, keys, values)
         return True
-
-    def _validate_rows(self, info: TableInfo, keys: list[bytes], values: list[bytes]) -> None:
-        codec = info.row_codec
-        bad = codec.first_invalid(values)
-        if bad is None:
-            expected = codec.key_bytes(values, info.prefix)
-            if expected is None:  # a variable-length key: compare row by row
-                bad = next(
-                    (
-                        i
-                        for i, (k, v) in enumerate(zip(keys, values, strict=True))
-                        if self._row_key(info, v) != k
-                    ),
-                    None,
-                )
-            else:
-                width = expected.shape[1]
-                lens = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-                if bool((lens != width).any()):
-                    bad = int(np.flatnonzero(lens != width)[0])
-                else:
-                    actual = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, width)
-                    diff = (actual != expected).any(axis=1)
-                    bad = int(np.flatnonzero(diff)[0]) if diff.any() else None
-        if bad is None:
-            return
-        key, value = keys[bad], values[bad]
-        self._check_key(info, key)
-        codec.validate(value, f" key {key.hex()}")
-        if self._row_key(info, value) != key:
-            raise SchemaMismatch(
-                f"table {info.name!r} key {key.hex()}: the row's primary key "
-                "columns do not match its key"
-            )
-        raise AssertionError(f"row {bad} failed a bulk check but passes alone")  # a codec bug
-
-    @staticmethod
-    def _row_key(info: TableInfo, value: bytes) -> bytes:
-        vals = info.row_codec.decode_stored(value)
-        idx = info.table_schema.index
-        return info.key_codec.encode_values(
-            tuple(vals[idx[k]] for k in info.table_schema.primary_key)
-        )
 
     @staticmethod
     def _check_keys(what: str, keys: list[bytes]) -> None:

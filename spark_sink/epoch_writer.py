@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from kvstore.errors import SnapviewError
 from kvstore.failpoints import fail_point
 from spark_sink.arrow_encoding import ArrowEncoder
-from spark_sink.partition_writer import EpochTarget, Heartbeat, write_batches
+from spark_sink.partition_writer import EpochTarget, Heartbeat, direct_info, write_batches
 from spark_source.connection import client_for
 from spark_source.stream_reader import FEED_KEY, SOURCES_KEY, resume_point
 
@@ -51,7 +51,9 @@ class EpochWriter:
     ``mode``: upsert (by primary key), delete (the rows name keys to delete), append (tables
     created with ``primary_key=[]``; rows get deterministic hidden ids). ``job`` defaults to the
     table name: one writer per table. ``lock_ttl_ms`` is how long the epoch's locks outlive a dead
-    writer before readers roll them back (a live writer heartbeats)."""
+    writer before readers roll them back (a live writer heartbeats). With ``direct`` (default),
+    executors that share the server's host and data dir prewrite into its LMDB environment
+    themselves (see kvstore.direct); others, and anything the direct path hands back, use gRPC."""
 
     def __init__(
         self,
@@ -61,6 +63,7 @@ class EpochWriter:
         job: str | None = None,
         lock_ttl_ms: int = DEFAULT_TTL_MS,
         token: str | None = None,
+        direct: bool = True,
     ):
         if mode not in MODES:
             raise SnapviewError(f"table {table!r}: mode {mode!r} is not one of {MODES}")
@@ -68,6 +71,8 @@ class EpochWriter:
         self.job = job or table
         self.lock_ttl_ms = lock_ttl_ms
         self.token = token
+        self.direct = direct  # executors on the server's host may prewrite into LMDB directly
+        self._direct_info = None
         self.last_epoch = None  # the EpochInfo of the newest batch this writer handled
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -82,6 +87,8 @@ class EpochWriter:
         self.last_epoch = e
         if e.state == EPOCH_COMMITTED:
             return  # replayed after its commit: skip, exactly once
+        if self.direct and self._direct_info is None:
+            self._direct_info = direct_info(client)
         target = EpochTarget(
             self.coordinator,
             self.token,
@@ -92,6 +99,7 @@ class EpochWriter:
             e.start_ts,
             e.primary_key,
             self.lock_ttl_ms,
+            self._direct_info if self.direct else None,
         )
         try:
             with Heartbeat(target):

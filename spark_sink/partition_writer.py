@@ -3,6 +3,7 @@ epoch's primary. Idempotent: a retried task prewrites the same keys under the sa
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvstore.catalog import TableInfo
+from kvstore.direct import DirectPrewriter, DirectUnavailable, same_instance
+from kvstore.errors import TxnError
 from kvstore.failpoints import fail_point
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_source.connection import client_for
@@ -32,6 +35,33 @@ class EpochTarget:
     start_ts: int
     primary: bytes
     ttl_ms: int
+    # (data dir, instance id, LMDB path, map size) of the server, when executors may try to
+    # prewrite into its LMDB environment directly (they do only if they see the same files).
+    direct: tuple[str, str, str, int] | None = None
+
+
+_direct: dict[tuple, DirectPrewriter | None] = {}
+
+
+def direct_prewriter(target: EpochTarget) -> DirectPrewriter | None:
+    """This process's direct prewriter for the target's server, or None if it is elsewhere."""
+    if target.direct is None:
+        return None
+    data_dir, instance_id, lmdb_path, map_size = target.direct
+    key = (os.getpid(), lmdb_path, instance_id)
+    if key not in _direct:
+        _direct[key] = (
+            DirectPrewriter(lmdb_path, map_size) if same_instance(data_dir, instance_id) else None
+        )
+    return _direct[key]
+
+
+def direct_info(client) -> tuple[str, str, str, int] | None:
+    """What EpochTarget.direct needs, from the server's status (None for an older server)."""
+    st = client.status()
+    if not st.instance_id or not st.lmdb_path:
+        return None
+    return st.data_dir, st.instance_id, st.lmdb_path, st.map_size_bytes
 
 
 class Heartbeat:
@@ -74,12 +104,25 @@ def strip_feed_columns(batch: pa.RecordBatch, info: TableInfo) -> tuple[pa.Recor
     return batch, high
 
 
+def prewrite_chunk(client, direct: DirectPrewriter | None, target: EpochTarget, muts) -> None:
+    """Prewrite one chunk: straight into LMDB when allowed, else (or when the direct path hands
+    it back: a lock or conflict in the way, a full map) through the server."""
+    if direct is not None:
+        try:
+            direct.prewrite(target.info, muts, target.primary, target.start_ts, target.ttl_ms)
+            return
+        except (DirectUnavailable, TxnError):
+            pass
+    client.prewrite(muts, target.primary, target.start_ts, target.ttl_ms)
+
+
 def write_batches(
     target: EpochTarget, batches: Iterator[pa.RecordBatch], partition: int
 ) -> tuple[int, int]:
     """Prewrite every row of ``batches``; returns (rows, highest _commit_ts seen or -1)."""
     client = client_for(target.coordinator, target.token)
     enc = ArrowEncoder(target.info)
+    direct = direct_prewriter(target) if target.mode != "delete" else None
     rows, high, index, chunks = 0, -1, 0, 0
     with Heartbeat(target):
         for batch in batches:
@@ -89,7 +132,7 @@ def write_batches(
                 part = batch.slice(start, PREWRITE_CHUNK)
                 muts = enc.mutations(part, target.mode, target.epoch, partition, index)
                 index += part.num_rows
-                client.prewrite(muts, target.primary, target.start_ts, target.ttl_ms)
+                prewrite_chunk(client, direct, target, muts)
                 rows += part.num_rows
                 chunks += 1
                 if chunks == 1:

@@ -23,7 +23,7 @@ from spark_sink.epoch_writer import (
     QUERY_ID_PROPERTY,
     epoch_metadata,
 )
-from spark_sink.partition_writer import EpochTarget, write_batches
+from spark_sink.partition_writer import EpochTarget, direct_info, write_batches
 from spark_source.connection import client_for
 from spark_source.options import SourceOptions
 
@@ -68,6 +68,7 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
             e.start_ts,
             e.primary_key,
             DEFAULT_TTL_MS,
+            direct_info(self._client()),
         )
         rows, high = write_batches(target, iterator, tc.partitionId())
         return EpochMessage(e.epoch, e.start_ts, rows, high)

@@ -70,11 +70,12 @@ def _rows(version: int) -> list[tuple]:
     ]
 
 
-def test_round_trip_every_type_at_each_commit(spark, server, client, table_name):
+@pytest.mark.parametrize("direct", [True, False], ids=["direct-lmdb", "grpc-only"])
+def test_round_trip_every_type_at_each_commit(spark, server, client, table_name, direct):
     """Every supported type and nulls go through the sink and come back through the source at
-    each epoch's commit ts, unchanged."""
+    each epoch's commit ts, unchanged, whether executors prewrite into LMDB or over gRPC."""
     client.create_table(table_name, DDL, primary_key=["id"])
-    w = EpochWriter(server.address, table=table_name)
+    w = EpochWriter(server.address, table=table_name, direct=direct)
     commits = {}
     for version in (0, 1):
         w(spark.createDataFrame(_rows(version), ALL_TYPES), version)

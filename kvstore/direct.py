@@ -1,0 +1,75 @@
+"""Direct prewrites: another process on the server's host writes locks into the server's LMDB
+environment itself (DESIGN.md §1: "on the coordinator's host they may open the LMDB environment
+directly (faster, same semantics)").
+
+The same ``actions.prewrite`` runs in one LMDB write transaction, which LMDB serialises with the
+server's own writer across processes, after the same row validation the server does. Anything
+that needs the server's judgement is handed back to the caller, who then uses the RPC: a lock or
+conflict in the way (KeyIsLocked, WriteConflict, TxnRolledBack are raised as they are), a full
+map (DirectUnavailable: only the server grows the map), a start_ts at or below the GC safepoint.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import lmdb
+
+from kvstore import actions
+from kvstore.catalog import TableInfo
+from kvstore.errors import SnapviewError
+from kvstore.group_commit import WriteContext
+from kvstore.storage import Reader, Storage, WriteBuffer
+from kvstore.validation import validate_rows
+
+INSTANCE_FILE = "instance"
+_SAFEPOINT_KEY = b"gc/safepoint"
+
+
+class DirectUnavailable(SnapviewError):
+    """This prewrite must go through the server (the caller falls back to the RPC)."""
+
+
+def write_instance_id(data_dir: str, instance_id: str) -> None:
+    with open(os.path.join(data_dir, INSTANCE_FILE), "w") as f:
+        f.write(instance_id)
+
+
+def same_instance(data_dir: str, instance_id: str) -> bool:
+    """Whether this process sees the server's data dir (same host, same files)."""
+    try:
+        with open(os.path.join(data_dir, INSTANCE_FILE)) as f:
+            return f.read().strip() == instance_id
+    except OSError:
+        return False
+
+
+class DirectPrewriter:
+    """Prewrites into an LMDB environment opened from another process (one per process)."""
+
+    def __init__(self, lmdb_path: str, map_size: int):
+        self.storage = Storage(lmdb_path, map_size=map_size, sync=True)
+        self._lock = threading.Lock()
+
+    def prewrite(
+        self, info: TableInfo, mutations, primary: bytes, start_ts: int, ttl_ms: int
+    ) -> None:
+        """Lock ``mutations`` (PUTs of rows of ``info``) for txn ``start_ts``, all or none."""
+        validate_rows(info, [k for _, k, _ in mutations], [v for _, _, v in mutations])
+        with self._lock:
+            try:
+                self._write(mutations, primary, start_ts, ttl_ms)
+            except lmdb.MapFullError:
+                raise DirectUnavailable("the store's map is full; the server grows it") from None
+            except lmdb.MapResizedError:
+                self.storage.env.set_mapsize(0)  # adopt the size the server grew it to
+                self._write(mutations, primary, start_ts, ttl_ms)
+
+    def _write(self, mutations, primary: bytes, start_ts: int, ttl_ms: int) -> None:
+        with self.storage.env.begin(write=True) as txn:
+            raw = txn.get(_SAFEPOINT_KEY, db=self.storage.cf["meta"])
+            if raw is not None and start_ts <= int(raw):
+                raise DirectUnavailable(f"start_ts {start_ts} is at or below the GC safepoint")
+            ctx = WriteContext(Reader(self.storage, txn), WriteBuffer(txn, self.storage.cf))
+            actions.prewrite(ctx, mutations, primary, start_ts, ttl_ms, len(mutations))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import struct
+
 from kvstore.errors import KeyIsLocked, TxnRolledBack, WriteConflict
 from kvstore.group_commit import WriteContext
-from kvstore.mvcc.keys import txn_lock_key, versioned_key
+from kvstore.mvcc.keys import decode_ts, versioned_key
 from kvstore.mvcc.records import SHORT_VALUE_MAX, VALUE_TAG, Lock, LockOp, WriteKind
 from kvstore.storage import Reader
 
@@ -71,27 +73,39 @@ def prewrite(
         k for k, _ in reader.txn.cursor(db=reader.cf["lock"]).getmulti([k for _, k, _ in mutations])
     }
     locks, index = [], []
-    heads = {}  # the encoded lock without its value, per op: built once per request
+    ts_be = struct.pack(">Q", start_ts)
+    # Per op, built once per request: the lock without its value, and the commit record's head
+    # (same one-byte flag and start_ts; see Lock.write_bytes).
+    heads = {
+        op: (Lock.header(op, primary, start_ts, ttl_ms, txn_size), op.value + ts_be)
+        for op in {m[0] for m in mutations}
+    }
+    cur = reader.txn.cursor(db=reader.cf["write"])
+    tag = VALUE_TAG
     for op, key, value in mutations:
         if key in locked:
             if not check_prewrite(reader, key, primary, start_ts):
                 continue
-        else:
-            newest = reader.newest_commit_ts(key)
+        elif cur.set_range(key):
+            # The newest version of the key, if any, is the first record at or after it.
+            k = cur.key()
             if (
-                newest is not None
-                and newest >= start_ts
+                len(k) == len(key) + 8
+                and k.startswith(key)
+                and decode_ts(k[-8:]) >= start_ts
                 and not check_prewrite(reader, key, primary, start_ts)
             ):
                 continue
-        head = heads.get(op)
-        if head is None:
-            head = heads[op] = Lock.header(op, primary, start_ts, ttl_ms, txn_size)
-        short = stage_value(buf, op, key, value, start_ts)
-        lock = head if short is None else head + VALUE_TAG + short
-        locks.append((key, lock))
+        lock_head, write_head = heads[op]
+        if op is LockOp.PUT and len(value) <= SHORT_VALUE_MAX:
+            locks.append((key, lock_head + tag + value))
+            write = write_head + tag + value
+        else:
+            short = stage_value(buf, op, key, value, start_ts)
+            locks.append((key, lock_head if short is None else lock_head + tag + short))
+            write = write_head if short is None else write_head + tag + short
         # The index entry carries the commit record, so resolve_locks needs no lock lookup.
-        index.append((txn_lock_key(start_ts, key), Lock.write_bytes(lock)))
+        index.append((ts_be + key, write))
     locks.sort()
     index.sort()
     buf.put_many("lock", locks)

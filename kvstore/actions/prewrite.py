@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import struct
+from operator import itemgetter
 
 from kvstore.errors import KeyIsLocked, TxnRolledBack, WriteConflict
 from kvstore.group_commit import WriteContext
-from kvstore.mvcc.keys import decode_ts, versioned_key
+from kvstore.mvcc.keys import decode_ts, encode_ts, versioned_key
 from kvstore.mvcc.records import SHORT_VALUE_MAX, VALUE_TAG, Lock, LockOp, WriteKind
 from kvstore.storage import Reader
 
@@ -51,6 +52,44 @@ def stage_value(buf, op: LockOp, key: bytes, value: bytes, start_ts: int) -> byt
     return value
 
 
+def _all_short_puts(mutations: list[Mutation]) -> bool:
+    ops = set(map(itemgetter(0), mutations))
+    return ops == {LockOp.PUT} and max(map(len, map(itemgetter(2), mutations))) <= SHORT_VALUE_MAX
+
+
+def _prewrite_short_puts(
+    reader: Reader,
+    mutations: list[Mutation],
+    primary: bytes,
+    start_ts: int,
+    ttl_ms: int,
+    txn_size: int,
+    locks: list,
+    index: list,
+) -> None:
+    """prewrite's loop for its common shape (only PUTs of inline values, no key locked): the
+    same rules with no per-key branching on op or size. A version record's 8-byte suffix is
+    ~commit_ts big-endian, so "commit_ts >= start_ts" is "suffix <= ~start_ts" as bytes."""
+    ts_be = struct.pack(">Q", start_ts)
+    lock_head = Lock.header(LockOp.PUT, primary, start_ts, ttl_ms, txn_size) + VALUE_TAG
+    write_head = LockOp.PUT.value + ts_be + VALUE_TAG
+    not_older = encode_ts(start_ts)
+    cur = reader.txn.cursor(db=reader.cf["write"])
+    set_range, cur_key = cur.set_range, cur.key
+    add_lock, add_index = locks.append, index.append
+    for _, key, value in mutations:
+        if set_range(key):
+            k = cur_key()
+            if (
+                k[-8:] <= not_older
+                and k[:-8] == key
+                and not check_prewrite(reader, key, primary, start_ts)
+            ):
+                continue
+        add_lock((key, lock_head + value))
+        add_index((ts_be + key, write_head + value))
+
+
 def prewrite(
     ctx: WriteContext,
     mutations: list[Mutation],
@@ -74,6 +113,13 @@ def prewrite(
     }
     locks, index = [], []
     ts_be = struct.pack(">Q", start_ts)
+    if not locked and _all_short_puts(mutations):
+        _prewrite_short_puts(reader, mutations, primary, start_ts, ttl_ms, txn_size, locks, index)
+        locks.sort()
+        index.sort()
+        buf.put_many("lock", locks)
+        buf.put_many("txn_locks", index)
+        return
     # Per op, built once per request: the lock without its value, and the commit record's head
     # (same one-byte flag and start_ts; see Lock.write_bytes).
     heads = {

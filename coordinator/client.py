@@ -19,9 +19,8 @@ import pyarrow as pa
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
 from kvstore.catalog import TableInfo
-from kvstore.errors import KeyIsLocked, TableNotFound
-from kvstore.mvcc.keys import table_id_of
-from kvstore.mvcc.timestamp import lock_expired
+from kvstore.errors import KeyIsLocked
+from kvstore.lock_resolution import resolve_lock
 from kvstore.remote import RemoteStore, RetryPolicy, RpcCaller
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
@@ -162,10 +161,7 @@ class Client:
             try:
                 return store.prewrite(mutations, primary, start_ts, ttl_ms, txn_size, try_one_pc)
             except KeyIsLocked as e:
-                expired = lock_expired(e.start_ts, e.ttl_ms, int(time.time() * 1000))
-                st = store.check_txn_status(e.primary, e.start_ts, rollback_if_not_exist=expired)
-                if st.status != "locked":
-                    store.resolve_locks(e.start_ts, st.commit_ts if st.status == "committed" else 0)
+                resolve_lock(store, e)
                 raise
 
         return self.with_lock_wait(attempt)
@@ -241,13 +237,6 @@ class Client:
 
     def status(self) -> cpb.StatusResponse:
         return self._rpc.unary(self._stub.Status, cpb.StatusRequest())
-
-    def table_of_key(self, key: bytes) -> TableInfo:
-        tid = table_id_of(key)
-        for t in self.tables():
-            if t.id == tid:
-                return t
-        raise TableNotFound(tid)
 
     def close(self) -> None:
         self._tso.close()

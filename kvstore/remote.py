@@ -236,6 +236,7 @@ class RemoteStore:
                 primary_key=primary, lock_ts=lock_ts, rollback_if_not_exist=rollback_if_not_exist
             ),
         )
+        wire.raise_key_error(resp.error)
         return wire.status_from_pb(resp)
 
     def resolve_locks(self, start_ts: int, commit_ts: int) -> int:

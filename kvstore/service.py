@@ -60,7 +60,10 @@ class KvStoreService:
     def CheckTxnStatus(self, req: pb.CheckTxnStatusRequest, ctx) -> pb.CheckTxnStatusResponse:
         if not req.primary_key:
             raise InvalidArgument("CheckTxnStatus needs primary_key")
-        r = self.store.check_txn_status(req.primary_key, req.lock_ts, req.rollback_if_not_exist)
+        try:
+            r = self.store.check_txn_status(req.primary_key, req.lock_ts, req.rollback_if_not_exist)
+        except TxnError as e:
+            return pb.CheckTxnStatusResponse(error=wire.key_error_to_pb(e))
         return wire.status_to_pb(req.primary_key, r)
 
     def ResolveLocks(self, req: pb.ResolveLocksRequest, ctx) -> pb.ResolveLocksResponse:

@@ -21,7 +21,7 @@ from operator import itemgetter
 import numpy as np
 
 from kvstore import actions, planning
-from kvstore.actions.check_txn_status import COMMITTED, LOCKED, TxnStatusResult
+from kvstore.actions.check_txn_status import TxnStatusResult
 from kvstore.actions.prewrite import Mutation
 from kvstore.catalog import (
     SYSTEM_TABLE_ID,
@@ -36,14 +36,13 @@ from kvstore.errors import (
     InvalidArgument,
     KeyIsLocked,
     TableNotFound,
-    TxnLockNotFound,
     ValueTooLarge,
 )
 from kvstore.failpoints import fail_point
 from kvstore.group_commit import GroupCommitter
+from kvstore.lock_resolution import resolve_lock
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp
-from kvstore.mvcc.timestamp import lock_expired
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage
 from kvstore.validation import check_key, validate_rows
 
@@ -338,26 +337,9 @@ class LocalStore:
                 self._inflight_cond.wait(1.0)
 
     def resolve_lock_for_read(self, err: KeyIsLocked) -> bool:
-        """Finish the txn behind ``err`` if its fate is decided; False if it is alive.
-
-        A secondary lock whose primary has no record yet (its prewrite may be in flight) is only
-        rolled back once the secondary's own TTL has run out."""
-        expired = lock_expired(err.start_ts, err.ttl_ms, _now_ms())
-        status = (
-            self.check_txn_status(err.primary, err.start_ts, rollback_if_not_exist=expired)
-            if expired
-            else self._status_or_locked(err)
-        )
-        if status.status == LOCKED:
-            return False
-        self.resolve_locks(err.start_ts, status.commit_ts if status.status == COMMITTED else 0)
-        return True
-
-    def _status_or_locked(self, err: KeyIsLocked) -> TxnStatusResult:
-        try:
-            return self.check_txn_status(err.primary, err.start_ts, rollback_if_not_exist=False)
-        except TxnLockNotFound:
-            return TxnStatusResult(LOCKED)
+        """Finish the txn behind ``err`` if its fate is decided; False if it is alive
+        (see kvstore.lock_resolution)."""
+        return resolve_lock(self, err)
 
     def _read(self, fn: Callable, read_ts: int):
         self._wait_inflight(read_ts)

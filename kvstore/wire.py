@@ -33,10 +33,6 @@ _STATUS_TO_PB = {
 _STATUS_FROM_PB = {v: k for k, v in _STATUS_TO_PB.items()}
 
 
-def mutations_to_pb(mutations) -> list[pb.Mutation]:
-    return [pb.Mutation(op=_OP_TO_PB[op], key=k, value=v) for op, k, v in mutations]
-
-
 def mutations_from_pb(ms) -> list[tuple[LockOp, bytes, bytes]]:
     out = []
     for m in ms:

@@ -13,7 +13,7 @@ from kvstore.actions.get import get
 from kvstore.actions.heartbeat import txn_heartbeat
 from kvstore.actions.one_pc import one_pc_commit
 from kvstore.actions.prewrite import prewrite
-from kvstore.actions.resolve_locks import locks_of_txn, resolve_locks
+from kvstore.actions.resolve_locks import resolve_locks
 from kvstore.actions.resolved_ts import resolved_ts
 from kvstore.actions.rollback import rollback, rollback_key
 from kvstore.actions.scan import first_blocking_lock, scan
@@ -28,7 +28,6 @@ __all__ = [
     "first_blocking_lock",
     "gc",
     "get",
-    "locks_of_txn",
     "one_pc_commit",
     "prewrite",
     "resolve_locks",

@@ -9,14 +9,8 @@ from kvstore.actions.rollback import rollback_key
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import encode_ts
 from kvstore.mvcc.records import LockOp
-from kvstore.storage import Reader
 
 LOCK_FLAG = LockOp.LOCK.value
-
-
-def locks_of_txn(reader: Reader, start_ts: int) -> list[bytes]:
-    """Every key still locked by txn ``start_ts`` (empty once it is resolved)."""
-    return [k[8:] for k, _ in reader.iter_prefix("txn_locks", struct.pack(">Q", start_ts))]
 
 
 def resolve_locks(ctx: WriteContext, start_ts: int, commit_ts: int) -> int:

@@ -113,3 +113,41 @@ def test_read_never_reads_through_a_live_lock(server, client, table_name):
     client.store.commit(start, commit_ts, [k])
     assert client.get(table_name, {"id": 1}, at=read_ts) is None
     assert client.get(table_name, {"id": 1})["v"] == 7
+
+
+def test_prewrite_waits_for_lock_whose_primary_is_not_written_yet(server, client, table_name):
+    """A live lock whose primary has no record yet (its prewrite still in flight) is waited on:
+    a second writer gets KeyIsLocked after its wait, never TxnLockNotFound, and the first
+    transaction is not rolled back."""
+    from kvstore.mvcc.records import LockOp
+
+    info = client.create_table(table_name, "id BIGINT, v BIGINT", primary_key=["id"])
+    k = info.key_codec.encode({"id": 1})
+    absent_primary = info.key_codec.encode({"id": 999})
+    first = client.tso()
+    client.store.prewrite(
+        [(LockOp.PUT, k, info.row_codec.encode({"id": 1, "v": 1}))],
+        absent_primary,
+        first,
+        ttl_ms=60_000,
+    )
+    impatient = coordinator.connect(server.address, lock_wait_s=0.3)
+    try:
+        try:
+            impatient.prewrite(
+                [(LockOp.PUT, k, info.row_codec.encode({"id": 1, "v": 2}))], k, impatient.tso()
+            )
+            raise AssertionError("prewrite went through a live lock")
+        except coordinator.KeyIsLocked as e:
+            assert e.start_ts == first
+    finally:
+        impatient.close()
+    assert client.store.check_txn_status(k, first).status == "locked"
+    # Over gRPC too, "no lock, no record" is a Percolator outcome (data), not a status code.
+    from kvstore.errors import TxnLockNotFound
+
+    try:
+        client.store.check_txn_status(absent_primary, first)
+        raise AssertionError("expected TxnLockNotFound")
+    except TxnLockNotFound as e:
+        assert e.start_ts == first

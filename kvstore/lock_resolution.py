@@ -1,0 +1,28 @@
+"""Resolving a lock in the way, through its transaction's primary: one rule for every caller
+(a read inside the server, a client's prewrite), over any store with the LocalStore interface."""
+
+from __future__ import annotations
+
+import time
+
+from kvstore.actions.check_txn_status import COMMITTED, LOCKED
+from kvstore.errors import KeyIsLocked, TxnLockNotFound
+from kvstore.mvcc.timestamp import lock_expired
+
+
+def resolve_lock(store, err: KeyIsLocked) -> bool:
+    """Finish the transaction behind ``err`` if its fate is decided; False if it is alive.
+
+    Committed: its locks are committed. Rolled back, or its primary lock's TTL ran out: its
+    locks are rolled back. A lock whose primary has no record yet (the primary's prewrite may
+    still be in flight) counts as alive until the lock's own TTL runs out; only then is a
+    rollback record written on the primary, so the late prewrite fails when it lands."""
+    expired = lock_expired(err.start_ts, err.ttl_ms, int(time.time() * 1000))
+    try:
+        st = store.check_txn_status(err.primary, err.start_ts, rollback_if_not_exist=expired)
+    except TxnLockNotFound:
+        return False
+    if st.status == LOCKED:
+        return False
+    store.resolve_locks(err.start_ts, st.commit_ts if st.status == COMMITTED else 0)
+    return True

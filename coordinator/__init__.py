@@ -9,16 +9,20 @@ Public names are re-exported here; ``tests/unit/test_public_api.py`` pins the li
 """
 
 from coordinator.client import Client, connect
+from coordinator.consistent import Snapshot
 from coordinator.transaction import Transaction
 from kvstore.errors import (
     AlreadyExists,
+    BarrierNotReached,
     FailedPrecondition,
     InvalidArgument,
     KeyIsLocked,
     NotFound,
     SchemaMismatch,
+    SecondWriter,
     SnapviewError,
     TableNotFound,
+    TopologyCycle,
     TxnError,
     ValueTooLarge,
     WriteConflict,
@@ -27,6 +31,7 @@ from kvstore.remote import RetryPolicy
 
 __all__ = [
     "AlreadyExists",
+    "BarrierNotReached",
     "Client",
     "FailedPrecondition",
     "InvalidArgument",
@@ -34,8 +39,11 @@ __all__ = [
     "NotFound",
     "RetryPolicy",
     "SchemaMismatch",
+    "SecondWriter",
+    "Snapshot",
     "SnapviewError",
     "TableNotFound",
+    "TopologyCycle",
     "Transaction",
     "TxnError",
     "ValueTooLarge",

@@ -16,10 +16,11 @@ from collections.abc import Iterator
 import grpc
 import pyarrow as pa
 
+from coordinator.consistent import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
 from kvstore.catalog import TableInfo
-from kvstore.errors import KeyIsLocked
+from kvstore.errors import BarrierNotReached, KeyIsLocked
 from kvstore.lock_resolution import resolve_lock
 from kvstore.remote import RemoteStore, RetryPolicy, RpcCaller
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
@@ -234,6 +235,80 @@ class Client:
 
     def get_epoch(self, job: str, epoch: int = 0) -> cpb.EpochInfo:
         return self._rpc.unary(self._stub.GetEpoch, cpb.GetEpochRequest(job=job, epoch=epoch))
+
+    # ------------------------------------------------------------------ barriers and jobs
+
+    def snapshot(
+        self,
+        tables: list[str],
+        mode: str = "snapshot",
+        barrier: int = 0,
+        wait_s: float = 0.0,
+    ) -> Snapshot:
+        """A consistent read point for ``tables`` (``snap.barrier``, ``snap.read_ts(t)``,
+        ``snap.read(t)``).
+
+        mode ``snapshot``: the newest barrier all of them have (or ``barrier``), each table at
+        its read ts there, so together they show one state of the sources. mode ``latest``: all
+        at one fresh timestamp, each table at its own newest version (not consistent across
+        views). ``wait_s`` waits that long for a common barrier before raising
+        BarrierNotReached."""
+        if isinstance(tables, str):
+            tables = [tables]
+        req = cpb.SnapshotRequest(tables=list(tables), mode=mode, barrier=barrier)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                r = self._rpc.unary(self._stub.Snapshot, req)
+                break
+            except BarrierNotReached:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
+        return Snapshot(
+            self, r.barrier, r.mode, {x.table: x.read_ts for x in r.reads}, r.barrier_wall_ms
+        )
+
+    def register_job(
+        self,
+        job: str,
+        sink: str,
+        sources: list[str] = (),
+        kind: str = "sink",
+        query: str = "",
+        strategy: str = "",
+    ) -> cpb.JobInfo:
+        """Register ``job`` as the one writer of ``sink``, reading ``sources``. A second writer
+        raises SecondWriter; a cycle raises TopologyCycle. Idempotent for the same job."""
+        return self._rpc.unary(
+            self._stub.RegisterJob,
+            cpb.RegisterJobRequest(
+                job=job,
+                sink=sink,
+                sources=list(sources),
+                kind=kind,
+                query=query,
+                strategy=strategy,
+            ),
+        )
+
+    def unregister_job(self, job: str) -> cpb.JobInfo:
+        return self._rpc.unary(self._stub.UnregisterJob, cpb.UnregisterJobRequest(job=job))
+
+    def topology(self) -> cpb.TopologyResponse:
+        return self._rpc.unary(self._stub.Topology, cpb.TopologyRequest())
+
+    def plan_barriers(
+        self, job: str, limit: int = 0, after: int = 0, upto: int = 0
+    ) -> cpb.PlanBarriersResponse:
+        """The barriers view job ``job`` may process next (see SnapshotPlanner.plan_barriers)."""
+        return self._rpc.unary(
+            self._stub.PlanBarriers,
+            cpb.PlanBarriersRequest(job=job, limit=limit, after=after, upto=upto),
+        )
+
+    def delay(self) -> cpb.DelayResponse:
+        return self._rpc.unary(self._stub.Delay, cpb.DelayRequest())
 
     def status(self) -> cpb.StatusResponse:
         return self._rpc.unary(self._stub.Status, cpb.StatusRequest())

@@ -86,9 +86,14 @@ def _job_key(job: str) -> bytes:
 
 
 class EpochManager:
-    def __init__(self, store: LocalStore, tso: TimestampOracle):
+    """``barriers`` (optional) makes a MaterializedView job's epochs barriers: opening an epoch
+    that is not an issued barrier is refused, and committing one records the view's version at
+    it in the same LMDB transaction as the primary's commit."""
+
+    def __init__(self, store: LocalStore, tso: TimestampOracle, barriers=None):
         self.store = store
         self.tso = tso
+        self.barriers = barriers
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -197,6 +202,8 @@ class EpochManager:
             info = self._load(ctx.reader, job, epoch)
             if info is not None and info.state == COMMITTED:
                 return info
+            if self.barriers is not None:
+                self.barriers.check_open(ctx.reader, job, epoch)
             st = self._job(ctx.reader, job)
             if epoch < st["last_committed"]:
                 raise FailedPrecondition(
@@ -257,6 +264,9 @@ class EpochManager:
             commit_ts = self.tso.now()
 
             def act(ctx):
+                if self.barriers is not None:
+                    # Before the primary's own index entry goes: it counts the epoch's locks.
+                    self.barriers.record_view_barrier(ctx, job, epoch, start_ts, commit_ts)
                 actions.commit_key(ctx, info.primary_key, start_ts, commit_ts)
                 done = replace(
                     info, state=COMMITTED, commit_ts=commit_ts, metadata=metadata or info.metadata

@@ -22,9 +22,12 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from coordinator.barriers import Barriers
 from coordinator.epochs import EpochManager
+from coordinator.registry import Registry
 from coordinator.service import SERVICE_NAME as COORD_SERVICE
 from coordinator.service import CoordinatorService
+from coordinator.snapshots import SnapshotPlanner
 from coordinator.tso import TimestampOracle
 from kvstore.direct import write_instance_id
 from kvstore.errors import FailedPrecondition, InvalidArgument
@@ -125,7 +128,12 @@ class SnapviewServer:
             clock=lambda: self.tso.now(),
         )
         self.tso = TimestampOracle(self.store)
-        self.epochs = EpochManager(self.store, self.tso)
+        self.registry = Registry(self.store)
+        self.barriers = Barriers(self.store, self.tso, self.registry, cfg.barrier_interval_s)
+        self.epochs = EpochManager(self.store, self.tso, self.barriers)
+        self.planner = SnapshotPlanner(
+            self.store, self.tso, self.barriers, self.registry, self.epochs
+        )
         resolved = self.epochs.recover()
         if resolved:
             log.info("resolved %d secondary locks of committed epochs", resolved)
@@ -143,7 +151,13 @@ class SnapviewServer:
             [
                 KvStoreService(self.store).handler(),
                 CoordinatorService(
-                    self.store, self.tso, self.epochs, cfg.data_dir, self.instance_id
+                    self.store,
+                    self.tso,
+                    self.epochs,
+                    cfg.data_dir,
+                    self.instance_id,
+                    registry=self.registry,
+                    planner=self.planner,
                 ).handler(),
             ]
         )
@@ -163,6 +177,7 @@ class SnapviewServer:
             raise FailedPrecondition(f"cannot bind {addr}")
 
     def start(self) -> None:
+        self.barriers.start()
         self.grpc.start()
         for name in ("", KV_SERVICE, COORD_SERVICE):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -173,5 +188,6 @@ class SnapviewServer:
     def stop(self, grace: float = 2.0) -> None:
         self.health.enter_graceful_shutdown()
         self.grpc.stop(grace).wait()
+        self.barriers.stop()
         self.store.close()
         os.close(self._lock_fd)

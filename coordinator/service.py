@@ -1,4 +1,4 @@
-"""The Coordinator gRPC service: TSO, epoch transactions and status."""
+"""The Coordinator gRPC service: TSO, epoch transactions, jobs, barriers, snapshots, status."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import grpc
 
 from coordinator.epochs import ABORTED, COMMITTED, PREWRITE, EpochInfo, EpochManager
+from coordinator.registry import JobRecord, Registry
+from coordinator.snapshots import SnapshotPlanner, TableRead
 from coordinator.tso import TimestampOracle
 from kvstore.errors import InvalidArgument
 from kvstore.grpc_errors import generic_handler
@@ -33,6 +35,10 @@ def epoch_to_pb(e: EpochInfo) -> pb.EpochInfo:
     )
 
 
+def _reads(reads: tuple[TableRead, ...]) -> list[pb.TableRead]:
+    return [pb.TableRead(table=r.table, read_ts=r.read_ts, changed=r.changed) for r in reads]
+
+
 class CoordinatorService:
     def __init__(
         self,
@@ -41,9 +47,12 @@ class CoordinatorService:
         epochs: EpochManager,
         data_dir: str,
         instance_id: str = "",
+        registry: Registry | None = None,
+        planner: SnapshotPlanner | None = None,
     ):
         self.store, self.tso, self.epochs, self.data_dir = store, tso, epochs, data_dir
         self.instance_id = instance_id
+        self.registry, self.planner = registry, planner
         self.started = time.monotonic()
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -93,4 +102,77 @@ class CoordinatorService:
             grouped_actions=st["grouped_actions"],
             instance_id=self.instance_id,
             lmdb_path=self.store.storage.path,
+        )
+
+    # ------------------------------------------------------------------ jobs and barriers
+
+    def _job_pb(self, rec: JobRecord) -> pb.JobInfo:
+        st = self.epochs.jobs().get(rec.job, {})
+        return pb.JobInfo(
+            job=rec.job,
+            sink=rec.sink,
+            sources=list(rec.sources),
+            kind=rec.kind,
+            query=rec.query,
+            strategy=rec.strategy,
+            registered_wall_ms=rec.registered_wall_ms,
+            last_committed=st.get("last_committed", 0),
+        )
+
+    def RegisterJob(self, req: pb.RegisterJobRequest, ctx) -> pb.JobInfo:
+        rec = self.registry.register(
+            req.job, req.sink, list(req.sources), req.kind or "sink", req.query, req.strategy
+        )
+        return self._job_pb(rec)
+
+    def UnregisterJob(self, req: pb.UnregisterJobRequest, ctx) -> pb.JobInfo:
+        return self._job_pb(self.registry.unregister(req.job))
+
+    def Topology(self, req: pb.TopologyRequest, ctx) -> pb.TopologyResponse:
+        topo = self.registry.topology()
+        tables = []
+        for info in self.store.list_tables():
+            w = topo.writer_of(info.name)
+            tables.append(pb.TableNode(table=info.name, kind=info.kind, writer=w.job if w else ""))
+        return pb.TopologyResponse(
+            jobs=[self._job_pb(r) for r in sorted(topo.jobs.values(), key=lambda r: r.job)],
+            tables=tables,
+        )
+
+    def Snapshot(self, req: pb.SnapshotRequest, ctx) -> pb.SnapshotResponse:
+        plan = self.planner.snapshot(list(req.tables), req.mode, req.barrier)
+        return pb.SnapshotResponse(
+            barrier=plan.barrier,
+            mode=plan.mode,
+            reads=_reads(plan.reads),
+            barrier_wall_ms=plan.barrier_wall_ms,
+        )
+
+    def PlanBarriers(self, req: pb.PlanBarriersRequest, ctx) -> pb.PlanBarriersResponse:
+        plans = self.planner.plan_barriers(req.job, req.limit, req.after, req.upto)
+        return pb.PlanBarriersResponse(
+            barriers=[
+                pb.BarrierPlan(barrier=b.barrier, reads=_reads(b.reads), wall_ms=b.wall_ms)
+                for b in plans.barriers
+            ],
+            last_committed=plans.last_committed,
+            newest_barrier=plans.newest_barrier,
+        )
+
+    def Delay(self, req: pb.DelayRequest, ctx) -> pb.DelayResponse:
+        newest, rows = self.planner.delay()
+        return pb.DelayResponse(
+            newest_barrier=newest,
+            tables=[
+                pb.TableDelay(
+                    table=d.table,
+                    kind=d.kind,
+                    job=d.job,
+                    barrier=d.barrier,
+                    barriers_behind=d.barriers_behind,
+                    barrier_lag_ms=d.barrier_lag_ms,
+                    e2e_delay_ms=d.e2e_delay_ms,
+                )
+                for d in rows
+            ],
         )

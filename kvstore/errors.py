@@ -12,6 +12,8 @@ Two families, kept apart on purpose:
 
 from __future__ import annotations
 
+import re
+
 
 def _fmt_key(key: bytes) -> str:
     return key.hex() if len(key) <= 64 else key[:64].hex() + "..."
@@ -54,6 +56,15 @@ class TableNotFound(NotFound):
         what = f"table {table!r}" if isinstance(table, str) else f"table id {table}"
         super().__init__(f"{what} does not exist")
 
+    @classmethod
+    def from_message(cls, message: str) -> TableNotFound:
+        """Rebuild the error a server sent (the client side of a NOT_FOUND for a table)."""
+        err = cls.__new__(cls)
+        NotFound.__init__(err, message)
+        m = re.match(r"table '([^']*)'", message)
+        err.table = m.group(1) if m else None
+        return err
+
 
 class AlreadyExists(RequestError):
     code = "ALREADY_EXISTS"
@@ -61,6 +72,19 @@ class AlreadyExists(RequestError):
 
 class FailedPrecondition(RequestError):
     code = "FAILED_PRECONDITION"
+
+
+class SecondWriter(AlreadyExists):
+    """A job asked to write a table another registered job already writes (one writer per
+    table)."""
+
+
+class TopologyCycle(FailedPrecondition):
+    """Registering a job would make a table depend on itself."""
+
+
+class BarrierNotReached(FailedPrecondition):
+    """A table has no version at the barrier asked for (not yet, or it never will)."""
 
 
 class Unavailable(RequestError):

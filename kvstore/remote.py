@@ -76,7 +76,7 @@ def translate_rpc_error(e: grpc.RpcError) -> errors.SnapviewError:
     (e.g. ValueTooLarge), else the class for the status code; the server's message is kept."""
     cls = _class_from_trailer(e) or _ERRORS.get(e.code(), errors.SnapviewError)
     if cls is errors.TableNotFound:
-        cls = errors.NotFound  # its constructor takes a table, not a message
+        return errors.TableNotFound.from_message(e.details() or "")
     err = cls(e.details() or str(e.code()))
     if cls is errors.SnapviewError:
         err.code = e.code().name

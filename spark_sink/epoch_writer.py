@@ -50,7 +50,8 @@ class EpochWriter:
 
     ``mode``: upsert (by primary key), delete (the rows name keys to delete), append (tables
     created with ``primary_key=[]``; rows get deterministic hidden ids). ``job`` defaults to the
-    table name: one writer per table. ``lock_ttl_ms`` is how long the epoch's locks outlive a dead
+    table name, and the job is registered as the table's one writer on the first batch: another
+    job writing the same table is refused with SecondWriter. ``lock_ttl_ms`` is how long the epoch's locks outlive a dead
     writer before readers roll them back (a live writer heartbeats). With ``direct`` (default),
     executors that share the server's host and data dir prewrite into its LMDB environment
     themselves (see kvstore.direct); others, and anything the direct path hands back, use gRPC."""
@@ -73,12 +74,16 @@ class EpochWriter:
         self.token = token
         self.direct = direct  # executors on the server's host may prewrite into LMDB directly
         self._direct_info = None
+        self._registered = False
         self.last_epoch = None  # the EpochInfo of the newest batch this writer handled
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         client = client_for(self.coordinator, self.token)
         info = client.describe_table(self.table, refresh=True)
         ArrowEncoder(info).check_sink(df.columns, self.mode)
+        if not self._registered:
+            client.register_job(self.job, self.table, [], kind="sink")
+            self._registered = True
         qid = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or "batch"
         batch = f"{qid}:{batch_id}"
         e = client.open_transaction(

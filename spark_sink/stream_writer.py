@@ -44,6 +44,8 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
         self.opts, self.info = opts, info
         self.job = opts.job or info.name
         self.owner = uuid.uuid4().hex  # one per writer instance: a restarted query gets another
+        # One writer per table: a second job writing it is refused here, before any epoch.
+        self._client().register_job(self.job, info.name, [], kind="sink")
 
     def _client(self):
         return client_for(self.opts.coordinator, self.opts.auth_token)

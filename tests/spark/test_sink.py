@@ -23,7 +23,7 @@ from pyspark.sql.types import (
 )
 
 import coordinator
-from kvstore.errors import SnapviewError
+from kvstore.errors import SecondWriter, SnapviewError
 from kvstore.mvcc.records import LockOp
 from spark_sink import EpochWriter
 from spark_sink.partition_writer import EpochTarget, Heartbeat
@@ -93,11 +93,11 @@ def test_modes_upsert_delete_append(spark, server, client, table_name):
     EpochWriter(server.address, table=table_name)(
         spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id BIGINT, v STRING"), 0
     )
-    EpochWriter(server.address, table=table_name, job="upd")(
-        spark.createDataFrame([(2, "B")], "id BIGINT, v STRING"), 0
+    EpochWriter(server.address, table=table_name)(
+        spark.createDataFrame([(2, "B")], "id BIGINT, v STRING"), 1
     )
-    EpochWriter(server.address, table=table_name, mode="delete", job="del")(
-        spark.createDataFrame([(3,)], "id BIGINT"), 0
+    EpochWriter(server.address, table=table_name, mode="delete")(
+        spark.createDataFrame([(3,)], "id BIGINT"), 2
     )
     assert sorted(
         map(
@@ -114,7 +114,18 @@ def test_modes_upsert_delete_append(spark, server, client, table_name):
         [(1, "x"), (1, "x"), (2, "y")] * 2
     )
     with pytest.raises(SnapviewError, match="append-only"):
-        EpochWriter(server.address, table=events, job="wrong")(df, 0)
+        EpochWriter(server.address, table=events)(df, 0)
+
+
+def test_a_second_writer_job_for_a_table_is_refused(spark, server, client, table_name):
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    df = spark.createDataFrame([(1, "a")], "id BIGINT, v STRING")
+    EpochWriter(server.address, table=table_name)(df, 0)
+    with pytest.raises(SecondWriter, match=f"'{table_name}' is already written by job"):
+        EpochWriter(server.address, table=table_name, job="intruder")(
+            spark.createDataFrame([(1, "zzz")], "id BIGINT, v STRING"), 0
+        )
+    assert client.read(table_name).to_pylist() == [{"id": 1, "v": "a"}]
 
 
 def test_replayed_committed_batch_is_skipped(spark, server, client, table_name):

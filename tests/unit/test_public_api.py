@@ -13,6 +13,7 @@ def test_coordinator_exports_are_pinned():
     assert sorted(coordinator.__all__) == sorted(
         [
             "AlreadyExists",
+            "BarrierNotReached",
             "Client",
             "FailedPrecondition",
             "InvalidArgument",
@@ -20,8 +21,11 @@ def test_coordinator_exports_are_pinned():
             "NotFound",
             "RetryPolicy",
             "SchemaMismatch",
+            "SecondWriter",
+            "Snapshot",
             "SnapviewError",
             "TableNotFound",
+            "TopologyCycle",
             "Transaction",
             "TxnError",
             "ValueTooLarge",

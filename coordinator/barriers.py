@@ -1,0 +1,311 @@
+"""Timestamp barriers (FLIP-276) and the version every table has at each of them.
+
+The coordinator issues a barrier every ``--barrier-interval``: a fresh TSO timestamp ``T``,
+recorded with its wall time. Then:
+
+- a **root table** has barrier T once its resolved ts is >= T (no commit at or below T can still
+  appear); its read ts at T is T itself;
+- a **view** (a table written by a MaterializedView job) has barrier T once its job committed the
+  epoch for T. The view's read ts at T is that epoch's commit ts, recorded in the same LMDB
+  transaction that commits the epoch's primary (``record_view_barrier`` runs inside the commit
+  action), so a view can never be committed at T without the record, or the other way round.
+
+Records live in the ``meta`` CF:
+
+    barrier/<T>              {"wall_ms"}                                   one per issued barrier
+    vbar/<table>\\0<T>        {"read_ts", "wall_ms", "changed", "prev", "job"}
+    vbar-newest/<table>      T                                             the view's newest
+
+Barriers and view records older than ``retention_s`` are pruned (a view keeps its newest).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import struct
+import threading
+import time
+from dataclasses import dataclass
+
+from coordinator.registry import Registry
+from coordinator.tso import TimestampOracle
+from kvstore.errors import InvalidArgument
+from kvstore.failpoints import fail_point
+from kvstore.storage import Reader
+from kvstore.store import LocalStore
+
+log = logging.getLogger("snapview.barriers")
+_BARRIER = b"barrier/"
+_VIEW = b"vbar/"
+_VIEW_NEWEST = b"vbar-newest/"
+DEFAULT_RETENTION_S = 3600.0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _barrier_key(ts: int) -> bytes:
+    return _BARRIER + struct.pack(">Q", ts)
+
+
+def _view_prefix(table: str) -> bytes:
+    return _VIEW + table.encode() + b"\x00"
+
+
+def _view_key(table: str, ts: int) -> bytes:
+    return _view_prefix(table) + struct.pack(">Q", ts)
+
+
+@dataclass(frozen=True)
+class ViewVersion:
+    """A view's version at one barrier."""
+
+    barrier: int
+    read_ts: int  # the commit ts of the job's epoch for the barrier
+    wall_ms: int  # when it was committed
+    changed: bool  # the epoch wrote rows (False: same contents as at ``prev``)
+    prev: int  # the barrier the job committed before this one (0: none)
+    job: str = ""
+
+
+class Barriers:
+    """Issues barriers and answers which barriers each table has. Thread-safe."""
+
+    def __init__(
+        self,
+        store: LocalStore,
+        tso: TimestampOracle,
+        registry: Registry,
+        interval_s: float = 1.0,
+        retention_s: float = DEFAULT_RETENTION_S,
+    ):
+        if interval_s <= 0:
+            raise InvalidArgument(f"barrier interval must be positive, got {interval_s}s")
+        self.store, self.tso, self.registry = store, tso, registry
+        self.interval_s = interval_s
+        self.retention_s = retention_s
+        self._mu = threading.Lock()
+        self._issued: list[int] = []
+        self._wall: dict[int, int] = {}
+        # root table -> (newest barrier seen reached, wall ms when first seen); for `delay`
+        self._root_reached: dict[str, tuple[int, int]] = {}
+        with store.storage.read_txn() as r:
+            for k, v in r.iter_prefix("meta", _BARRIER):
+                ts = struct.unpack(">Q", k[len(_BARRIER) :])[0]
+                self._issued.append(ts)
+                self._wall[ts] = json.loads(v)["wall_ms"]
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ issuing
+
+    def issue(self) -> int:
+        """Issue a barrier now: a fresh timestamp, durably recorded before it is announced."""
+        with self._mu:
+            ts = self.tso.now()
+            wall = _now_ms()
+            self.store.run_write(
+                lambda ctx: ctx.buf.put(
+                    "meta", _barrier_key(ts), json.dumps({"wall_ms": wall}).encode()
+                )
+            )
+            self._issued.append(ts)
+            self._wall[ts] = wall
+        fail_point("barrier.issued")
+        return ts
+
+    def start(self) -> None:
+        """Issue one barrier now and then one every interval, on a daemon thread."""
+        self.issue()
+        self._thread = threading.Thread(target=self._run, name="barriers", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        next_at = time.monotonic() + self.interval_s
+        next_prune = time.monotonic() + 60
+        poll = min(0.05, self.interval_s / 4)
+        while not self._stop.wait(max(0.0, min(poll, next_at - time.monotonic()))):
+            try:
+                now = time.monotonic()
+                if now >= next_at:
+                    self.issue()
+                    next_at += self.interval_s
+                    if next_at < now:  # fell behind (a long pause): do not burst
+                        next_at = now + self.interval_s
+                self._track_roots()
+                if now >= next_prune:
+                    self.prune()
+                    next_prune = now + 60
+            except Exception:  # noqa: BLE001 - keep issuing; a store error is logged and retried
+                log.exception("barrier tick failed")
+
+    def _track_roots(self) -> None:
+        newest = self.newest()
+        if not newest:
+            return
+        topo = self.registry.topology()
+        for info in self.store.list_tables():
+            if self.is_view_table(info.name, info.kind, topo):
+                continue
+            seen = self._root_reached.get(info.name, (0, 0))[0]
+            if seen >= newest:
+                continue
+            b = self.root_newest(info.name)
+            if b > seen:
+                self._root_reached[info.name] = (b, _now_ms())
+
+    def prune(self) -> int:
+        """Drop barriers (and view versions) older than the retention; a view keeps its newest."""
+        cutoff_ms = _now_ms() - int(self.retention_s * 1000)
+        with self._mu:
+            old = [t for t in self._issued if self._wall[t] < cutoff_ms]
+            if not old or len(old) == len(self._issued):
+                old = old[:-1]  # never drop the newest barrier
+            if not old:
+                return 0
+            cut = old[-1] + 1
+
+        def act(ctx):
+            n = 0
+            for t in old:
+                ctx.buf.delete("meta", _barrier_key(t))
+            for k, v in list(ctx.reader.iter_prefix("meta", _VIEW_NEWEST)):
+                table = k[len(_VIEW_NEWEST) :].decode()
+                newest = int(v)
+                p = _view_prefix(table)
+                for vk, _ in ctx.reader.items_between("meta", p, p + struct.pack(">Q", cut)):
+                    if struct.unpack(">Q", vk[-8:])[0] != newest:
+                        ctx.buf.delete("meta", vk)
+                        n += 1
+            return n
+
+        n = self.store.run_write(act)
+        with self._mu:
+            drop = set(old)
+            self._issued = [t for t in self._issued if t not in drop]
+            for t in drop:
+                self._wall.pop(t, None)
+        return len(old) + n
+
+    # ------------------------------------------------------------------ queries
+
+    def newest(self) -> int:
+        with self._mu:
+            return self._issued[-1] if self._issued else 0
+
+    def wall_ms(self, ts: int) -> int:
+        with self._mu:
+            return self._wall.get(ts, 0)
+
+    def is_issued(self, ts: int) -> bool:
+        with self._mu:
+            return ts in self._wall
+
+    def issued_after(self, after: int, upto: int = 0, limit: int = 64) -> list[int]:
+        """Issued barriers in (after, upto] (upto 0: no bound), oldest first, at most ``limit``."""
+        with self._mu:
+            i = bisect.bisect_right(self._issued, after)
+            out = self._issued[i : i + limit]
+        return [t for t in out if not upto or t <= upto]
+
+    def issued_at_or_below(self, ts: int, limit: int) -> list[int]:
+        """Issued barriers <= ts, newest first, at most ``limit``."""
+        with self._mu:
+            i = bisect.bisect_right(self._issued, ts)
+            return self._issued[max(0, i - limit) : i][::-1]
+
+    def count_after(self, ts: int) -> int:
+        with self._mu:
+            return len(self._issued) - bisect.bisect_right(self._issued, ts)
+
+    def root_newest(self, table: str, resolved: int | None = None) -> int:
+        """The newest barrier a root table has: the newest issued barrier <= its resolved ts."""
+        r = self.store.resolved_ts(table) if resolved is None else resolved
+        got = self.issued_at_or_below(r, 1)
+        return got[0] if got else 0
+
+    def root_reached(self, table: str) -> tuple[int, int]:
+        return self._root_reached.get(table, (0, 0))
+
+    @staticmethod
+    def is_view_table(table: str, kind: str, topo) -> bool:
+        """View semantics (versions only at committed barriers) for tables of kind view and for
+        any table a MaterializedView job writes."""
+        if kind == "view":
+            return True
+        w = topo.writer_of(table)
+        return w is not None and w.is_view
+
+    @staticmethod
+    def view_version(reader: Reader, table: str, ts: int) -> ViewVersion | None:
+        raw = reader.get("meta", _view_key(table, ts))
+        return None if raw is None else ViewVersion(barrier=ts, **json.loads(raw))
+
+    @staticmethod
+    def view_newest(reader: Reader, table: str) -> int:
+        raw = reader.get("meta", _VIEW_NEWEST + table.encode())
+        return int(raw) if raw else 0
+
+    def view_versions(self, table: str, after: int = 0) -> list[ViewVersion]:
+        """Every recorded version of a view at a barrier > ``after``, oldest first."""
+        p = _view_prefix(table)
+        with self.store.storage.read_txn() as r:
+            items = r.items_between("meta", p + struct.pack(">Q", after + 1), p + b"\xff" * 8)
+        return [
+            ViewVersion(barrier=struct.unpack(">Q", k[-8:])[0], **json.loads(v)) for k, v in items
+        ]
+
+    # ------------------------------------------------------------------ epoch hooks
+
+    def check_open(self, reader: Reader, job: str, epoch: int) -> None:
+        """A view job's epochs are barriers: refuse to open one that was never issued."""
+        rec = self.registry.get_in(reader, job)
+        if rec is not None and rec.is_view and not self.is_issued(epoch):
+            raise InvalidArgument(
+                f"job {job!r} maintains view {rec.sink!r}: epoch {epoch} is not an issued "
+                f"barrier (newest barrier: {self.newest()})"
+            )
+
+    def record_view_barrier(self, ctx, job: str, epoch: int, start_ts: int, commit_ts: int) -> None:
+        """Inside the commit action of (job, epoch): record the view's version at barrier
+        ``epoch`` (its read ts is ``commit_ts``). A no-op for jobs that are not views."""
+        rec = self.registry.get_in(ctx.reader, job)
+        if rec is None or not rec.is_view:
+            return
+        # Did the epoch write anything besides its primary? Its locks are still indexed under
+        # start_ts (the secondaries are resolved after the primary's commit).
+        changed = False
+        for n, _ in enumerate(
+            ctx.reader.iter_range(
+                "txn_locks", struct.pack(">Q", start_ts), struct.pack(">Q", start_ts + 1)
+            )
+        ):
+            if n >= 1:
+                changed = True
+                break
+        table = rec.sink
+        prev = self.view_newest(ctx.reader, table)
+        ctx.buf.put(
+            "meta",
+            _view_key(table, epoch),
+            json.dumps(
+                {
+                    "read_ts": commit_ts,
+                    "wall_ms": _now_ms(),
+                    "changed": changed,
+                    "prev": prev,
+                    "job": job,
+                }
+            ).encode(),
+        )
+        if epoch > prev:
+            ctx.buf.put("meta", _VIEW_NEWEST + table.encode(), str(epoch).encode())
+        fail_point("epoch.barrier.recorded")

@@ -1,0 +1,198 @@
+"""The job registry: which job writes which table from which sources (the topology).
+
+Two rules keep the lineage a forest of one-writer tables, which is what makes a view's version at
+a barrier well defined:
+
+- **one writer per table**: a job asking to write a table that another registered job writes is
+  refused with ``SecondWriter`` (ALREADY_EXISTS), naming both jobs;
+- **no cycles**: a job whose sink is one of its sources, or feeds one of them through other jobs,
+  is refused with ``TopologyCycle`` (FAILED_PRECONDITION), naming the cycle.
+
+Registrations live in the ``meta`` CF, so they survive restarts. A job registers again on every
+start with the same sink (its sources may change); it is removed only by ``unregister``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+from kvstore.catalog import Catalog
+from kvstore.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    SecondWriter,
+    TopologyCycle,
+)
+from kvstore.storage import Reader
+from kvstore.store import LocalStore
+
+VIEW, SINK = "view", "sink"
+KINDS = (VIEW, SINK)
+_PREFIX = b"jobreg/"
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job: str
+    sink: str
+    sources: tuple[str, ...] = ()
+    kind: str = SINK
+    query: str = ""
+    strategy: str = ""
+    registered_wall_ms: int = 0
+
+    @property
+    def is_view(self) -> bool:
+        return self.kind == VIEW
+
+    def to_json(self) -> bytes:
+        d = asdict(self)
+        d["sources"] = list(self.sources)
+        return json.dumps(d).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> JobRecord:
+        d = json.loads(raw)
+        d["sources"] = tuple(d["sources"])
+        return cls(**d)
+
+
+def _key(job: str) -> bytes:
+    return _PREFIX + job.encode()
+
+
+@dataclass
+class Topology:
+    """A consistent picture of the registry: jobs by name and the writer of each table."""
+
+    jobs: dict[str, JobRecord] = field(default_factory=dict)
+
+    def writer_of(self, table: str) -> JobRecord | None:
+        for rec in self.jobs.values():
+            if rec.sink == table:
+                return rec
+        return None
+
+    def path_to(self, start: str, goal: str) -> list[str] | None:
+        """A lineage path start -> ... -> goal following writer jobs' sources upstream (each
+        step goes from a table to one of the tables its writer reads), or None."""
+        stack, seen = [[start]], set()
+        while stack:
+            path = stack.pop()
+            table = path[-1]
+            if table == goal:
+                return path
+            if table in seen:
+                continue
+            seen.add(table)
+            w = self.writer_of(table)
+            for src in w.sources if w else ():
+                stack.append([*path, src])
+        return None
+
+
+class Registry:
+    def __init__(self, store: LocalStore):
+        self.store = store
+
+    @staticmethod
+    def load(reader: Reader) -> Topology:
+        return Topology(
+            {
+                k[len(_PREFIX) :].decode(): JobRecord.from_json(v)
+                for k, v in reader.iter_prefix("meta", _PREFIX)
+            }
+        )
+
+    @staticmethod
+    def get_in(reader: Reader, job: str) -> JobRecord | None:
+        raw = reader.get("meta", _key(job))
+        return None if raw is None else JobRecord.from_json(raw)
+
+    def get(self, job: str) -> JobRecord:
+        with self.store.storage.read_txn() as r:
+            rec = self.get_in(r, job)
+        if rec is None:
+            raise NotFound(f"job {job!r} is not registered")
+        return rec
+
+    def topology(self) -> Topology:
+        with self.store.storage.read_txn() as r:
+            return self.load(r)
+
+    def register(
+        self,
+        job: str,
+        sink: str,
+        sources: list[str],
+        kind: str = SINK,
+        query: str = "",
+        strategy: str = "",
+    ) -> JobRecord:
+        """Register (or re-register) ``job`` writing ``sink`` from ``sources``.
+
+        Guarantees: afterwards ``sink`` has exactly one writer, ``job``, and no table depends on
+        itself. Checked and written in one LMDB transaction, so two racing registrations cannot
+        both pass."""
+        if kind not in KINDS:
+            raise InvalidArgument(f"job {job!r}: kind {kind!r} is not one of {KINDS}")
+        if not job:
+            raise InvalidArgument("RegisterJob: job is empty")
+        catalog: Catalog = self.store.catalog
+        catalog.get(sink)  # TableNotFound names it
+        for s in sources:
+            catalog.get(s)
+        sources = list(dict.fromkeys(sources))
+
+        def act(ctx):
+            topo = self.load(ctx.reader)
+            old = topo.jobs.get(job)
+            if old is not None and old.sink != sink:
+                raise FailedPrecondition(
+                    f"job {job!r} is registered as the writer of table {old.sink!r}; it cannot "
+                    f"write {sink!r} too (unregister it first)"
+                )
+            w = topo.writer_of(sink)
+            if w is not None and w.job != job:
+                raise SecondWriter(
+                    f"table {sink!r} is already written by job {w.job!r}; job {job!r} cannot "
+                    "write it too (one writer per table)"
+                )
+            if sink in sources:
+                raise TopologyCycle(f"job {job!r} would read its own sink table {sink!r}")
+            for s in sources:
+                path = topo.path_to(s, sink)
+                if path is not None:
+                    cycle = " <- ".join([sink, *path])
+                    raise TopologyCycle(
+                        f"job {job!r} writing {sink!r} from {s!r} would make a cycle: {cycle}"
+                    )
+            rec = JobRecord(
+                job,
+                sink,
+                tuple(sources),
+                kind,
+                query,
+                strategy,
+                old.registered_wall_ms if old else int(time.time() * 1000),
+            )
+            if rec != old:
+                ctx.buf.put("meta", _key(job), rec.to_json())
+            return rec
+
+        return self.store.run_write(act)
+
+    def unregister(self, job: str) -> JobRecord:
+        """Forget ``job`` (its epochs stay); its sink may then get another writer."""
+
+        def act(ctx):
+            rec = self.get_in(ctx.reader, job)
+            if rec is None:
+                raise NotFound(f"job {job!r} is not registered")
+            ctx.buf.delete("meta", _key(job))
+            return rec
+
+        return self.store.run_write(act)

@@ -1,0 +1,250 @@
+"""Consistent-snapshot planning, barrier plans for view jobs, and delay reporting.
+
+A **consistent snapshot** of a set of tables is a barrier T that every one of them has, with each
+table's read ts at T (root: T; view: the commit ts of its epoch for T). Reading every table at its
+read ts shows one state of the sources: the state as of T (stale snapshot isolation).
+
+- mode ``snapshot`` (default): the newest such barrier, or the one asked for;
+- mode ``latest``: every table at one fresh timestamp, i.e. each at its own newest version. Views
+  then reflect different barriers; this is what ordinary streaming shows, kept for comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordinator.barriers import Barriers
+from coordinator.epochs import EpochManager
+from coordinator.registry import Registry, Topology
+from coordinator.tso import TimestampOracle
+from kvstore.errors import BarrierNotReached, InvalidArgument, NotFound
+from kvstore.store import LocalStore
+
+SNAPSHOT, LATEST = "snapshot", "latest"
+MODES = (SNAPSHOT, LATEST)
+MAX_BARRIER_SEARCH = 10_000  # how far back to look for a barrier every table has
+DEFAULT_PLAN_LIMIT = 64
+
+
+@dataclass(frozen=True)
+class TableRead:
+    table: str
+    read_ts: int
+    changed: bool = True
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    barrier: int
+    mode: str
+    reads: tuple[TableRead, ...]
+    barrier_wall_ms: int = 0
+
+
+@dataclass(frozen=True)
+class BarrierPlan:
+    barrier: int
+    reads: tuple[TableRead, ...]
+    wall_ms: int = 0
+
+
+@dataclass
+class BarrierPlans:
+    barriers: list[BarrierPlan] = field(default_factory=list)
+    last_committed: int = 0
+    newest_barrier: int = 0
+
+
+@dataclass(frozen=True)
+class TableDelay:
+    table: str
+    kind: str
+    job: str
+    barrier: int
+    barriers_behind: int
+    barrier_lag_ms: int
+    e2e_delay_ms: int
+
+
+class _Tables:
+    """Per-call view of the tables involved: which are views, and each one's newest barrier."""
+
+    def __init__(self, planner: SnapshotPlanner, names: list[str]):
+        self.p = planner
+        self.topo: Topology = planner.registry.topology()
+        self.names = names
+        self.view = {}
+        for n in names:
+            info = planner.store.catalog.get(n)  # TableNotFound names it
+            self.view[n] = Barriers.is_view_table(n, info.kind, self.topo)
+        self._resolved: dict[str, int] = {}
+
+    def resolved(self, table: str) -> int:
+        if table not in self._resolved:
+            self._resolved[table] = self.p.store.resolved_ts(table)
+        return self._resolved[table]
+
+    def newest(self, reader, table: str) -> int:
+        if self.view[table]:
+            return Barriers.view_newest(reader, table)
+        return self.p.barriers.root_newest(table, self.resolved(table))
+
+    def read_at(self, reader, table: str, barrier: int) -> int | None:
+        """The table's read ts at ``barrier``, or None if it does not have it."""
+        if self.view[table]:
+            v = Barriers.view_version(reader, table, barrier)
+            return None if v is None else v.read_ts
+        return barrier if self.resolved(table) >= barrier else None
+
+
+class SnapshotPlanner:
+    def __init__(
+        self,
+        store: LocalStore,
+        tso: TimestampOracle,
+        barriers: Barriers,
+        registry: Registry,
+        epochs: EpochManager,
+    ):
+        self.store, self.tso, self.barriers = store, tso, barriers
+        self.registry, self.epochs = registry, epochs
+
+    def snapshot(self, tables: list[str], mode: str = SNAPSHOT, barrier: int = 0) -> SnapshotPlan:
+        """Plan a consistent read of ``tables`` (see the module docstring). Raises
+        BarrierNotReached (FAILED_PRECONDITION) when no barrier is common to all of them yet,
+        or a table lacks the barrier asked for."""
+        mode = mode or SNAPSHOT
+        if mode not in MODES:
+            raise InvalidArgument(f"snapshot mode {mode!r} is not one of {MODES}")
+        if not tables:
+            raise InvalidArgument("a snapshot needs at least one table")
+        names = list(dict.fromkeys(tables))
+        t = _Tables(self, names)
+        if mode == LATEST:
+            if barrier:
+                raise InvalidArgument("a barrier can only be given in mode snapshot")
+            ts = self.tso.now()
+            return SnapshotPlan(0, LATEST, tuple(TableRead(n, ts) for n in names))
+        with self.store.storage.read_txn() as r:
+            if barrier:
+                if not self.barriers.is_issued(barrier):
+                    raise NotFound(
+                        f"barrier {barrier} was never issued or is older than the retention "
+                        f"(newest barrier: {self.barriers.newest()})"
+                    )
+                reads = []
+                for n in names:
+                    ts = t.read_at(r, n, barrier)
+                    if ts is None:
+                        raise BarrierNotReached(
+                            f"table {n!r} has no version at barrier {barrier} (its newest is "
+                            f"{t.newest(r, n)})"
+                        )
+                    reads.append(TableRead(n, ts))
+                return SnapshotPlan(barrier, SNAPSHOT, tuple(reads), self.barriers.wall_ms(barrier))
+            newest = {n: t.newest(r, n) for n in names}
+            cap = min(newest.values())
+            if cap:
+                views = [n for n in names if t.view[n]]
+                for b in self.barriers.issued_at_or_below(cap, MAX_BARRIER_SEARCH):
+                    reads = [t.read_at(r, n, b) for n in names]
+                    if all(x is not None for x in reads):
+                        return SnapshotPlan(
+                            b,
+                            SNAPSHOT,
+                            tuple(TableRead(n, x) for n, x in zip(names, reads, strict=True)),
+                            self.barriers.wall_ms(b),
+                        )
+                    if not views:
+                        break
+        behind = ", ".join(f"{n} at {newest[n] or 'none'}" for n in names)
+        raise BarrierNotReached(
+            f"no barrier is common to tables {names} yet (newest barriers: {behind}; "
+            f"newest issued: {self.barriers.newest()})"
+        )
+
+    def plan_barriers(
+        self, job: str, limit: int = 0, after: int = 0, upto: int = 0
+    ) -> BarrierPlans:
+        """The barriers a view job may process next, oldest first, each with every source's
+        read ts and whether the source changed since the barrier before.
+
+        ``after`` 0 means after the job's last committed epoch; a job that never committed gets
+        one barrier, the newest every source has (it starts there). The plan stops before the
+        first barrier some source does not have yet: barriers are processed in order, none
+        skipped."""
+        rec = self.registry.get(job)
+        if not rec.is_view:
+            raise InvalidArgument(f"job {job!r} writes {rec.sink!r} as a sink, not a view")
+        limit = limit or DEFAULT_PLAN_LIMIT
+        jobs = self.epochs.jobs()
+        last = jobs.get(job, {}).get("last_committed", 0)
+        after = after or last
+        out = BarrierPlans(last_committed=last, newest_barrier=self.barriers.newest())
+        sources = list(rec.sources)
+        t = _Tables(self, sources)
+        with self.store.storage.read_txn() as r:
+            if not after:
+                if not sources:
+                    cands = self.barriers.issued_at_or_below(upto or out.newest_barrier, 1)
+                else:
+                    cap = min(t.newest(r, s) for s in sources)
+                    cands = self.barriers.issued_at_or_below(min(cap, upto) if upto else cap, 1)
+            else:
+                cands = self.barriers.issued_after(after, upto, limit)
+            prev = after
+            for b in cands:
+                reads = []
+                for s in sources:
+                    ts = t.read_at(r, s, b)
+                    if ts is None:
+                        return out
+                    reads.append(TableRead(s, ts, self._changed(r, t, s, prev, b)))
+                out.barriers.append(BarrierPlan(b, tuple(reads), self.barriers.wall_ms(b)))
+                prev = b
+        return out
+
+    def _changed(self, reader, t: _Tables, table: str, prev: int, barrier: int) -> bool:
+        """Conservative: True unless the table provably has the same contents at ``barrier``
+        as at ``prev``."""
+        if not prev:
+            return True
+        if t.view[table]:
+            v = Barriers.view_version(reader, table, barrier)
+            return v is None or v.changed or v.prev != prev
+        _, n = self.store.change_boundary(table, prev, barrier, 1)
+        return n > 0
+
+    def delay(self) -> tuple[int, list[TableDelay]]:
+        """For every table: the newest barrier it has, how far behind the newest issued barrier
+        it is, and its E2E delay (wall time it reached that barrier minus the barrier's issue
+        time)."""
+        newest = self.barriers.newest()
+        newest_wall = self.barriers.wall_ms(newest)
+        topo = self.registry.topology()
+        out = []
+        with self.store.storage.read_txn() as r:
+            for info in self.store.list_tables():
+                name = info.name
+                w = topo.writer_of(name)
+                if Barriers.is_view_table(name, info.kind, topo):
+                    b = Barriers.view_newest(r, name)
+                    v = Barriers.view_version(r, name, b) if b else None
+                    reached = v.wall_ms if v else 0
+                else:
+                    b = self.barriers.root_newest(name)
+                    seen, wall = self.barriers.root_reached(name)
+                    reached = wall if seen == b else 0
+                issued = self.barriers.wall_ms(b) if b else 0
+                out.append(
+                    TableDelay(
+                        table=name,
+                        kind="view" if Barriers.is_view_table(name, info.kind, topo) else "root",
+                        job=w.job if w else "",
+                        barrier=b,
+                        barriers_behind=self.barriers.count_after(b) if b else 0,
+                        barrier_lag_ms=max(0, newest_wall - issued) if b and issued else 0,
+                        e2e_delay_ms=(reached - issued) if (reached and issued) else 0,
+                    )
+                )
+        return newest, out

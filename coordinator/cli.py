@@ -1,8 +1,9 @@
 """The ``snapview`` command line.
 
     snapview serve --data-dir DIR [--host 127.0.0.1] [--port 50051] [--barrier-interval 1s]
-    snapview status|tables [--coordinator HOST:PORT] [--json]
-    snapview read TABLE [--at TS | --consistent] [--format table|csv|json]
+    snapview status|tables|topology|delay [--coordinator HOST:PORT] [--json]
+    snapview topology --dot       # lineage as Graphviz DOT
+    snapview read TABLE [--at TS | --consistent | --barrier T] [--format table|csv|json]
     snapview demo bank
 
 Errors print one line, ``snapview: error: ...``, and exit with status 1 (2 for usage errors).
@@ -83,10 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--consistent",
         action="store_true",
-        help="read at the table's resolved ts: a point no later commit can change",
+        help="read the table's version at its newest barrier (a consistent snapshot)",
     )
+    g.add_argument("--barrier", type=int, help="read the table's version at this barrier")
     r.add_argument("--format", choices=["table", "csv", "json"], default="table")
     _client_args(r)
+
+    tp = sub.add_parser("topology", help="jobs and tables: who writes what from what")
+    tp.add_argument("--dot", action="store_true", help="print Graphviz DOT")
+    _client_args(tp)
+    dl = sub.add_parser("delay", help="barrier lag and E2E delay of every table and job")
+    _client_args(dl)
 
     d = sub.add_parser("demo", help="run a demo on the embedded default")
     d.add_argument("name", choices=["bank"])
@@ -186,7 +194,11 @@ def cmd_tables(args) -> int:
 
 def cmd_read(args) -> int:
     with _connect(args) as c:
-        at = c.resolved_ts(args.table) if args.consistent else args.at
+        at = args.at
+        if args.consistent or args.barrier:
+            snap = c.snapshot([args.table], barrier=args.barrier or 0)
+            at = snap.read_ts(args.table)
+            print(f"# {args.table} at barrier {snap.barrier} (read ts {at})", file=sys.stderr)
         table = c.read(args.table, at=at)
     fmt = "json" if args.json else args.format
     if fmt == "json":
@@ -197,6 +209,79 @@ def cmd_read(args) -> int:
         pacsv.write_csv(table, sys.stdout.buffer)
     else:
         print(table.to_pandas().to_string(index=False) if table.num_rows else "(no rows)")
+    return 0
+
+
+def topology_dot(topo) -> str:
+    """Graphviz DOT of the lineage: tables are nodes (views double-circled), each job an edge
+    from every source to its sink, labelled with the job."""
+    lines = ["digraph snapview {", "  rankdir=LR;"]
+    for t in topo.tables:
+        shape = "doubleoctagon" if t.kind == "view" else "box"
+        lines.append(f'  "{t.table}" [shape={shape}];')
+    for j in topo.jobs:
+        for src in j.sources:
+            lines.append(f'  "{src}" -> "{j.sink}" [label="{j.job}"];')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def cmd_topology(args) -> int:
+    with _connect(args) as c:
+        topo = c.topology()
+    if args.dot:
+        print(topology_dot(topo))
+        return 0
+    jobs = [
+        {
+            "job": j.job,
+            "kind": j.kind,
+            "sink": j.sink,
+            "sources": list(j.sources),
+            "strategy": j.strategy,
+            "last_committed": j.last_committed,
+            "query": j.query,
+        }
+        for j in topo.jobs
+    ]
+    tables = [{"table": t.table, "kind": t.kind, "writer": t.writer} for t in topo.tables]
+    if args.json:
+        print(json.dumps({"jobs": jobs, "tables": tables}))
+        return 0
+    for t in tables:
+        print(f"table {t['table']:24} {t['kind']:5} writer={t['writer'] or '-'}")
+    for j in jobs:
+        src = ", ".join(j["sources"]) or "(external)"
+        extra = f" strategy={j['strategy']}" if j["strategy"] else ""
+        print(f"job   {j['job']:24} {j['kind']:5} {src} -> {j['sink']}{extra}")
+    return 0
+
+
+def cmd_delay(args) -> int:
+    with _connect(args) as c:
+        d = c.delay()
+    rows = [
+        {
+            "table": t.table,
+            "kind": t.kind,
+            "job": t.job,
+            "barrier": t.barrier,
+            "barriers_behind": t.barriers_behind,
+            "barrier_lag_ms": t.barrier_lag_ms,
+            "e2e_delay_ms": t.e2e_delay_ms,
+        }
+        for t in d.tables
+    ]
+    if args.json:
+        print(json.dumps({"newest_barrier": d.newest_barrier, "tables": rows}))
+        return 0
+    print(f"newest barrier {d.newest_barrier}")
+    print(f"{'table':24} {'kind':5} {'job':20} {'barrier':>20} {'behind':>6} {'lag_ms':>7} e2e_ms")
+    for r in rows:
+        print(
+            f"{r['table']:24} {r['kind']:5} {r['job'] or '-':20} {r['barrier']:>20} "
+            f"{r['barriers_behind']:>6} {r['barrier_lag_ms']:>7} {r['e2e_delay_ms']}"
+        )
     return 0
 
 
@@ -213,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         "status": cmd_status,
         "tables": cmd_tables,
         "read": cmd_read,
+        "topology": cmd_topology,
+        "delay": cmd_delay,
         "demo": cmd_demo,
     }
     try:

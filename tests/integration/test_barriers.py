@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -230,3 +231,29 @@ def test_barriers_and_view_versions_survive_kill_9(tmp_path):
         c.close()
     finally:
         srv.stop()
+
+
+def test_cli_topology_and_delay(fast, c, table_name):
+    from tests.integration.test_server import cli
+
+    src = _root(c, table_name + "_s")
+    v = _view(c, table_name + "_v", [src])
+    v2 = _view(c, table_name + "_w", [v])
+    addr = ["--coordinator", fast.address]
+    topo = json.loads(cli("topology", *addr, "--json").stdout)
+    jobs = {j["job"]: j for j in topo["jobs"]}
+    assert jobs[v2]["sources"] == [v] and jobs[v]["sources"] == [src]
+    writers = {t["table"]: t["writer"] for t in topo["tables"]}
+    assert writers[v] == v and writers[src] == ""
+    dot = cli("topology", *addr, "--dot").stdout
+    assert dot.startswith("digraph") and f'"{src}" -> "{v}" [label="{v}"];' in dot
+    assert f'"{v}" -> "{v2}"' in dot
+    text = cli("topology", *addr).stdout
+    assert f"{src} -> {v}" in text
+    b = c.plan_barriers(v).barriers[0].barrier
+    commit_epoch(c, v, b)
+    delay = json.loads(cli("delay", *addr, "--json").stdout)
+    rows = {r["table"]: r for r in delay["tables"]}
+    assert rows[v]["barrier"] == b and rows[v2]["barrier"] == 0
+    assert delay["newest_barrier"] >= b
+    assert "e2e_ms" in cli("delay", *addr).stdout

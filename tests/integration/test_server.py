@@ -134,8 +134,14 @@ def test_cli_status_tables_read(server, client, table_name):
     assert latest == [{"id": 1, "name": "ann"}, {"id": 2, "name": "bob"}]
     old = json.loads(cli("read", table_name, *addr, "--at", str(first), "--format", "json").stdout)
     assert old == [{"id": 1, "name": "ann"}]
+    # --consistent reads the newest barrier: once one passes the last commit, it shows it all
+    snap = client.snapshot([table_name], wait_s=5)
+    while snap.barrier < t.commit_ts:
+        snap = client.snapshot([table_name])
     consistent = json.loads(cli("read", table_name, *addr, "--consistent", "--json").stdout)
     assert consistent == latest
+    at_first = cli("read", table_name, *addr, "--barrier", str(snap.barrier), "--json")
+    assert json.loads(at_first.stdout) == latest and str(snap.barrier) in at_first.stderr
     csv = cli("read", table_name, *addr, "--format", "csv").stdout
     assert csv.splitlines()[0].replace('"', "") == "id,name"
 
@@ -150,7 +156,7 @@ def test_cli_errors_are_one_line(server):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("cmd", ["serve", "status", "tables", "read"])
+@pytest.mark.parametrize("cmd", ["serve", "status", "tables", "read", "topology", "delay"])
 def test_cli_help(cmd):
     """Every command documents itself."""
     r = cli(cmd, "--help")

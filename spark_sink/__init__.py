@@ -4,6 +4,10 @@ from spark_sink import EpochWriter
 q = df.writeStream.foreachBatch(EpochWriter(addr, table="events", mode="append")).start()
 
 spark_sink.register(spark)   # format("snapview") with writers, for writeStream
+
+from spark_sink import MaterializedView   # a SQL query kept as a consistent view
+job = (MaterializedView.builder(spark).coordinator(addr).query(sql).target("v")
+       .build().start())
 """
 
 from pyspark.sql import SparkSession
@@ -11,12 +15,20 @@ from pyspark.sql import SparkSession
 import spark_source
 from spark_sink.datasource import SnapviewSinkDataSource
 from spark_sink.epoch_writer import EpochWriter
+from spark_sink.materialized_view import MaterializedView, MaterializedViewBuilder, ViewJob
 
 
 def register(spark: SparkSession) -> None:
     """Make ``format("snapview")`` available for reads and writes in ``spark``."""
     spark_source.register(spark)
-    spark.dataSource.register(SnapviewSinkDataSource)
+    spark_source.register_source(spark, SnapviewSinkDataSource)
 
 
-__all__ = ["EpochWriter", "SnapviewSinkDataSource", "register"]
+__all__ = [
+    "EpochWriter",
+    "MaterializedView",
+    "MaterializedViewBuilder",
+    "SnapviewSinkDataSource",
+    "ViewJob",
+    "register",
+]

@@ -10,6 +10,7 @@ which registers the same name with writers added.
 
 from pyspark.sql import SparkSession
 
+from spark_source.barrier_source import BarrierDataSource
 from spark_source.datasource import SnapviewDataSource
 from spark_source.options import CHANGE_TYPE, COMMIT_TS, SourceOptions
 
@@ -23,7 +24,27 @@ def register(spark: SparkSession) -> None:
     4.3, where a reader that accepts filters is refused without it), so primary-key filters
     narrow the key ranges read."""
     spark.conf.set(PUSHDOWN_CONF, "true")
-    spark.dataSource.register(SnapviewDataSource)
+    register_source(spark, SnapviewDataSource)
+    register_source(spark, BarrierDataSource)
 
 
-__all__ = ["CHANGE_TYPE", "COMMIT_TS", "SnapviewDataSource", "SourceOptions", "register"]
+def register_source(spark: SparkSession, source) -> None:
+    """Register ``source`` in ``spark``; a session that already has that name keeps the one it
+    has (Spark refuses to replace a data source in a session cloned by ``newSession``)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.dataSource.register(source)
+    except AnalysisException as e:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
+            raise
+
+
+__all__ = [
+    "CHANGE_TYPE",
+    "COMMIT_TS",
+    "BarrierDataSource",
+    "SnapviewDataSource",
+    "SourceOptions",
+    "register",
+]

@@ -98,9 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="run a demo on the embedded default")
     d.add_argument("name", choices=["bank"])
-    d.add_argument("--duration", type=parse_duration, default=10.0)
+    d.add_argument("--duration", type=parse_duration, default=30.0, metavar="DURATION")
     d.add_argument("--accounts", type=int, default=1000)
-    d.add_argument("--writers", type=int, default=3)
+    d.add_argument("--writers", type=int, default=3, help="transfer processes")
+    d.add_argument("--barrier-interval", default="1s", metavar="DURATION")
+    d.add_argument("--rate", type=float, default=300.0, help="transfers per second, 0: no limit")
     return ap
 
 
@@ -286,9 +288,18 @@ def cmd_delay(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from coordinator.demo_bank import run_bank_demo
+    # The one place the coordinator package reaches up the layers, lazily: a demo runs the
+    # whole stack (Spark views included), and the CLI is where users start it.
+    from demos.bank import run_bank_demo
 
-    return run_bank_demo(duration_s=args.duration, accounts=args.accounts, writers=args.writers)
+    parse_duration(args.barrier_interval)
+    return run_bank_demo(
+        duration_s=args.duration,
+        accounts=args.accounts,
+        writers=args.writers,
+        barrier_interval=args.barrier_interval,
+        rate=args.rate,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

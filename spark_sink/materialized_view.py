@@ -29,6 +29,7 @@ them). Decisions, for the next person:
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import threading
 import time
@@ -52,6 +53,8 @@ from spark_sink.query_analysis import (
 )
 from spark_sink.view_maintenance import FULL_RECOMPUTE, STRATEGIES, ViewSpec
 from spark_source.connection import client_for
+
+log = logging.getLogger("snapview.view")
 
 
 def _interval(text: str | float | int) -> str:
@@ -283,6 +286,8 @@ class ViewJob:
             cp = self._tmp.name
         self.checkpoint_location = cp
         self._lock = threading.Lock()
+        self.error: BaseException | None = None
+        self._stopping = False
         reader = (
             view.spark.readStream.format("snapview_barriers")
             .option("coordinator", view.coordinator)
@@ -303,8 +308,16 @@ class ViewJob:
         rows = sorted(df.collect(), key=lambda r: r["barrier"])
         with self._lock:
             for r in rows:
+                if self._stopping:
+                    return  # stop() is waiting; the rest is redone from the coordinator's record
                 reads = {t: (v[0], bool(v[1])) for t, v in json.loads(r["reads"]).items()}
-                self.strategy.maintain(r["barrier"], reads)
+                try:
+                    self.strategy.maintain(r["barrier"], reads)
+                except Exception as e:
+                    # Spark turns the error into a long Java stack; keep the readable one here.
+                    self.error = e
+                    log.exception("view %r: barrier %d failed", self.view.target, r["barrier"])
+                    raise
 
     def progress(self) -> dict:
         """What the job did since it started, and where the coordinator says it is."""
@@ -336,8 +349,9 @@ class ViewJob:
             except BarrierNotReached:
                 pass
             if not self.query.isActive:
-                err = self.query.exception()
-                raise RuntimeError(f"view job {self.view.job!r} stopped: {err}")
+                if self.error is not None:
+                    raise self.error
+                raise RuntimeError(f"view job {self.view.job!r} stopped: {self.query.exception()}")
             if time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"view {self.view.target!r} did not reach barrier {ts} in {timeout}s "
@@ -345,8 +359,16 @@ class ViewJob:
                 )
             time.sleep(0.02)
 
-    def stop(self) -> None:
-        self.query.stop()
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop after the barrier in progress (interrupting Spark mid-epoch works too, the epoch
+        is redone on restart, but it makes for alarming logs)."""
+        self._stopping = True
+        got = self._lock.acquire(timeout=timeout)
+        try:
+            self.query.stop()
+        finally:
+            if got:
+                self._lock.release()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -10,11 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from kvstore.errors import InvalidArgument, SchemaMismatch
+from kvstore.mvcc.keys import table_prefix
+from spark_source.connection import client_for
 from spark_source.datasource import SnapviewDataSource
+from spark_source.spark_types import table_struct
 
 _VIEW_REF = re.compile(r"View \(`([^`]+)`")
 # Plan nodes that keep "one row in, at most one row out" above a global aggregate.
@@ -47,15 +51,44 @@ def mentioned_tables(query: str, names: list[str]) -> list[str]:
     return [n for n in names if n.lower() in words]
 
 
+def read_small(client, table: str, ts: int, limit: int) -> pa.Table | None:
+    """``table`` as of ``ts`` if it has at most ``limit`` rows, else None (reads <= limit+1)."""
+    info = client.describe_table(table)
+    end = table_prefix(info.id + 1)
+    chunks = client.with_lock_wait(
+        lambda: list(client.store.scan(info.prefix, end, ts, limit=limit + 1))
+    )
+    if sum(len(k) for k, _ in chunks) > limit:
+        return None
+    batches = [info.row_codec.decode_arrow(v) for _, v in chunks if v]
+    return pa.Table.from_batches(batches, schema=info.table_schema.arrow_schema())
+
+
 def register_sources(
     session: SparkSession,
     coordinator: str,
     reads: dict[str, int],
     token: str | None = None,
+    local: dict[str, pa.Table] | None = None,
 ) -> None:
-    """Make each table readable by name in ``session``'s SQL, as of its read ts."""
+    """Make each table readable by name in ``session``'s SQL, as of its read ts.
+
+    Tables in ``local`` (already read on the driver, at the same read ts) become local
+    relations: the query then runs without a Python scan task, which for small inputs costs more
+    than the query. The others are scanned by executors through the data source."""
+    client = client_for(coordinator, token)
+    local = local or {}
     for table, ts in reads.items():
-        r = session.read.format(JobSessionSource.name()).option("coordinator", coordinator)
+        if table in local:
+            info = client.describe_table(table)
+            session.createDataFrame(
+                local[table], schema=table_struct(info)
+            ).createOrReplaceTempView(table)
+            continue
+        # With the schema given, Spark skips asking the data source for it (a Python round trip).
+        schema = table_struct(client.describe_table(table))
+        r = session.read.format(JobSessionSource.name()).schema(schema)
+        r = r.option("coordinator", coordinator)
         r = r.option("table", table).option("at", str(ts))
         if token:
             r = r.option("authToken", token)

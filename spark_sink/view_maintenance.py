@@ -31,12 +31,14 @@ from spark_sink.partition_writer import (
     direct_prewriter,
     prewrite_chunk,
 )
-from spark_sink.query_analysis import register_sources
+from spark_sink.query_analysis import read_small, register_sources
 from spark_source.connection import client_for
 
 EPOCH_COMMITTED = 2
 FULL_RECOMPUTE = "full_recompute"
 MAX_COMMIT_ATTEMPTS = 3
+LOCAL_SOURCE_ROWS = 50_000  # sources up to this size are read by the driver (see compute)
+RECHECK_LARGE_EVERY = 100  # barriers before a source found large is measured again
 
 
 @dataclass
@@ -50,7 +52,9 @@ class Progress:
     skipped: int = 0  # barriers found already committed (a replay)
     mutations: int = 0
     last_epoch_s: float = 0.0
-    epoch_seconds: list[float] = field(default_factory=list)
+    last_steps: dict = field(default_factory=dict)  # seconds per step of the last recompute
+    epoch_seconds: list[float] = field(default_factory=list)  # the newest 1,000 epochs
+    recompute_seconds: list[float] = field(default_factory=list)  # ... that ran the query
 
     def as_dict(self) -> dict:
         return {
@@ -61,6 +65,7 @@ class Progress:
             "skipped": self.skipped,
             "mutations": self.mutations,
             "last_epoch_s": round(self.last_epoch_s, 4),
+            "last_steps": {k: round(v, 4) for k, v in self.last_steps.items()},
         }
 
 
@@ -84,6 +89,10 @@ class FullRecompute:
     difference as epoch T. A barrier at which no source changed is recorded without running the
     query (the view's contents are the same as at the barrier before).
 
+    Sources of up to LOCAL_SOURCE_ROWS rows are read by the driver and handed to Spark as local
+    relations (a Python scan task costs more than such a query); larger ones are scanned by the
+    executors in key-range partitions.
+
     Cost: the whole query at every barrier where anything changed, whatever the size of the
     change; the result must fit in the driver's memory."""
 
@@ -95,6 +104,7 @@ class FullRecompute:
         self.direct_info = direct_info
         self.progress = Progress()
         self._recompute_next = True  # the first barrier of a run always runs the query
+        self._large: dict[str, int] = {}  # source -> barriers until it is measured again
 
     @staticmethod
     def why() -> str:
@@ -146,8 +156,12 @@ class FullRecompute:
                 muts = []
                 if changed:
                     new = self.compute({t: ts for t, (ts, _) in reads.items()})
+                    t1 = time.perf_counter()
                     muts = self.diff(client, info, new, e.start_ts)
+                    t2 = time.perf_counter()
                     self.write(client, target, muts)
+                    steps = self.progress.last_steps
+                    steps["diff"], steps["write"] = t2 - t1, time.perf_counter() - t2
                 fail_point("view.before_commit")
                 meta = json.dumps(
                     {
@@ -174,6 +188,9 @@ class FullRecompute:
         p.last_epoch_s = time.perf_counter() - t0
         p.epoch_seconds.append(p.last_epoch_s)
         del p.epoch_seconds[:-1000]
+        if changed:
+            p.recompute_seconds.append(p.last_epoch_s)
+            del p.recompute_seconds[:-1000]
         self._recompute_next = False
 
     # ------------------------------------------------------------------ the steps
@@ -181,11 +198,28 @@ class FullRecompute:
     def compute(self, reads: dict[str, int]) -> pa.Table:
         """Run the query over the sources as of their read ts; the result as Arrow."""
         spec = self.spec
-        register_sources(self.session, spec.coordinator, reads, spec.token)
+        t0 = time.perf_counter()
+        client = client_for(spec.coordinator, spec.token)
+        local = {}
+        for table, ts in reads.items():
+            if self._large.get(table, 0) > 0:
+                self._large[table] -= 1
+                continue
+            small = read_small(client, table, ts, LOCAL_SOURCE_ROWS)
+            if small is None:
+                self._large[table] = RECHECK_LARGE_EVERY
+            else:
+                local[table] = small
+        register_sources(self.session, spec.coordinator, reads, spec.token, local)
+        t1 = time.perf_counter()
         df = self.session.sql(spec.query)
         if spec.column_names:
             df = df.toDF(*spec.column_names)
-        return df.toArrow()
+        t2 = time.perf_counter()
+        out = df.toArrow()
+        t3 = time.perf_counter()
+        self.progress.last_steps = {"load": t1 - t0, "analyze": t2 - t1, "run": t3 - t2}
+        return out
 
     def diff(self, client, info: TableInfo, new: pa.Table, read_ts: int) -> list:
         """Mutations turning the view as of ``read_ts`` into ``new``: a PUT for every row that

@@ -1,0 +1,1 @@
+"""Runnable demos built on every layer (the CLI's ``snapview demo`` runs them)."""

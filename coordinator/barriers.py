@@ -88,6 +88,7 @@ class Barriers:
         self.interval_s = interval_s
         self.retention_s = retention_s
         self._mu = threading.Lock()
+        self._issue_lock = threading.Lock()
         self._issued: list[int] = []
         self._wall: dict[int, int] = {}
         # root table -> (newest barrier seen reached, wall ms when first seen); for `delay`
@@ -104,7 +105,9 @@ class Barriers:
 
     def issue(self) -> int:
         """Issue a barrier now: a fresh timestamp, durably recorded before it is announced."""
-        with self._mu:
+        # _issue_lock keeps barriers in ts order; _mu is never held across a store write, because
+        # epoch actions (run by the group committer) take it to check a barrier.
+        with self._issue_lock:
             ts = self.tso.now()
             wall = _now_ms()
             self.store.run_write(
@@ -112,8 +115,9 @@ class Barriers:
                     "meta", _barrier_key(ts), json.dumps({"wall_ms": wall}).encode()
                 )
             )
-            self._issued.append(ts)
-            self._wall[ts] = wall
+            with self._mu:
+                self._issued.append(ts)
+                self._wall[ts] = wall
         fail_point("barrier.issued")
         return ts
 

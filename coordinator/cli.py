@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--accounts", type=int, default=1000)
     d.add_argument("--writers", type=int, default=3, help="transfer processes")
     d.add_argument("--barrier-interval", default="1s", metavar="DURATION")
-    d.add_argument("--rate", type=float, default=300.0, help="transfers per second, 0: no limit")
+    d.add_argument("--rate", type=float, default=100.0, help="transfers per second, 0: no limit")
     return ap
 
 

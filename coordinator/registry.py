@@ -155,6 +155,11 @@ class Registry:
                     f"job {job!r} is registered as the writer of table {old.sink!r}; it cannot "
                     f"write {sink!r} too (unregister it first)"
                 )
+            if old is not None and old.kind != kind:
+                raise SecondWriter(
+                    f"table {sink!r} is already written by job {job!r} as a {old.kind}; a "
+                    f"{kind} writer under the same job name cannot write it too"
+                )
             w = topo.writer_of(sink)
             if w is not None and w.job != job:
                 raise SecondWriter(

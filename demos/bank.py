@@ -3,7 +3,7 @@
 ``snapview demo bank`` (and ``make demo``) runs it on the embedded default:
 
 - 1,000 accounts in 10 branches, 1,000 each;
-- transfer processes moving money between random accounts, 300 a second in all by default (the
+- transfer processes moving money between random accounts, 100 a second in all by default (the
   total never changes);
 - three MaterializedViews: ``branch_balance`` (GROUP BY branch), ``total_balance`` (a global SUM
   and COUNT) and ``total_from_branches`` (a view over ``branch_balance``);
@@ -185,7 +185,7 @@ def run_bank_demo(
     accounts: int = 1000,
     writers: int = 3,
     barrier_interval: str = "1s",
-    rate: float = 300.0,
+    rate: float = 100.0,
     out=print,
 ) -> int:
     """Run the demo; returns 0 if every consistent read in snapshot mode held the invariant."""

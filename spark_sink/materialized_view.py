@@ -82,6 +82,7 @@ class MaterializedViewBuilder:
             "token": None,
             "strategy": FULL_RECOMPUTE,
             "lock_ttl_ms": 20_000,
+            "job": None,
         }
 
     def _set(self, key, value) -> MaterializedViewBuilder:
@@ -123,6 +124,11 @@ class MaterializedViewBuilder:
     def checkpoint_location(self, path: str) -> MaterializedViewBuilder:
         return self._set("checkpoint_location", path)
 
+    def job(self, name: str) -> MaterializedViewBuilder:
+        """The job's name in the coordinator (default: the target's name). Progress is kept
+        under it: a restart must use the same name to resume."""
+        return self._set("job", name)
+
     def auth_token(self, token: str) -> MaterializedViewBuilder:
         return self._set("token", token)
 
@@ -159,7 +165,7 @@ class MaterializedView:
 
         self.options = options
         self.target = options["target"]
-        self.job = self.target
+        self.job = options["job"] or self.target
         self.coordinator = options["coordinator"]
         self.token = options["token"]
         spark_sink.register(spark)
@@ -187,7 +193,7 @@ class MaterializedView:
 
     def _analyze(self, client):
         o = self.options
-        names = [t.name for t in client.tables() if t.name != self.target]
+        names = [t.name for t in client.tables()]  # the target too: reading it is a cycle
         candidates = mentioned_tables(o["query"], names)
         ts = client.tso()
         register_sources(self.session, self.coordinator, dict.fromkeys(candidates, ts), self.token)
@@ -305,6 +311,8 @@ class ViewJob:
         )
 
     def _on_batch(self, df, batch_id: int) -> None:
+        if self._stopping:
+            return
         rows = sorted(df.collect(), key=lambda r: r["barrier"])
         with self._lock:
             for r in rows:
@@ -360,15 +368,20 @@ class ViewJob:
             time.sleep(0.02)
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Stop after the barrier in progress (interrupting Spark mid-epoch works too, the epoch
-        is redone on restart, but it makes for alarming logs)."""
-        self._stopping = True
-        got = self._lock.acquire(timeout=timeout)
-        try:
-            self.query.stop()
-        finally:
-            if got:
-                self._lock.release()
+        """Stop after the barrier in progress, between two triggers.
+
+        Interrupting Spark mid-trigger is safe (an unfinished epoch is redone on restart), but
+        Spark 4.3 then logs a StackOverflowError from its stream thread; waiting for the trigger
+        to end avoids that noise."""
+        self._stopping = True  # batches from now on return at once
+        deadline = time.monotonic() + timeout
+        if self._lock.acquire(timeout=timeout):  # the barrier in progress has finished
+            self._lock.release()
+        while self.query.isActive and time.monotonic() < deadline:
+            if not self.query.status.get("isTriggerActive", False):
+                break
+            time.sleep(0.01)
+        self.query.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

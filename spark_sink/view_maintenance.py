@@ -45,6 +45,7 @@ RECHECK_LARGE_EVERY = 100  # barriers before a source found large is measured ag
 class Progress:
     """What a view job did since it started (``ViewJob.progress()``)."""
 
+    first_barrier: int = 0  # the first barrier this run committed
     last_barrier: int = 0
     barriers: int = 0  # epochs committed by this run
     recomputed: int = 0  # ... of which ran the query
@@ -58,6 +59,7 @@ class Progress:
 
     def as_dict(self) -> dict:
         return {
+            "first_barrier": self.first_barrier,
             "last_barrier": self.last_barrier,
             "barriers": self.barriers,
             "recomputed": self.recomputed,
@@ -180,6 +182,7 @@ class FullRecompute:
                 pass  # the locks expire; readers roll the attempt back
             raise
         p = self.progress
+        p.first_barrier = p.first_barrier or barrier
         p.last_barrier = barrier
         p.barriers += 1
         p.recomputed += changed

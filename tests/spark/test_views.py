@@ -1,0 +1,383 @@
+"""MaterializedView against a real server and Spark: the bank invariant with three views under
+concurrent transfers, crashes of the job and of the server, refused topologies, and a restart
+without the Spark checkpoint."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+import coordinator
+from coordinator.embedded import EmbeddedServer
+from demos.bank import (
+    TABLES,
+    Checker,
+    build_views,
+    check,
+    create_accounts,
+    start_transfers,
+    stop_transfers,
+    transfer,
+)
+from kvstore.errors import SecondWriter, TopologyCycle
+from spark_sink import EpochWriter, MaterializedView
+
+EPOCH_COMMITTED = 2
+BRANCH_SQL = "SELECT branch, SUM(balance) AS total FROM {src} GROUP BY branch"
+
+
+def wait_for(cond, timeout=120.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def issued_barriers(c, job: str, first: int, last: int) -> list[int]:
+    """Every barrier issued in [first, last] (all ready: the sources are idle by now)."""
+    plans = c.plan_barriers(job, after=first - 1, upto=last, limit=1 << 20).barriers
+    return [p.barrier for p in plans]
+
+
+def assert_every_version_recomputes(c, view: str, src: str, first: int, last: int) -> int:
+    """For every barrier in [first, last]: the view has a version there (none skipped), its
+    epoch is committed once at exactly that version, and it equals the query over ``src`` at the
+    barrier. Returns how many barriers were checked."""
+    barriers = issued_barriers(c, view, first, last)
+    assert barriers and barriers[0] == first and barriers[-1] == last
+    for b in barriers:
+        snap = c.snapshot([src, view], barrier=b)  # BarrierNotReached if the view skipped b
+        epoch = c.get_epoch(view, b)
+        assert epoch.state == EPOCH_COMMITTED and epoch.commit_ts == snap.read_ts(view)
+        expect = defaultdict(int)
+        for r in snap.read(src).to_pylist():
+            expect[r["branch"]] += r["balance"]
+        got = {r["branch"]: r["total"] for r in snap.read(view).to_pylist()}
+        assert got == dict(expect), f"view {view} at barrier {b}"
+    return len(barriers)
+
+
+@pytest.fixture(scope="module")
+def views_server(tmp_path_factory):
+    srv = EmbeddedServer(
+        str(tmp_path_factory.mktemp("views")), extra_args=["--barrier-interval", "200ms"]
+    ).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def vc(views_server):
+    c = coordinator.connect(views_server.address)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_bank_views_are_consistent_in_snapshot_mode_only(spark, views_server, vc):
+    """Three views (one over another) under transfers from two processes: >= 1,000 consistent
+    reads with 0 violations; mode latest shows violations, so the check can fail; and every
+    committed version of every view equals its query over the sources at its barrier."""
+    accounts = 200
+    expected = create_accounts(vc, accounts)
+    jobs = build_views(spark, views_server.address, trigger_interval="100 milliseconds")
+    stop = None
+    try:
+        ts = vc.tso()
+        for j in jobs.values():
+            j.await_barrier(ts, timeout=180)
+        stop, done, procs = start_transfers(views_server.address, accounts, 2, rate=150)
+        checker = Checker(vc, expected, accounts)
+        barriers = set()
+        deadline = time.monotonic() + 240
+        while checker.reads["snapshot"] < 1000 or checker.reads["latest"] < 100:
+            assert time.monotonic() < deadline, f"too slow: {checker.reads}"
+            snap, _ = checker.read_once("snapshot")
+            barriers.add(snap.barrier)
+            if checker.reads["snapshot"] % 5 == 0:
+                checker.read_once("latest")
+        stop_transfers(stop, procs)
+        stop = None
+        assert done.value > 100
+        assert checker.violations["snapshot"] == 0, checker.examples
+        assert checker.violations["latest"] > 0  # the check does catch a mixed read
+        assert len(barriers) >= 5  # the views moved on while we read
+
+        # every version of every view, barrier by barrier, from the first consistent one
+        last = vc.tso()
+        for j in jobs.values():
+            j.await_barrier(last, timeout=120)
+        first = min(barriers)
+        newest = vc.snapshot(list(TABLES)).barrier
+        checked = 0
+        for b in issued_barriers(vc, "total_from_branches", first, newest):
+            snap = vc.snapshot(list(TABLES), barrier=b)
+            assert check({t: snap.read(t) for t in TABLES}, expected, accounts) == [], b
+            for view in TABLES[1:]:
+                e = vc.get_epoch(view, b)
+                assert e.state == EPOCH_COMMITTED and e.commit_ts == snap.read_ts(view)
+            checked += 1
+        assert checked >= len(barriers)
+    finally:
+        if stop is not None:
+            stop_transfers(stop, procs)
+        for j in jobs.values():
+            j.stop()
+
+
+def _transfers(c, table: str, accounts: int, stop: threading.Event, rate: float = 50):
+    rng = random.Random(11)
+    while not stop.is_set():
+        transfer(c, rng, accounts, table)
+        time.sleep(1 / rate)
+
+
+def _start_job(address, target, src, checkpoint, stop_file, env=None):
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.spark.view_job",
+            address,
+            target,
+            BRANCH_SQL.format(src=src),
+            "branch",
+            checkpoint,
+            stop_file,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_view_job_killed_mid_epoch_resumes_at_the_next_barrier(views_server, vc, tmp_path):
+    """kill -9 of the job (its JVM too) after it prewrote an epoch, before the commit; the
+    restarted job (same checkpoint) redoes that barrier and goes on: no barrier skipped, none
+    applied twice, every version equal to the query."""
+    src, view = "acc_kill", "bal_kill"
+    create_accounts(vc, 100, src)
+    stop = threading.Event()
+    writer = threading.Thread(target=_transfers, args=(vc, src, 100, stop), daemon=True)
+    writer.start()
+    cp, stop_file = str(tmp_path / "cp"), str(tmp_path / "stop")
+    began = vc.tso()
+    try:
+        crashing = _start_job(
+            views_server.address,
+            view,
+            src,
+            cp,
+            stop_file,
+            {
+                "SNAPVIEW_FAILPOINTS": "view.before_commit=15%panic_group",
+                "SNAPVIEW_FAILPOINTS_SEED": "5",
+            },
+        )
+        assert crashing.wait(300) == -signal.SIGKILL
+        left = vc.get_epoch(view)  # the newest epoch: prewritten, never committed
+        assert left.state == 1, left  # EPOCH_PREWRITE
+        job = _start_job(views_server.address, view, src, cp, stop_file)
+        assert job.stdout.readline().strip() == "STARTED"
+        wait_for(lambda: _has_after(vc, view, left.epoch), what="barriers after the restart")
+        stop.set()
+        writer.join(10)
+        target = vc.tso()
+        wait_for(lambda: _has_after(vc, view, target - 1), what="the last commits")
+        open(stop_file, "w").close()
+        assert job.wait(120) == 0
+    finally:
+        stop.set()
+        open(stop_file, "w").close()
+    last = vc.snapshot([view]).barrier
+    first = next(b for b in issued_barriers(vc, view, began, last) if _has(vc, view, b))
+    assert first <= left.epoch < last
+    assert vc.get_epoch(view, left.epoch).attempt >= 2  # redone, committed once
+    assert assert_every_version_recomputes(vc, view, src, first, last) >= 5
+
+
+def _has_after(c, view, ts) -> bool:
+    try:
+        return c.snapshot([view]).barrier > ts
+    except coordinator.BarrierNotReached:
+        return False
+
+
+def _has(c, view, b) -> bool:
+    try:
+        c.snapshot([view], barrier=b)
+        return True
+    except coordinator.BarrierNotReached:
+        return False
+
+
+def test_view_survives_kill_9_of_the_server(spark, tmp_path):
+    """kill -9 of snapview serve while a view job runs in this process: the job rides out the
+    restart and the view resumes at the next barrier, none skipped."""
+    srv = EmbeddedServer(str(tmp_path / "d"), extra_args=["--barrier-interval", "200ms"]).start()
+    c = coordinator.connect(srv.address)
+    src, view = "acc_srv", "bal_srv"
+    create_accounts(c, 50, src)
+    job = (
+        MaterializedView.builder(spark)
+        .coordinator(srv.address)
+        .query(BRANCH_SQL.format(src=src))
+        .target(view)
+        .primary_key("branch")
+        .trigger_interval("100 milliseconds")
+        .build()
+        .start()
+    )
+    try:
+        first = job.await_barrier(c.tso(), timeout=120)
+        rng = random.Random(3)
+        for _ in range(20):
+            transfer(c, rng, 50, src)
+        job.await_barrier(c.tso(), timeout=60)
+        srv.kill()
+        srv.start()
+        for _ in range(20):
+            transfer(c, rng, 50, src)
+        last = job.await_barrier(c.tso(), timeout=120)
+        assert job.query.isActive
+    finally:
+        job.stop()
+    assert assert_every_version_recomputes(c, view, src, first, last) >= 3
+    c.close()
+    srv.stop()
+
+
+def test_second_writer_and_cycle_are_refused(spark, views_server, vc):
+    src = "acc_topo"
+    create_accounts(vc, 10, src)
+    addr = views_server.address
+
+    def builder(target, sql):
+        return MaterializedView.builder(spark).coordinator(addr).query(sql).target(target)
+
+    v1 = builder("topo_v1", BRANCH_SQL.format(src=src)).build()
+    assert "full_recompute" in v1.explain() and src in v1.explain()
+    with pytest.raises(SecondWriter, match="'topo_v1' is already written by job 'topo_v1'"):
+        builder("topo_v1", BRANCH_SQL.format(src=src)).job("other").build()
+    with pytest.raises(SecondWriter):
+        EpochWriter(addr, table="topo_v1")(
+            spark.createDataFrame([(1, 2)], "branch INT, total BIGINT"), 0
+        )
+    builder("topo_v2", "SELECT SUM(total) AS total FROM topo_v1").build()
+    with pytest.raises(TopologyCycle) as e:
+        builder("topo_v1", "SELECT branch, v1.total FROM topo_v2 CROSS JOIN topo_v1 v1").build()
+    assert "topo_v1" in str(e.value)
+    with pytest.raises(TopologyCycle) as e:
+        builder("topo_v1", "SELECT 1 AS branch, total FROM topo_v2").build()
+    assert "topo_v1 <- topo_v2 <- topo_v1" in str(e.value)
+    jobs = {j.job: j for j in vc.topology().jobs}
+    assert list(jobs["topo_v1"].sources) == [src]  # the refusals changed nothing
+
+
+def test_restart_without_checkpoint_resumes_from_the_coordinator(spark, views_server, vc, tmp_path):
+    src, view = "acc_cp", "bal_cp"
+    create_accounts(vc, 30, src)
+    cp = str(tmp_path / "cp")
+    addr = views_server.address
+    rng = random.Random(5)
+
+    def start():
+        return (
+            MaterializedView.builder(spark)
+            .coordinator(addr)
+            .query(BRANCH_SQL.format(src=src))
+            .target(view)
+            .primary_key("branch")
+            .trigger_interval("100 milliseconds")
+            .checkpoint_location(cp)
+            .build()
+            .start()
+        )
+
+    job = start()
+    first = job.await_barrier(vc.tso(), timeout=120)
+    for _ in range(10):
+        transfer(vc, rng, 30, src)
+    job.await_barrier(vc.tso(), timeout=60)
+    job.stop()
+    stopped_at = vc.get_epoch(view).epoch
+    shutil.rmtree(cp)
+    for _ in range(10):
+        transfer(vc, rng, 30, src)
+    job = start()
+    try:
+        last = job.await_barrier(vc.tso(), timeout=120)
+        p = job.progress()
+    finally:
+        job.stop()
+    # the new run began with the barrier right after the last committed one
+    assert issued_barriers(vc, view, stopped_at + 1, p["first_barrier"]) == [p["first_barrier"]]
+    assert p["skipped"] == 0
+    assert assert_every_version_recomputes(vc, view, src, first, last) >= 3
+
+
+def test_view_starts_on_a_non_empty_target_and_global_aggregates(spark, views_server, vc):
+    src = "acc_ne"
+    create_accounts(vc, 20, src)
+    vc.create_table("ne_view", "branch INT, total BIGINT", primary_key=["branch"])
+    with vc.transaction() as t:
+        t.put("ne_view", {"branch": 99, "total": 1})  # a stale row the first epoch must remove
+        t.put("ne_view", {"branch": 1, "total": 5})
+    addr = views_server.address
+    v = (
+        MaterializedView.builder(spark)
+        .coordinator(addr)
+        .query(BRANCH_SQL.format(src=src))
+        .target("ne_view")
+        .primary_key("branch")
+        .build()
+    )
+    g = (
+        MaterializedView.builder(spark)
+        .coordinator(addr)
+        .query(f"SELECT SUM(balance) AS s, COUNT(*) AS n FROM {src}")
+        .target("ne_total")
+        .column_names("total", "accounts")
+        .build()
+    )
+    assert "one-row" in g.explain()
+    jobs = [v.start(), g.start()]
+    try:
+        ts = vc.tso()
+        for j in jobs:
+            j.await_barrier(ts, timeout=120)
+        snap = vc.snapshot([src, "ne_view", "ne_total"])
+        assert snap.read("ne_view").to_pylist() == [
+            {"branch": b, "total": 2 * 1000} for b in range(10)
+        ]
+        assert snap.read("ne_total").to_pylist() == [{"total": 20_000, "accounts": 20}]
+    finally:
+        for j in jobs:
+            j.stop()
+    with pytest.raises(coordinator.AlreadyExists):
+        MaterializedView.builder(spark).coordinator(addr).query(BRANCH_SQL.format(src=src)).target(
+            "ne_view"
+        ).force_new_table().build()
+    with pytest.raises(coordinator.SchemaMismatch, match="ne_view"):
+        MaterializedView.builder(spark).coordinator(addr).query(
+            f"SELECT id, balance FROM {src}"
+        ).target("ne_view").build()
+    with pytest.raises(coordinator.InvalidArgument, match="query"):
+        MaterializedView.builder(spark).coordinator(addr).target("x").build()

@@ -1,0 +1,63 @@
+"""A MaterializedView job in its own process, for crash tests.
+
+    python -m tests.spark.view_job ADDRESS TARGET QUERY PRIMARY_KEY CHECKPOINT STOP_FILE
+
+Builds and starts the view, prints ``STARTED``, and runs until STOP_FILE exists; then stops the
+job and exits 0. Tests kill it (SNAPVIEW_FAILPOINTS ... panic_group, which takes the JVM too) and
+start it again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def main() -> int:
+    address, target, query, pk, checkpoint, stop_file = sys.argv[1:7]
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from spark_sink import MaterializedView
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    job = (
+        MaterializedView.builder(spark)
+        .coordinator(address)
+        .query(query)
+        .target(target)
+        .primary_key(pk)
+        .trigger_interval("100 milliseconds")
+        .checkpoint_location(checkpoint)
+        .build()
+        .start()
+    )
+    print("STARTED", flush=True)
+    while not os.path.exists(stop_file):
+        if not job.query.isActive:
+            print(f"FAILED {job.error or job.query.exception()}", flush=True)
+            return 1
+        time.sleep(0.05)
+    job.stop()
+    print("STOPPED", json_progress(job), flush=True)
+    spark.stop()
+    return 0
+
+
+def json_progress(job) -> str:
+    import json
+
+    return json.dumps(job.strategy.progress.as_dict())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

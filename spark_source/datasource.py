@@ -44,8 +44,16 @@ class SnapviewDataSource(DataSource):
         info = self._info()
         if self.opts.changes_from is not None:
             return ChangeReader(self.opts, info)
+        return SnapshotReader(self.opts, info, self.read_ts())
+
+    def read_ts(self) -> int:
+        """The snapshot's timestamp: ``at``; the table's read ts at ``barrier`` or at its newest
+        barrier (``consistent``); else a fresh timestamp (the latest state)."""
         client = client_for(self.opts.coordinator, self.opts.auth_token)
-        return SnapshotReader(self.opts, info, self.opts.at or client.tso())
+        o = self.opts
+        if o.barrier is not None or o.consistent:
+            return client.snapshot([o.table], barrier=o.barrier or 0).read_ts(o.table)
+        return o.at or client.tso()
 
     def streamReader(self, schema):
         if not self.read_change_feed:

@@ -31,6 +31,10 @@ class SourceOptions:
                        localhost:50051)
     table              the table to read or write (required)
     at                 snapshot timestamp (default: a fresh timestamp when the read is planned)
+    barrier            read the table's version at this barrier (a view: its commit for it)
+    consistent         "true": read the table's version at its newest barrier. To read several
+                       tables at one point, take ``client.snapshot(tables)`` and pass its
+                       ``barrier`` to each read
     changes_from/_to   read net changes in (from, to] instead of a snapshot
     rowsPerPartition   target rows per snapshot partition (default 100000)
     maxPartitions      at most this many snapshot partitions (default 64)
@@ -43,6 +47,8 @@ class SourceOptions:
     coordinator: str
     table: str
     at: int | None = None
+    barrier: int | None = None
+    consistent: bool = False
     changes_from: int | None = None
     changes_to: int | None = None
     rows_per_partition: int = 100_000
@@ -75,6 +81,17 @@ class SourceOptions:
             raise InvalidArgument(
                 f"table {table!r}: 'at' and changes_from/changes_to exclude each other"
             )
+        barrier = _int(opts, "barrier", minimum=1)
+        consistent = str(opts.get("consistent", "false")).lower()
+        if consistent not in ("true", "false"):
+            raise InvalidArgument(f"table {table!r}: consistent={consistent!r} is not true/false")
+        picked = [n for n, v in (("at", at), ("barrier", barrier)) if v is not None]
+        picked += ["consistent"] if consistent == "true" else []
+        picked += ["changes_from/changes_to"] if changes_from is not None else []
+        if len(picked) > 1:
+            raise InvalidArgument(
+                f"table {table!r}: options {' and '.join(picked)} exclude each other"
+            )
         mode = opts.get("mode", "upsert").lower()
         if mode not in ("upsert", "delete", "append"):
             raise InvalidArgument(f"table {table!r}: mode {mode!r} is not upsert, delete or append")
@@ -83,6 +100,8 @@ class SourceOptions:
             or os.environ.get("SNAPVIEW_COORDINATOR", "localhost:50051"),
             table=table,
             at=at,
+            barrier=barrier,
+            consistent=consistent == "true",
             changes_from=changes_from,
             changes_to=changes_to,
             rows_per_partition=_int(opts, "rowsPerPartition", 100_000, 1),

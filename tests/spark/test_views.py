@@ -381,3 +381,44 @@ def test_view_starts_on_a_non_empty_target_and_global_aggregates(spark, views_se
         ).target("ne_view").build()
     with pytest.raises(coordinator.InvalidArgument, match="query"):
         MaterializedView.builder(spark).coordinator(addr).target("x").build()
+
+
+def test_spark_source_reads_at_a_barrier(spark, views_server, vc):
+    """.option("barrier", T) reads a table's version at T (a view: its commit for T), and
+    .option("consistent", "true") the newest barrier; they exclude 'at'."""
+    src = "acc_opt"
+    create_accounts(vc, 10, src)
+    addr = views_server.address
+    job = (
+        MaterializedView.builder(spark)
+        .coordinator(addr)
+        .query(BRANCH_SQL.format(src=src))
+        .target("bal_opt")
+        .primary_key("branch")
+        .trigger_interval("100 milliseconds")
+        .build()
+        .start()
+    )
+    try:
+        b1 = job.await_barrier(vc.tso(), timeout=120)
+        with vc.transaction() as t:
+            t.put(src, {"id": 0, "branch": 0, "balance": 5000})
+        b2 = job.await_barrier(t.commit_ts, timeout=60)
+    finally:
+        job.stop()
+
+    def read(table, **opts):
+        r = spark.read.format("snapview").option("coordinator", addr).option("table", table)
+        for k, v in opts.items():
+            r = r.option(k, str(v))
+        return sorted(tuple(x) for x in r.load().collect())
+
+    for b in (b1, b2):
+        snap = vc.snapshot([src, "bal_opt"], barrier=b)
+        for table in (src, "bal_opt"):
+            want = sorted(tuple(r.values()) for r in snap.read(table).to_pylist())
+            assert read(table, barrier=b) == want
+    assert (0, 5000) in read("bal_opt", consistent="true")
+    assert (0, 1000) in read("bal_opt", barrier=b1)
+    with pytest.raises(Exception, match="exclude each other"):
+        read("bal_opt", barrier=b1, at=5)

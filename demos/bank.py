@@ -166,7 +166,8 @@ class Checker:
     freshness_ms: int = 0
 
     def read_once(self, mode: str):
-        snap = self.client.snapshot(list(TABLES), mode=mode)
+        # Right after the views start, their first barriers may not overlap yet: wait for one.
+        snap = self.client.snapshot(list(TABLES), mode=mode, wait_s=60 if mode == "snapshot" else 0)
         tables = {t: snap.read(t) for t in TABLES}
         bad = check(tables, self.expected_total, self.accounts)
         self.reads[mode] += 1

@@ -43,6 +43,7 @@ bench: $(PROTO_STAMP)
 	$(PY) scripts/bench_tso.py --runs 3
 	$(PY) scripts/bench_store.py --runs 3
 	$(PY) scripts/bench_spark.py --runs 3
+	$(PY) scripts/bench_freshness.py --runs 3
 
 chaos: $(PROTO_STAMP)
 	@echo "chaos runs arrive with the chaos issue"; exit 1

@@ -422,3 +422,31 @@ def test_spark_source_reads_at_a_barrier(spark, views_server, vc):
     assert (0, 1000) in read("bal_opt", barrier=b1)
     with pytest.raises(Exception, match="exclude each other"):
         read("bal_opt", barrier=b1, at=5)
+
+
+def test_drop_old_table_and_a_key_that_is_not_unique(spark, views_server, vc):
+    src = "acc_dup"
+    create_accounts(vc, 20, src)
+    addr = views_server.address
+    vc.create_table("dup_view", "x STRING", primary_key=["x"])
+
+    def builder(sql):
+        return MaterializedView.builder(spark).coordinator(addr).query(sql).target("dup_view")
+
+    with pytest.raises(coordinator.SchemaMismatch, match="dup_view"):
+        builder(f"SELECT branch, balance FROM {src}").build()
+    # drop_old_table replaces the incompatible table; branch is not unique in the result
+    job = builder(f"SELECT branch, balance FROM {src}").drop_old_table().build().start()
+    try:
+        assert [
+            c.name for c in vc.describe_table("dup_view", refresh=True).table_schema.columns
+        ] == [
+            "branch",
+            "balance",
+        ]
+        with pytest.raises(coordinator.SchemaMismatch, match=r"not unique .*\(0,\) appears"):
+            job.await_barrier(vc.tso(), timeout=120)
+    finally:
+        job.stop()
+    with pytest.raises(coordinator.BarrierNotReached):
+        vc.snapshot(["dup_view"])  # nothing was written

@@ -5,6 +5,7 @@
     snapview topology --dot       # lineage as Graphviz DOT
     snapview read TABLE [--at TS | --consistent | --barrier T] [--format table|csv|json]
     snapview demo bank
+    snapview chaos --workload bank --duration 120 --seed N
 
 Errors print one line, ``snapview: error: ...``, and exit with status 1 (2 for usage errors).
 """
@@ -103,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--writers", type=int, default=3, help="transfer processes")
     d.add_argument("--barrier-interval", default="1s", metavar="DURATION")
     d.add_argument("--rate", type=float, default=100.0, help="transfers per second, 0: no limit")
+    ch = sub.add_parser("chaos", help="a seeded workload under a nemesis, then the checker")
+    ch.add_argument("--workload", choices=["bank"], default="bank")
+    ch.add_argument("--duration", type=parse_duration, default=120.0, metavar="DURATION")
+    ch.add_argument("--seed", type=int, default=1)
+    ch.add_argument("--faults", default="", help="comma-separated fault kinds (default: all)")
+    ch.add_argument("--master", default="local[2]", help="Spark master of the view driver")
+    ch.add_argument("--fault-every", type=parse_duration, default=8.0, metavar="DURATION")
+    ch.add_argument("--keep", action="store_true", help="keep the run's directory")
     return ap
 
 
@@ -302,6 +311,33 @@ def cmd_demo(args) -> int:
     )
 
 
+def cmd_chaos(args) -> int:
+    # Like demo, the chaos runner uses every layer; it lives with its workloads in tests/chaos.
+    from tests.chaos.nemesis import FAULTS
+    from tests.chaos.runner import ChaosConfig, run
+
+    faults = tuple(f for f in args.faults.split(",") if f) or FAULTS
+    unknown = sorted(set(faults) - set(FAULTS))
+    if unknown:
+        print(
+            f"snapview: error: unknown fault kinds {unknown} (known: {', '.join(FAULTS)})",
+            file=sys.stderr,
+        )
+        return 2
+    if "local-cluster" not in args.master:
+        faults = tuple(f for f in faults if f != "kill-executor") or faults
+    cfg = ChaosConfig(
+        workload=args.workload,
+        duration=args.duration,
+        seed=args.seed,
+        faults=faults,
+        master=args.master,
+        fault_every=args.fault_every,
+        keep_dir=args.keep,
+    )
+    return 0 if run(cfg).valid else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {
@@ -312,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         "topology": cmd_topology,
         "delay": cmd_delay,
         "demo": cmd_demo,
+        "chaos": cmd_chaos,
     }
     try:
         return handlers[args.cmd](args)

@@ -30,6 +30,10 @@ DEFAULT_ADDRESS = "localhost:50051"
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 256 << 20),
     ("grpc.max_send_message_length", 256 << 20),
+    # Reconnect quickly to a restarted server (gRPC's default backoff starts at 1 s and grows).
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 500),
 ]
 
 

@@ -284,6 +284,7 @@ class LocalStore:
             with self._inflight_cond:
                 self._inflight.discard(commit_ts)
                 self._inflight_cond.notify_all()
+        fail_point("store.prewrite.done")  # here the prewrite committed, in one phase
         return commit_ts
 
     def commit(self, start_ts: int, commit_ts: int, keys: list[bytes]) -> None:

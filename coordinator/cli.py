@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--barrier-interval", default="1s", metavar="DURATION")
     d.add_argument("--rate", type=float, default=100.0, help="transfers per second, 0: no limit")
     ch = sub.add_parser("chaos", help="a seeded workload under a nemesis, then the checker")
-    ch.add_argument("--workload", choices=["bank"], default="bank")
+    ch.add_argument("--workload", choices=["bank", "append"], default="bank")
     ch.add_argument("--duration", type=parse_duration, default=120.0, metavar="DURATION")
     ch.add_argument("--seed", type=int, default=1)
     ch.add_argument("--faults", default="", help="comma-separated fault kinds (default: all)")

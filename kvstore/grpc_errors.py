@@ -89,6 +89,9 @@ def _wrap_bidi(method: str, fn: Callable, req_cls):
         requests = (_parse(method, req_cls, raw) for raw in raw_iter)
         try:
             yield from fn(requests, context)
+        except grpc.RpcError:
+            # The client went away (cancelled its stream, or its process died): nobody to answer.
+            return
         except Exception as e:  # noqa: BLE001
             abort_with(context, method, e)
 

@@ -1,14 +1,16 @@
 """The nemesis: faults paired with their recoveries, applied to a running cluster.
 
     kill-server        kill -9 of snapview serve, then a restart on the same data dir and port
-    kill-view-driver   kill -9 of the view job driver (its JVM too), then a new driver
+    kill-view-driver   kill -9 of the job driver (view jobs, or the append stream; its JVM too),
+                       then a new driver
     kill-executor      kill -9 of one Spark executor (local-cluster masters only); Spark replaces it
     kill-writer        kill -9 of a transfer process, then a new one
     pause-server       SIGSTOP of the server for longer than a lock TTL, then SIGCONT
     failpoint          restart the server with a fail point armed (a panic at one protocol step),
                        wait for it to fire, restart it disarmed
 
-Each fault's recovery time is the time until a view epoch commits again.
+Each fault's recovery time is the time until the probe job (a view, or the append stream)
+commits an epoch again.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ SERVER_FAILPOINTS = (
     "barrier.issued=panic",
 )
 PAUSE_S = 4.0  # longer than the writers' 3 s lock TTL
-PROBE_VIEW = "branch_balance"
 
 
 @dataclass
@@ -64,8 +65,12 @@ class Cluster:
         rate: float,
         accounts: int,
         seed: int,
+        driver_args: list[str],
+        probe_job: str,
     ):
         self.server = server
+        self.driver_args = driver_args  # `python -m` arguments of the job driver, less STOP_FILE
+        self.probe_job = probe_job  # the job whose next commit marks a recovery
         self.history_dir = history_dir
         self.master = master
         self.work_dir = work_dir
@@ -85,14 +90,7 @@ class Cluster:
             os.remove(self.stop_file)
         log = open(os.path.join(self.work_dir, "view-driver.log"), "ab")  # noqa: SIM115
         self.view_driver = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.chaos.view_driver",
-                self.server.address,
-                self.master,
-                self.stop_file,
-            ],
+            [sys.executable, "-m", *self.driver_args, self.stop_file],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
@@ -165,12 +163,12 @@ class Cluster:
         return did
 
 
-def newest_commit(address: str) -> int:
+def newest_commit(address: str, job: str) -> int:
     with coordinator.connect(
         address, retry=coordinator.RetryPolicy(max_attempts=2, max_elapsed_s=1)
     ) as c:
         try:
-            return c.get_epoch(PROBE_VIEW).commit_ts
+            return c.get_epoch(job).commit_ts
         except coordinator.SnapviewError:
             return 0
 
@@ -178,7 +176,7 @@ def newest_commit(address: str) -> int:
 def wait_recovered(cluster: Cluster, since: int, t0: float, bound: float = 120) -> float | None:
     """Seconds from ``t0`` until the probe view commits an epoch newer than ``since``."""
     while time.monotonic() - t0 < bound:
-        if newest_commit(cluster.server.address) > since:
+        if newest_commit(cluster.server.address, cluster.probe_job) > since:
             return time.monotonic() - t0
         cluster.supervise()
         time.sleep(0.05)
@@ -194,7 +192,7 @@ class Nemesis:
 
     def step(self) -> FaultRecord:
         kind = self.rng.choice(self.faults)
-        before = newest_commit(self.c.server.address)
+        before = newest_commit(self.c.server.address, self.c.probe_job)
         t0 = time.monotonic()
         detail = getattr(self, "_" + kind.replace("-", "_"))()
         rec = FaultRecord(kind, detail, time.time(), wait_recovered(self.c, before, t0))
@@ -244,8 +242,11 @@ class Nemesis:
             "SNAPVIEW_FAILPOINTS": spec,
             "SNAPVIEW_FAILPOINTS_SEED": str(self.rng.randrange(1 << 30)),
         }
-        self.c.server.start()
-        fired = self.c.server.wait_dead(20)
+        try:
+            self.c.server.start()
+            fired = self.c.server.wait_dead(20)
+        except RuntimeError:
+            fired = True  # it fired while the server started (TSO window, first barrier)
         if not fired:
             self.c.server.kill()
         self.c.server.env = None

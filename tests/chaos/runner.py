@@ -1,6 +1,6 @@
 """``snapview chaos``: a seeded workload under a nemesis, then a heal phase and the checker.
 
-    snapview chaos --workload bank --duration 120 --seed 7 [--faults kill-server,...]
+    snapview chaos --workload bank|append --duration 120 --seed 7 [--faults kill-server,...]
                    [--master local[2]] [--fault-every 8]
 
 Prints the faults injected by kind, recoveries and their time, operations and reads checked, and
@@ -26,8 +26,8 @@ from coordinator.embedded import EmbeddedServer
 from demos.bank import TABLES, check
 from tests.chaos import checker
 from tests.chaos.history import OK, Recorder, load
-from tests.chaos.nemesis import FAULTS, Cluster, Nemesis, newest_commit
-from tests.chaos.workloads import bank
+from tests.chaos.nemesis import FAULTS, Cluster, Nemesis
+from tests.chaos.workloads import append, bank
 
 VIEW_TABLES = TABLES[1:]
 
@@ -150,8 +150,8 @@ def _store_facts(lmdb_path: str) -> tuple[list[int], dict[str, list[int]], list]
 
 
 def run(cfg: ChaosConfig, out=print) -> Summary:
-    if cfg.workload != "bank":
-        raise ValueError(f"unknown workload {cfg.workload!r} (bank)")
+    if cfg.workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {cfg.workload!r} ({', '.join(WORKLOADS)})")
     rng = random.Random(cfg.seed)
     work = tempfile.mkdtemp(prefix="snapview-chaos-")
     history = os.path.join(work, "history")
@@ -159,7 +159,19 @@ def run(cfg: ChaosConfig, out=print) -> Summary:
     srv = EmbeddedServer(
         os.path.join(work, "data"), extra_args=["--barrier-interval", cfg.barrier_interval]
     ).start()
-    cluster = Cluster(srv, history, cfg.master, work, cfg.rate, cfg.accounts, cfg.seed)
+    if cfg.workload == "append":
+        return _run_append(cfg, rng, work, srv, out)
+    cluster = Cluster(
+        srv,
+        history,
+        cfg.master,
+        work,
+        cfg.rate,
+        cfg.accounts,
+        cfg.seed,
+        ["tests.chaos.view_driver", srv.address, cfg.master],
+        "branch_balance",
+    )
     summary = Summary()
     stop_reader = threading.Event()
     reader = None
@@ -181,20 +193,7 @@ def run(cfg: ChaosConfig, out=print) -> Summary:
         with coordinator.connect(srv.address) as c:
             c.snapshot(list(TABLES), wait_s=120)
             first = {v: c.snapshot([v]).barrier for v in VIEW_TABLES}
-        nemesis = Nemesis(cluster, rng, list(cfg.faults))
-        end = time.monotonic() + cfg.duration
-        while time.monotonic() < end:
-            time.sleep(min(rng.uniform(0.5, 1.5) * cfg.fault_every, max(0, end - time.monotonic())))
-            if time.monotonic() >= end:
-                break
-            cluster.supervise()
-            rec = nemesis.step()
-            rt = (
-                "not recovered" if rec.recovery_s is None else f"recovered in {rec.recovery_s:.2f}s"
-            )
-            out(
-                f"  t={cfg.duration - (end - time.monotonic()):5.1f}s {rec.kind}: {rec.detail}; {rt}"
-            )
+        nemesis = _nemesis_phase(cfg, rng, cluster, out)
         # ---- heal: everything back up, writers stopped, views caught up
         out("heal")
         cluster.supervise()
@@ -224,18 +223,9 @@ def run(cfg: ChaosConfig, out=print) -> Summary:
             + checker.check_locks(locks, int(time.time() * 1000))
             + checker.check_tso(cluster.tso_samples)
         )
-        for r in nemesis.records:
-            summary.faults[r.kind] += 1
-            if r.recovery_s is None:
-                summary.unrecovered += 1
-            else:
-                summary.recoveries.setdefault(r.kind, []).append(r.recovery_s)
         summary.ops = Counter(f"{o.f} {o.type}" for o in ops if o.type != "invoke")
         summary.reads = sum(1 for o in ops if o.f == "read")
-        summary.violations = Counter(v.name for v in violations)
-        summary.examples = violations
-        for line in summary.lines():
-            out(line)
+        _summarize(summary, nemesis, violations, out)
         with open(os.path.join(work, "summary.json"), "w") as f:
             json.dump({"faults": summary.faults, "violations": summary.violations}, f)
         return summary
@@ -248,8 +238,99 @@ def run(cfg: ChaosConfig, out=print) -> Summary:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def recovery_after_server_kill(summary: Summary) -> list[float]:
-    return summary.recoveries.get("kill-server", [])
+WORKLOADS = ("bank", "append")
 
 
-__all__ = ["ChaosConfig", "Summary", "newest_commit", "run"]
+def _nemesis_phase(cfg, rng, cluster, out) -> Nemesis:
+    faults = list(cfg.faults)
+    if not cluster.writers:
+        faults = [f for f in faults if f != "kill-writer"]
+    nemesis = Nemesis(cluster, rng, faults)
+    end = time.monotonic() + cfg.duration
+    while time.monotonic() < end:
+        time.sleep(min(rng.uniform(0.5, 1.5) * cfg.fault_every, max(0, end - time.monotonic())))
+        if time.monotonic() >= end:
+            break
+        cluster.supervise()
+        rec = nemesis.step()
+        rt = "not recovered" if rec.recovery_s is None else f"recovered in {rec.recovery_s:.2f}s"
+        out(f"  t={cfg.duration - (end - time.monotonic()):5.1f}s {rec.kind}: {rec.detail}; {rt}")
+    return nemesis
+
+
+def _summarize(summary: Summary, nemesis: Nemesis, violations: list, out) -> None:
+    for r in nemesis.records:
+        summary.faults[r.kind] += 1
+        if r.recovery_s is None:
+            summary.unrecovered += 1
+        else:
+            summary.recoveries.setdefault(r.kind, []).append(r.recovery_s)
+    summary.violations = Counter(v.name for v in violations)
+    summary.examples = violations
+    for line in summary.lines():
+        out(line)
+
+
+def _run_append(cfg: ChaosConfig, rng, work: str, srv, out) -> Summary:
+    input_dir = os.path.join(work, "input")
+    cluster = Cluster(
+        srv,
+        os.path.join(work, "history"),
+        cfg.master,
+        work,
+        0,
+        0,
+        cfg.seed,
+        [
+            "tests.chaos.workloads.append",
+            "job",
+            srv.address,
+            input_dir,
+            os.path.join(work, "checkpoint"),
+            cfg.master,
+        ],
+        append.JOB,
+    )
+    gen = append.Generator(input_dir)
+    summary = Summary()
+    try:
+        with coordinator.connect(srv.address) as c:
+            append.setup(c)
+        cluster.sample_tso("start")
+        out(f"chaos: workload append, seed {cfg.seed}, {cfg.duration:g}s, data in {work}")
+        cluster.start_view_driver()
+        gen.start()
+        nemesis = _nemesis_phase(cfg, rng, cluster, out)
+        out("heal")
+        gen.stop()
+        cluster.supervise()
+        with coordinator.connect(srv.address) as c:
+            deadline = time.monotonic() + 300
+            while not gen.written <= set(got := append.counts(c)):
+                if time.monotonic() > deadline:
+                    break  # the checker names what is missing
+                cluster.supervise()
+                time.sleep(0.2)
+        cluster.sample_tso("end")
+        cluster.stop_view_driver()
+        srv.stop()
+        _, _, locks = _store_facts(os.path.join(work, "data", "lmdb"))
+        violations = (
+            checker.check_append(gen.written, dict(got))
+            + checker.check_locks(locks, int(time.time() * 1000))
+            + checker.check_tso(cluster.tso_samples)
+        )
+        summary.ops = Counter(
+            {"append written": len(gen.written), "append found": sum(got.values())}
+        )
+        _summarize(summary, nemesis, violations, out)
+        return summary
+    finally:
+        gen.stop()
+        cluster.kill_view_driver()
+        srv.stop()
+        if not cfg.keep_dir and summary.valid:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+__all__ = ["WORKLOADS", "ChaosConfig", "Summary", "run"]

@@ -156,8 +156,15 @@ def test_cli_errors_are_one_line(server):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("cmd", ["serve", "status", "tables", "read", "topology", "delay"])
+@pytest.mark.parametrize(
+    "cmd", ["serve", "status", "tables", "read", "topology", "delay", "demo", "chaos"]
+)
 def test_cli_help(cmd):
     """Every command documents itself."""
     r = cli(cmd, "--help")
     assert r.returncode == 0 and "usage: snapview " + cmd in r.stdout
+
+
+def test_cli_chaos_refuses_unknown_faults():
+    r = cli("chaos", "--faults", "kill-server,meteor")
+    assert r.returncode == 2 and "meteor" in r.stderr and "kill-server" in r.stderr

@@ -7,7 +7,8 @@ truth -- and then resolves the secondaries with resolve_locks. Each step's state
 store action, so the epoch record and the primary never disagree:
 
     open:   [roll back a stale attempt] + prewrite primary + record PREWRITE   (one LMDB txn)
-    commit: commit primary + record COMMITTED + job's last committed epoch       (one LMDB txn)
+    commit: commit primary + record COMMITTED + job's last committed epoch
+            [+ a view job's version at the barrier the epoch is]                 (one LMDB txn)
             then resolve secondaries, queued behind the answer (idempotent; readers do it
             too if they come first, and recover() after a crash)
 

@@ -129,7 +129,9 @@ def main() -> int:
                 empty = spark.range(0, 0, numPartitions=2).selectExpr(
                     "id", "'' as payload", "id as amount"
                 )
-                w = EpochWriter(srv.address, table="bench", job="empty")
+                # its own table: one writer per table, and "bench" has its writer already
+                c.create_table("bench_empty", SCHEMA, primary_key=["id"], if_not_exists=True)
+                w = EpochWriter(srv.address, table="bench_empty")
                 plain_empty = PlainLmdbSink(os.path.join(d, "plain_empty"), info)
                 te, tp = [], []
                 for b in range(15):
@@ -137,7 +139,8 @@ def main() -> int:
                     plain_empty(empty, b)
                     tp.append(time.perf_counter() - t0)
                     t0 = time.perf_counter()
-                    w(empty, b)
+                    # a batch id of its own per run: a repeated one would be skipped, not committed
+                    w(empty, run * 1000 + b)
                     te.append(time.perf_counter() - t0)
                 res.setdefault("epoch_ms", []).append(statistics.median(te) * 1e3)
                 res.setdefault("spark_batch_ms", []).append(statistics.median(tp) * 1e3)

@@ -123,7 +123,7 @@ def test_bank_views_are_consistent_in_snapshot_mode_only(spark, views_server, vc
         for j in jobs.values():
             j.await_barrier(last, timeout=120)
         first = min(barriers)
-        newest = vc.snapshot(list(TABLES)).barrier
+        newest = vc.snapshot(list(TABLES), wait_s=60).barrier
         checked = 0
         for b in issued_barriers(vc, "total_from_branches", first, newest):
             snap = vc.snapshot(list(TABLES), barrier=b)
@@ -363,7 +363,7 @@ def test_view_starts_on_a_non_empty_target_and_global_aggregates(spark, views_se
         ts = vc.tso()
         for j in jobs:
             j.await_barrier(ts, timeout=120)
-        snap = vc.snapshot([src, "ne_view", "ne_total"])
+        snap = vc.snapshot([src, "ne_view", "ne_total"], wait_s=60)
         assert snap.read("ne_view").to_pylist() == [
             {"branch": b, "total": 2 * 1000} for b in range(10)
         ]

@@ -150,6 +150,11 @@ class EpochManager:
             raise NotFound(f"job {job!r} epoch {epoch} was never opened")
         return info
 
+    def last_committed(self, job: str) -> int:
+        """The job's newest committed epoch (0 if none): one lookup, for callers that poll."""
+        with self.store.storage.read_txn() as r:
+            return self._job(r, job)["last_committed"]
+
     def jobs(self) -> dict[str, dict]:
         with self.store.storage.read_txn() as r:
             return {

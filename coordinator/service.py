@@ -107,7 +107,6 @@ class CoordinatorService:
     # ------------------------------------------------------------------ jobs and barriers
 
     def _job_pb(self, rec: JobRecord) -> pb.JobInfo:
-        st = self.epochs.jobs().get(rec.job, {})
         return pb.JobInfo(
             job=rec.job,
             sink=rec.sink,
@@ -116,7 +115,7 @@ class CoordinatorService:
             query=rec.query,
             strategy=rec.strategy,
             registered_wall_ms=rec.registered_wall_ms,
-            last_committed=st.get("last_committed", 0),
+            last_committed=self.epochs.last_committed(rec.job),
         )
 
     def RegisterJob(self, req: pb.RegisterJobRequest, ctx) -> pb.JobInfo:

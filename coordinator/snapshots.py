@@ -177,8 +177,7 @@ class SnapshotPlanner:
         if not rec.is_view:
             raise InvalidArgument(f"job {job!r} writes {rec.sink!r} as a sink, not a view")
         limit = limit or DEFAULT_PLAN_LIMIT
-        jobs = self.epochs.jobs()
-        last = jobs.get(job, {}).get("last_committed", 0)
+        last = self.epochs.last_committed(job)
         after = after or last
         out = BarrierPlans(last_committed=last, newest_barrier=self.barriers.newest())
         sources = list(rec.sources)

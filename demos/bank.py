@@ -17,16 +17,15 @@ The tests and ``scripts/bench_freshness.py`` reuse these pieces.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import coordinator
+from demos.local_spark import local_session
 
 BRANCHES = 10
 START_BALANCE = 1000
@@ -190,7 +189,6 @@ def run_bank_demo(
     out=print,
 ) -> int:
     """Run the demo; returns 0 if every consistent read in snapshot mode held the invariant."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from coordinator.embedded import EmbeddedServer
 
     data_dir = tempfile.mkdtemp(prefix="snapview-demo-")
@@ -201,18 +199,8 @@ def run_bank_demo(
         c = coordinator.connect(srv.address)
         expected = create_accounts(c, accounts)
         out(f"created {accounts} accounts in {BRANCHES} branches, total {expected}")
-        from pyspark.sql import SparkSession
 
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("snapview-demo-bank")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = local_session(app_name="snapview-demo-bank")
         jobs = build_views(spark, srv.address)
         for j in jobs.values():
             out(j.view.explain())

@@ -26,11 +26,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ["PYSPARK_PYTHON"] = sys.executable
 
 import coordinator  # noqa: E402
 from coordinator.embedded import EmbeddedServer  # noqa: E402
 from demos.bank import create_accounts, transfer  # noqa: E402
+from demos.local_spark import local_session  # noqa: E402
 
 ACCOUNTS = 1000
 
@@ -137,20 +137,10 @@ def main() -> int:
     ap.add_argument("--barriers", type=int, default=5, help="epochs timed per size")
     args = ap.parse_args()
 
-    from pyspark.sql import SparkSession
-
     from demos.bank import build_views
 
     srv = EmbeddedServer(extra_args=["--barrier-interval", args.barrier_interval]).start()
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session()
     try:
         c = coordinator.connect(srv.address)
         create_accounts(c, ACCOUNTS)

@@ -18,13 +18,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ["PYSPARK_PYTHON"] = sys.executable
 
 import lmdb  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 import coordinator  # noqa: E402
 from coordinator.embedded import EmbeddedServer  # noqa: E402
+from demos.local_spark import local_session  # noqa: E402
 
 SCHEMA = "id BIGINT, payload STRING, amount BIGINT"
 FILES = 5
@@ -86,18 +86,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--table-rows", type=int, default=1_000_000)
     args = ap.parse_args()
-    from pyspark.sql import SparkSession
 
     import spark_sink
     from spark_sink import EpochWriter
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session()
     spark_sink.register(spark)
     res: dict[str, list[float]] = {}
     tmp = tempfile.mkdtemp(prefix="bench-spark-")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterator
 
 import pytest
 
 import coordinator
 from coordinator.embedded import EmbeddedServer
+from demos.local_spark import local_session
 from kvstore.mvcc.timestamp import compose
 from kvstore.store import LocalStore
 
@@ -37,22 +39,41 @@ def store(tmp_path, clock):
         s.close()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    srv = EmbeddedServer(str(tmp_path_factory.mktemp("serve"))).start()
+def serve(data_dir, *extra_args: str) -> Iterator[EmbeddedServer]:
+    """For fixtures (``yield from serve(...)``): a ``snapview serve`` on ``data_dir`` with
+    ``extra_args``, stopped in ``finally``."""
+    srv = EmbeddedServer(str(data_dir), extra_args=list(extra_args)).start()
     try:
         yield srv
     finally:
         srv.stop()
 
 
+def connected(server: EmbeddedServer) -> Iterator[coordinator.Client]:
+    """For fixtures: a client of ``server``, closed in ``finally``."""
+    with coordinator.connect(server.address) as c:
+        yield c
+
+
+def wait_for(cond, timeout: float, what: str = "condition"):
+    """``cond()``'s first truthy value, polled every 10 ms for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    yield from serve(tmp_path_factory.mktemp("serve"))
+
+
 @pytest.fixture
 def client(server):
-    c = coordinator.connect(server.address)
-    try:
-        yield c
-    finally:
-        c.close()
+    yield from connected(server)
 
 
 _names = itertools.count()
@@ -71,23 +92,9 @@ def table_name(request) -> str:
 @pytest.fixture(scope="session")
 def spark():
     """One SparkSession for the whole run (local[2]), with format("snapview") registered."""
-    import os
-    import sys
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     import spark_sink
 
-    s = (
-        SparkSession.builder.master("local[2]")
-        .appName("snapview-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    s.sparkContext.setLogLevel("ERROR")
+    s = local_session(app_name="snapview-tests")
     spark_sink.register(s)
     try:
         yield s

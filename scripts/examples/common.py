@@ -7,27 +7,18 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from demos.local_spark import local_session  # noqa: E402
 
 
 @contextlib.contextmanager
 def local_stack(barrier_interval: str = "500ms"):
     """Yield (spark, address): an embedded server and a local[2] SparkSession, both stopped
     on exit."""
-    from pyspark.sql import SparkSession
-
     from coordinator.embedded import EmbeddedServer
 
     srv = EmbeddedServer(extra_args=["--barrier-interval", barrier_interval]).start()
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session()
     try:
         yield spark, srv.address
     finally:

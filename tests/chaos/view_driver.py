@@ -11,23 +11,15 @@ import os
 import sys
 import time
 
+from demos.local_spark import local_session
+
 
 def main() -> int:
     address, master, stop_file = sys.argv[1:4]
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
 
     from demos.bank import build_views
 
-    spark = (
-        SparkSession.builder.master(master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(master)
     jobs = build_views(spark, address)
     print("STARTED", flush=True)
     while not os.path.exists(stop_file):

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -19,38 +18,19 @@ from kvstore.errors import (
     TopologyCycle,
 )
 from kvstore.mvcc.records import LockOp
+from tests.conftest import connected, serve, wait_for
 
 EPOCH_COMMITTED = 2
 
 
 @pytest.fixture(scope="module")
 def fast(tmp_path_factory):
-    srv = EmbeddedServer(
-        str(tmp_path_factory.mktemp("barriers")), extra_args=["--barrier-interval", "100ms"]
-    ).start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    yield from serve(tmp_path_factory.mktemp("barriers"), "--barrier-interval", "100ms")
 
 
 @pytest.fixture
 def c(fast):
-    cl = coordinator.connect(fast.address)
-    try:
-        yield cl
-    finally:
-        cl.close()
-
-
-def wait_for(cond, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+    yield from connected(fast)
 
 
 def _root(c, name):
@@ -82,7 +62,9 @@ def commit_epoch(c, job, barrier, rows=()):
 def test_barriers_advance_when_nothing_changes(c, table_name):
     t = _root(c, table_name)
     b1 = c.snapshot([t], wait_s=5).barrier
-    b2 = wait_for(lambda: (s := c.snapshot([t]).barrier) > b1 and s, what="a newer barrier")
+    b2 = wait_for(
+        lambda: (s := c.snapshot([t]).barrier) > b1 and s, timeout=10, what="a newer barrier"
+    )
     assert b2 > b1
 
 
@@ -91,7 +73,9 @@ def test_root_snapshot_holds_exactly_the_commits_at_or_below_its_barrier(c, tabl
     with c.transaction() as txn:
         txn.put(t, {"id": 1, "v": 1})
     first = txn.commit_ts
-    snap = wait_for(lambda: (s := c.snapshot([t])).barrier > first and s, what="barrier")
+    snap = wait_for(
+        lambda: (s := c.snapshot([t])).barrier > first and s, timeout=10, what="barrier"
+    )
     with c.transaction() as txn:
         txn.put(t, {"id": 2, "v": 2})
     assert snap.read_ts(t) == snap.barrier
@@ -150,7 +134,7 @@ def test_view_epochs_are_barriers_and_record_their_version(c, table_name):
     assert snap.read(v).to_pylist() == [{"id": 1, "v": 10}]
 
     # the next barriers come in order; nothing changed in src, so they say so
-    wait_for(lambda: len(c.plan_barriers(v).barriers) >= 3, what="3 pending barriers")
+    wait_for(lambda: len(c.plan_barriers(v).barriers) >= 3, timeout=10, what="3 pending barriers")
     plans = c.plan_barriers(v).barriers
     bs = [p.barrier for p in plans]
     assert bs == sorted(bs) and bs[0] > b1
@@ -162,6 +146,7 @@ def test_view_epochs_are_barriers_and_record_their_version(c, table_name):
         txn.put(src, {"id": 1, "v": 1})
     wait_for(
         lambda: [p for p in c.plan_barriers(v).barriers if p.barrier > txn.commit_ts],
+        timeout=10,
         what="a barrier past the commit",
     )
     plans = c.plan_barriers(v).barriers
@@ -202,7 +187,7 @@ def test_delay_reports_views_and_roots(c, table_name):
     v = _view(c, table_name + "_v", [src])
     b = c.plan_barriers(v).barriers[0].barrier
     commit_epoch(c, v, b)
-    wait_for(lambda: c.delay().newest_barrier > b, what="a newer barrier")
+    wait_for(lambda: c.delay().newest_barrier > b, timeout=10, what="a newer barrier")
     rows = {d.table: d for d in c.delay().tables}
     assert rows[v].kind == "view" and rows[v].job == v and rows[v].barrier == b
     assert rows[v].barriers_behind >= 1 and rows[v].barrier_lag_ms > 0
@@ -225,7 +210,9 @@ def test_barriers_and_view_versions_survive_kill_9(tmp_path):
         snap = c.snapshot([v])
         assert snap.barrier == b and snap.read_ts(v) == done.commit_ts
         assert snap.read(v).to_pylist() == [{"id": 7, "v": 7}]
-        nxt = wait_for(lambda: c.plan_barriers(v).barriers, what="barriers after restart")
+        nxt = wait_for(
+            lambda: c.plan_barriers(v).barriers, timeout=10, what="barriers after restart"
+        )
         assert nxt[0].barrier > b
         assert {j.job for j in c.topology().jobs} == {v}
         c.close()

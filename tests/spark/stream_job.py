@@ -8,25 +8,18 @@ whole process group, JVM included) at fail points and start it again on the same
 
 from __future__ import annotations
 
-import os
 import sys
+
+from demos.local_spark import local_session
 
 
 def main() -> int:
     address, input_dir, checkpoint, table = sys.argv[1:5]
     master = sys.argv[5] if len(sys.argv) > 5 else "local[2]"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
 
     from spark_sink import EpochWriter
 
-    spark = (
-        SparkSession.builder.master(master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(master)
     q = (
         spark.readStream.schema("id BIGINT, v STRING")
         .option("maxFilesPerTrigger", 1)

@@ -8,19 +8,13 @@ import sys
 
 import pytest
 
-from coordinator.embedded import EmbeddedServer
 from scripts.examples import author_posts, shopping
+from tests.conftest import serve
 
 
 @pytest.fixture(scope="module")
 def ex_server(tmp_path_factory):
-    srv = EmbeddedServer(
-        str(tmp_path_factory.mktemp("examples")), extra_args=["--barrier-interval", "200ms"]
-    ).start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    yield from serve(tmp_path_factory.mktemp("examples"), "--barrier-interval", "200ms")
 
 
 def test_author_posts_matches_posts_at_every_read(spark, ex_server):

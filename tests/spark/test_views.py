@@ -17,7 +17,6 @@ from collections import defaultdict
 import pytest
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
 from demos.bank import (
     TABLES,
     Checker,
@@ -30,19 +29,22 @@ from demos.bank import (
 )
 from kvstore.errors import SecondWriter, TopologyCycle
 from spark_sink import EpochWriter, MaterializedView
+from tests.conftest import connected, serve, wait_for
 
 EPOCH_COMMITTED = 2
 BRANCH_SQL = "SELECT branch, SUM(balance) AS total FROM {src} GROUP BY branch"
 
 
-def wait_for(cond, timeout=120.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+def branch_view(spark, address: str, src: str, target: str):
+    """A builder for the BRANCH_SQL view of ``src`` into ``target`` (key branch, 100 ms trigger)."""
+    return (
+        MaterializedView.builder(spark)
+        .coordinator(address)
+        .query(BRANCH_SQL.format(src=src))
+        .target(target)
+        .primary_key("branch")
+        .trigger_interval("100 milliseconds")
+    )
 
 
 def issued_barriers(c, job: str, first: int, last: int) -> list[int]:
@@ -71,22 +73,12 @@ def assert_every_version_recomputes(c, view: str, src: str, first: int, last: in
 
 @pytest.fixture(scope="module")
 def views_server(tmp_path_factory):
-    srv = EmbeddedServer(
-        str(tmp_path_factory.mktemp("views")), extra_args=["--barrier-interval", "200ms"]
-    ).start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    yield from serve(tmp_path_factory.mktemp("views"), "--barrier-interval", "200ms")
 
 
 @pytest.fixture
 def vc(views_server):
-    c = coordinator.connect(views_server.address)
-    try:
-        yield c
-    finally:
-        c.close()
+    yield from connected(views_server)
 
 
 def test_bank_views_are_consistent_in_snapshot_mode_only(spark, views_server, vc):
@@ -179,6 +171,7 @@ def test_view_job_killed_mid_epoch_resumes_at_the_next_barrier(views_server, vc,
     writer.start()
     cp, stop_file = str(tmp_path / "cp"), str(tmp_path / "stop")
     began = vc.tso()
+    procs = []
     try:
         crashing = _start_job(
             views_server.address,
@@ -191,21 +184,29 @@ def test_view_job_killed_mid_epoch_resumes_at_the_next_barrier(views_server, vc,
                 "SNAPVIEW_FAILPOINTS_SEED": "5",
             },
         )
+        procs.append(crashing)
         assert crashing.wait(300) == -signal.SIGKILL
         left = vc.get_epoch(view)  # the newest epoch: prewritten, never committed
         assert left.state == 1, left  # EPOCH_PREWRITE
         job = _start_job(views_server.address, view, src, cp, stop_file)
+        procs.append(job)
         assert job.stdout.readline().strip() == "STARTED"
-        wait_for(lambda: _has_after(vc, view, left.epoch), what="barriers after the restart")
+        wait_for(
+            lambda: _has_after(vc, view, left.epoch), timeout=120, what="barriers after the restart"
+        )
         stop.set()
         writer.join(10)
         target = vc.tso()
-        wait_for(lambda: _has_after(vc, view, target - 1), what="the last commits")
+        wait_for(lambda: _has_after(vc, view, target - 1), timeout=120, what="the last commits")
         open(stop_file, "w").close()
         assert job.wait(120) == 0
     finally:
         stop.set()
         open(stop_file, "w").close()
+        for p in procs:  # a failed assertion must not leave a job (and its JVM) behind
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
     last = vc.snapshot([view]).barrier
     first = next(b for b in issued_barriers(vc, view, began, last) if _has(vc, view, b))
     assert first <= left.epoch < last
@@ -231,37 +232,31 @@ def _has(c, view, b) -> bool:
 def test_view_survives_kill_9_of_the_server(spark, tmp_path):
     """kill -9 of snapview serve while a view job runs in this process: the job rides out the
     restart and the view resumes at the next barrier, none skipped."""
-    srv = EmbeddedServer(str(tmp_path / "d"), extra_args=["--barrier-interval", "200ms"]).start()
+    servers = serve(tmp_path / "d", "--barrier-interval", "200ms")
+    srv = next(servers)
     c = coordinator.connect(srv.address)
-    src, view = "acc_srv", "bal_srv"
-    create_accounts(c, 50, src)
-    job = (
-        MaterializedView.builder(spark)
-        .coordinator(srv.address)
-        .query(BRANCH_SQL.format(src=src))
-        .target(view)
-        .primary_key("branch")
-        .trigger_interval("100 milliseconds")
-        .build()
-        .start()
-    )
     try:
-        first = job.await_barrier(c.tso(), timeout=120)
-        rng = random.Random(3)
-        for _ in range(20):
-            transfer(c, rng, 50, src)
-        job.await_barrier(c.tso(), timeout=60)
-        srv.kill()
-        srv.start()
-        for _ in range(20):
-            transfer(c, rng, 50, src)
-        last = job.await_barrier(c.tso(), timeout=120)
-        assert job.query.isActive
+        src, view = "acc_srv", "bal_srv"
+        create_accounts(c, 50, src)
+        job = branch_view(spark, srv.address, src, view).build().start()
+        try:
+            first = job.await_barrier(c.tso(), timeout=120)
+            rng = random.Random(3)
+            for _ in range(20):
+                transfer(c, rng, 50, src)
+            job.await_barrier(c.tso(), timeout=60)
+            srv.kill()
+            srv.start()
+            for _ in range(20):
+                transfer(c, rng, 50, src)
+            last = job.await_barrier(c.tso(), timeout=120)
+            assert job.query.isActive
+        finally:
+            job.stop()
+        assert assert_every_version_recomputes(c, view, src, first, last) >= 3
     finally:
-        job.stop()
-    assert assert_every_version_recomputes(c, view, src, first, last) >= 3
-    c.close()
-    srv.stop()
+        c.close()
+        servers.close()  # runs serve's finally: the server stops
 
 
 def test_second_writer_and_cycle_are_refused(spark, views_server, vc):
@@ -299,17 +294,7 @@ def test_restart_without_checkpoint_resumes_from_the_coordinator(spark, views_se
     rng = random.Random(5)
 
     def start():
-        return (
-            MaterializedView.builder(spark)
-            .coordinator(addr)
-            .query(BRANCH_SQL.format(src=src))
-            .target(view)
-            .primary_key("branch")
-            .trigger_interval("100 milliseconds")
-            .checkpoint_location(cp)
-            .build()
-            .start()
-        )
+        return branch_view(spark, addr, src, view).checkpoint_location(cp).build().start()
 
     job = start()
     first = job.await_barrier(vc.tso(), timeout=120)
@@ -389,16 +374,7 @@ def test_spark_source_reads_at_a_barrier(spark, views_server, vc):
     src = "acc_opt"
     create_accounts(vc, 10, src)
     addr = views_server.address
-    job = (
-        MaterializedView.builder(spark)
-        .coordinator(addr)
-        .query(BRANCH_SQL.format(src=src))
-        .target("bal_opt")
-        .primary_key("branch")
-        .trigger_interval("100 milliseconds")
-        .build()
-        .start()
-    )
+    job = branch_view(spark, addr, src, "bal_opt").build().start()
     try:
         b1 = job.await_barrier(vc.tso(), timeout=120)
         with vc.transaction() as t:

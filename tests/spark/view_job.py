@@ -13,23 +13,15 @@ import os
 import sys
 import time
 
+from demos.local_spark import local_session
+
 
 def main() -> int:
     address, target, query, pk, checkpoint, stop_file = sys.argv[1:7]
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
 
     from spark_sink import MaterializedView
 
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("local[1]", shuffle_partitions=1)
     job = (
         MaterializedView.builder(spark)
         .coordinator(address)

@@ -17,6 +17,8 @@ import threading
 import time
 from collections import Counter
 
+from demos.local_spark import local_session
+
 TABLE = "events"
 JOB = "events"  # EpochWriter's default job name: the table's
 
@@ -61,19 +63,9 @@ def counts(client) -> Counter:
 
 
 def job(address: str, input_dir: str, checkpoint: str, master: str, stop_file: str) -> int:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     from spark_sink import EpochWriter
 
-    spark = (
-        SparkSession.builder.master(master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(master)
     q = (
         spark.readStream.schema("id BIGINT, v STRING")
         .option("maxFilesPerTrigger", 5)

@@ -59,6 +59,21 @@ def _view_key(table: str, ts: int) -> bytes:
     return _view_prefix(table) + struct.pack(">Q", ts)
 
 
+def issued_barriers(reader: Reader) -> dict[int, int]:
+    """Every recorded barrier and the wall ms it was issued at, oldest first."""
+    return {
+        struct.unpack(">Q", k[len(_BARRIER) :])[0]: json.loads(v)["wall_ms"]
+        for k, v in reader.iter_prefix("meta", _BARRIER)
+    }
+
+
+def view_barriers(reader: Reader, table: str) -> list[int]:
+    """The barriers at which view ``table`` has a recorded version, oldest first."""
+    return [
+        struct.unpack(">Q", k[-8:])[0] for k, _ in reader.iter_prefix("meta", _view_prefix(table))
+    ]
+
+
 @dataclass(frozen=True)
 class ViewVersion:
     """A view's version at one barrier."""
@@ -89,15 +104,11 @@ class Barriers:
         self.retention_s = retention_s
         self._mu = threading.Lock()
         self._issue_lock = threading.Lock()
-        self._issued: list[int] = []
-        self._wall: dict[int, int] = {}
         # root table -> (newest barrier seen reached, wall ms when first seen); for `delay`
         self._root_reached: dict[str, tuple[int, int]] = {}
         with store.storage.read_txn() as r:
-            for k, v in r.iter_prefix("meta", _BARRIER):
-                ts = struct.unpack(">Q", k[len(_BARRIER) :])[0]
-                self._issued.append(ts)
-                self._wall[ts] = json.loads(v)["wall_ms"]
+            self._wall: dict[int, int] = issued_barriers(r)  # barrier -> wall ms issued
+        self._issued: list[int] = list(self._wall)  # in order (LMDB keys are big-endian)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -257,15 +268,6 @@ class Barriers:
     def view_newest(reader: Reader, table: str) -> int:
         raw = reader.get("meta", _VIEW_NEWEST + table.encode())
         return int(raw) if raw else 0
-
-    def view_versions(self, table: str, after: int = 0) -> list[ViewVersion]:
-        """Every recorded version of a view at a barrier > ``after``, oldest first."""
-        p = _view_prefix(table)
-        with self.store.storage.read_txn() as r:
-            items = r.items_between("meta", p + struct.pack(">Q", after + 1), p + b"\xff" * 8)
-        return [
-            ViewVersion(barrier=struct.unpack(">Q", k[-8:])[0], **json.loads(v)) for k, v in items
-        ]
 
     # ------------------------------------------------------------------ epoch hooks
 

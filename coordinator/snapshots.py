@@ -226,7 +226,8 @@ class SnapshotPlanner:
             for info in self.store.list_tables():
                 name = info.name
                 w = topo.writer_of(name)
-                if Barriers.is_view_table(name, info.kind, topo):
+                is_view = Barriers.is_view_table(name, info.kind, topo)
+                if is_view:
                     b = Barriers.view_newest(r, name)
                     v = Barriers.view_version(r, name, b) if b else None
                     reached = v.wall_ms if v else 0
@@ -238,7 +239,7 @@ class SnapshotPlanner:
                 out.append(
                     TableDelay(
                         table=name,
-                        kind="view" if Barriers.is_view_table(name, info.kind, topo) else "root",
+                        kind="view" if is_view else "root",
                         job=w.job if w else "",
                         barrier=b,
                         barriers_behind=self.barriers.count_after(b) if b else 0,

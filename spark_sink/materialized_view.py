@@ -44,6 +44,7 @@ from kvstore.errors import (
     SecondWriter,
     SnapviewError,
 )
+from kvstore.schema import parse_ddl
 from spark_sink.partition_writer import direct_info
 from spark_sink.query_analysis import (
     mentioned_tables,
@@ -231,8 +232,6 @@ class MaterializedView:
             return
         want = client.describe_table(self.target, refresh=True)
         cols = [(c.name, c.type.ddl()) for c in want.table_schema.visible_columns]
-        from kvstore.schema import parse_ddl
-
         need = [(c.name, c.type.ddl()) for c in parse_ddl(shape.ddl, self.target)]
         pk = () if want.hidden_row_id else tuple(want.primary_key)
         if cols != need or pk != shape.primary_key:

@@ -54,7 +54,6 @@ class Progress:
     mutations: int = 0
     last_epoch_s: float = 0.0
     last_steps: dict = field(default_factory=dict)  # seconds per step of the last recompute
-    epoch_seconds: list[float] = field(default_factory=list)  # the newest 1,000 epochs
     recompute_seconds: list[float] = field(default_factory=list)  # ... that ran the query
 
     def as_dict(self) -> dict:
@@ -189,8 +188,6 @@ class FullRecompute:
         p.unchanged += not changed
         p.mutations += len(muts)
         p.last_epoch_s = time.perf_counter() - t0
-        p.epoch_seconds.append(p.last_epoch_s)
-        del p.epoch_seconds[:-1000]
         if changed:
             p.recompute_seconds.append(p.last_epoch_s)
             del p.recompute_seconds[:-1000]

@@ -60,7 +60,6 @@ class Cluster:
         self,
         server,
         history_dir: str,
-        master: str,
         work_dir: str,
         rate: float,
         accounts: int,
@@ -72,7 +71,6 @@ class Cluster:
         self.driver_args = driver_args  # `python -m` arguments of the job driver, less STOP_FILE
         self.probe_job = probe_job  # the job whose next commit marks a recovery
         self.history_dir = history_dir
-        self.master = master
         self.work_dir = work_dir
         self.rate = rate
         self.accounts = accounts

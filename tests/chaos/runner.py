@@ -14,7 +14,6 @@ import os
 import random
 import shutil
 import statistics
-import struct
 import tempfile
 import threading
 import time
@@ -129,17 +128,15 @@ def _view_checks(c, first: dict[str, int]) -> tuple[int, list[tuple[str, int, st
 
 def _store_facts(lmdb_path: str) -> tuple[list[int], dict[str, list[int]], list]:
     """After the server stopped: issued barriers, each view's barrier versions, and locks."""
+    from coordinator.barriers import issued_barriers, view_barriers
     from kvstore.mvcc.records import Lock
     from kvstore.storage import Storage
 
     st = Storage(lmdb_path)
     try:
         with st.read_txn() as r:
-            issued = [struct.unpack(">Q", k[-8:])[0] for k, _ in r.iter_prefix("meta", b"barrier/")]
-            versions = {}
-            for v in VIEW_TABLES:
-                p = b"vbar/" + v.encode() + b"\x00"
-                versions[v] = [struct.unpack(">Q", k[-8:])[0] for k, _ in r.iter_prefix("meta", p)]
+            issued = list(issued_barriers(r))
+            versions = {v: view_barriers(r, v) for v in VIEW_TABLES}
             locks = []
             for k, raw in r.iter_prefix("lock", b""):
                 lk = Lock.parse(raw)
@@ -164,7 +161,6 @@ def run(cfg: ChaosConfig, out=print) -> Summary:
     cluster = Cluster(
         srv,
         history,
-        cfg.master,
         work,
         cfg.rate,
         cfg.accounts,
@@ -276,7 +272,6 @@ def _run_append(cfg: ChaosConfig, rng, work: str, srv, out) -> Summary:
     cluster = Cluster(
         srv,
         os.path.join(work, "history"),
-        cfg.master,
         work,
         0,
         0,

@@ -18,7 +18,7 @@ import lmdb
 
 from kvstore import actions
 from kvstore.catalog import TableInfo
-from kvstore.errors import SnapviewError
+from kvstore.errors import InvalidArgument, SnapviewError
 from kvstore.group_commit import WriteContext
 from kvstore.storage import Reader, Storage, WriteBuffer
 from kvstore.validation import validate_rows
@@ -53,10 +53,30 @@ class DirectPrewriter:
         self._lock = threading.Lock()
 
     def prewrite(
-        self, info: TableInfo, mutations, primary: bytes, start_ts: int, ttl_ms: int
+        self,
+        info: TableInfo,
+        mutations,
+        primary: bytes,
+        start_ts: int,
+        ttl_ms: int,
+        encoded_here: bool = False,
     ) -> None:
-        """Lock ``mutations`` (PUTs of rows of ``info``) for txn ``start_ts``, all or none."""
-        validate_rows(info, [k for _, k, _ in mutations], [v for _, _, v in mutations])
+        """Lock ``mutations`` (PUTs of rows of ``info``) for txn ``start_ts``, all or none.
+
+        Rows are checked as the server checks them, unless ``encoded_here``: the caller built
+        them in this process with ``info``'s own row codec (spark_sink.ArrowEncoder, whose output
+        the tests hold to ``validate_rows``), so the check would re-derive what it just wrote.
+        A key twice in one call is refused (InvalidArgument) either way, as the server does."""
+        keys = [k for _, k, _ in mutations]
+        if len(set(keys)) != len(keys):
+            seen: set[bytes] = set()
+            dup = next(k for k in keys if k in seen or seen.add(k))
+            raise InvalidArgument(
+                f"table {info.name!r}: key {info.key_codec.decode(dup)} appears twice in one "
+                "request (one row per primary key in a batch)"
+            )
+        if not encoded_here:
+            validate_rows(info, keys, [v for _, _, v in mutations])
         with self._lock:
             try:
                 self._write(mutations, primary, start_ts, ttl_ms)

@@ -22,6 +22,7 @@ from typing import Any
 
 import lmdb
 
+from kvstore.gc_pause import gc_paused
 from kvstore.storage import Reader, Storage, WriteBuffer
 
 
@@ -74,7 +75,9 @@ class GroupCommitter:
                     return
                 n = min(len(self._queue), self.max_group)
                 group = [self._queue.popleft() for _ in range(n)]
-            self._commit_group(group)
+            # A large action (an epoch's commit) builds tens of thousands of acyclic tuples.
+            with gc_paused():
+                self._commit_group(group)
 
     def _commit_group(self, group: list[tuple[Action, Future]]) -> None:
         while True:

@@ -242,17 +242,15 @@ class WriteBuffer:
         """Put many items in one C-level loop (faster for the thousands of a large commit)."""
         self._txn.cursor(db=self._cf[cf]).putmulti(items)
 
-    def delete_prefix(self, cf: str, prefix: bytes) -> int:
-        """Delete every key starting with ``prefix`` in one cursor walk (no search per key)."""
+    def delete_run(self, cf: str, first: bytes, n: int) -> None:
+        """Delete the ``n`` consecutive items starting at key ``first``, which the caller has
+        read in this transaction (no key comparison per item)."""
         cur = self._txn.cursor(db=self._cf[cf])
-        n = 0
-        if not cur.set_range(prefix):
-            return 0
-        while cur.key().startswith(prefix):
-            n += 1
-            if not cur.delete():  # moves to the next item; False at the end
-                break
-        return n
+        if not cur.set_key(first):
+            raise KeyError(f"{cf}: run start {first.hex()} is not there")
+        delete = cur.delete
+        for _ in range(n):
+            delete()
 
     def delete_many(self, cf: str, keys: list[bytes]) -> None:
         """Delete ``keys`` (sorted): a run of neighbours is deleted by stepping the cursor along

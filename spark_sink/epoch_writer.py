@@ -76,6 +76,9 @@ class EpochWriter:
         self._direct_info = None
         self._registered = False
         self.last_epoch = None  # the EpochInfo of the newest batch this writer handled
+        # (epoch, feed high-water) of the last epoch this writer committed: the next epoch
+        # carries the high-water forward without reading it back from the coordinator.
+        self._carried: tuple[int, int | None] | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         client = client_for(self.coordinator, self.token)
@@ -110,14 +113,14 @@ class EpochWriter:
             with Heartbeat(target):
                 out = df.mapInArrow(_partition_fn(target), "rows long, high long").collect()
                 fail_point("sink.before_commit")
+                high = max([r["high"] for r in out], default=-1)
+                carried = self._carried
+                prev = carried[1] if carried and carried[0] == e.epoch - 1 else UNKNOWN
                 meta = epoch_metadata(
-                    client,
-                    self.job,
-                    batch,
-                    sum(r["rows"] for r in out),
-                    max([r["high"] for r in out], default=-1),
+                    client, self.job, batch, sum(r["rows"] for r in out), high, prev
                 )
                 self.last_epoch = client.commit_transaction(self.job, e.epoch, e.start_ts, meta)
+                self._carried = (e.epoch, json.loads(meta)[SOURCES_KEY].get(FEED_KEY))
         except BaseException:
             try:
                 client.abort_transaction(self.job, e.epoch, e.start_ts)
@@ -126,11 +129,16 @@ class EpochWriter:
             raise
 
 
-def epoch_metadata(client, job: str, batch, rows: int, high: int) -> str:
+UNKNOWN = object()  # epoch_metadata's ``prev`` when the previous epoch's high-water is not known
+
+
+def epoch_metadata(client, job: str, batch, rows: int, high: int, prev=UNKNOWN) -> str:
     """What a sink commits with an epoch: its batch, its row count, and the feed high-water
-    (``high`` if the batch saw feed rows, else the previous epoch's, carried forward)."""
+    (``high`` if the batch saw feed rows, else the previous epoch's, carried forward: ``prev``
+    when the caller knows it, None for none, else read from the job's newest committed epoch)."""
     if high < 0:
-        prev = resume_point(client, job)
+        if prev is UNKNOWN:
+            prev = resume_point(client, job)
         sources = {FEED_KEY: prev} if prev is not None else {}
     else:
         sources = {FEED_KEY: high}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -15,11 +16,14 @@ from kvstore.catalog import TableInfo
 from kvstore.direct import DirectPrewriter, DirectUnavailable, same_instance
 from kvstore.errors import TxnError
 from kvstore.failpoints import fail_point
+from kvstore.gc_pause import gc_paused
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_source.connection import client_for
 from spark_source.options import CHANGE_TYPE, COMMIT_TS
 
-PREWRITE_CHUNK = 8192
+PREWRITE_CHUNK = 8192  # mutations per prewrite request to the server
+# Most rows per direct LMDB write transaction (Spark hands over Arrow batches of 10k rows).
+DIRECT_TXN_ROWS = 65536
 
 
 @dataclass(frozen=True)
@@ -105,36 +109,63 @@ def strip_feed_columns(batch: pa.RecordBatch, info: TableInfo) -> tuple[pa.Recor
 
 
 def prewrite_chunk(client, direct: DirectPrewriter | None, target: EpochTarget, muts) -> None:
-    """Prewrite one chunk: straight into LMDB when allowed, else (or when the direct path hands
-    it back: a lock or conflict in the way, a full map) through the server."""
+    """Prewrite ArrowEncoder output: straight into LMDB in one write transaction when allowed,
+    else (or when the direct path hands it back: a lock or conflict in the way, a full map)
+    through the server in requests of PREWRITE_CHUNK, which validates every row it receives."""
     if direct is not None:
         try:
-            direct.prewrite(target.info, muts, target.primary, target.start_ts, target.ttl_ms)
+            direct.prewrite(
+                target.info, muts, target.primary, target.start_ts, target.ttl_ms, encoded_here=True
+            )
             return
         except (DirectUnavailable, TxnError):
             pass
-    client.prewrite(muts, target.primary, target.start_ts, target.ttl_ms)
+    for i in range(0, len(muts), PREWRITE_CHUNK):
+        client.prewrite(
+            muts[i : i + PREWRITE_CHUNK], target.primary, target.start_ts, target.ttl_ms
+        )
 
 
 def write_batches(
     target: EpochTarget, batches: Iterator[pa.RecordBatch], partition: int
 ) -> tuple[int, int]:
-    """Prewrite every row of ``batches``; returns (rows, highest _commit_ts seen or -1)."""
+    """Prewrite every row of ``batches``; returns (rows, highest _commit_ts seen or -1).
+
+    Each Arrow batch is prewritten as it comes: on the direct path as one LMDB write transaction
+    (up to DIRECT_TXN_ROWS rows), else in requests of PREWRITE_CHUNK. One prewrite at a time runs
+    on a helper thread while this thread reads and encodes the next batch: reading waits on the
+    JVM and a commit waits on the disk, and neither holds the GIL. An error of any prewrite fails
+    the task (and so the epoch attempt)."""
     client = client_for(target.coordinator, target.token)
     enc = ArrowEncoder(target.info)
     direct = direct_prewriter(target) if target.mode != "delete" else None
-    rows, high, index, chunks = 0, -1, 0, 0
-    with Heartbeat(target):
+    group = DIRECT_TXN_ROWS if direct is not None else PREWRITE_CHUNK
+    rows, high, settled = 0, -1, 0
+    in_flight: Future | None = None
+
+    def settle() -> None:
+        nonlocal in_flight, settled
+        if in_flight is not None:
+            in_flight.result()  # re-raises the prewrite's error here
+            in_flight = None
+            settled += 1
+            if settled == 1:
+                fail_point("sink.prewrite.mid")
+
+    with (
+        Heartbeat(target),
+        gc_paused(),
+        ThreadPoolExecutor(1, thread_name_prefix="prewrite") as pool,
+    ):
         for batch in batches:
             batch, h = strip_feed_columns(batch, target.info)
             high = max(high, h)
-            for start in range(0, batch.num_rows, PREWRITE_CHUNK):
-                part = batch.slice(start, PREWRITE_CHUNK)
-                muts = enc.mutations(part, target.mode, target.epoch, partition, index)
-                index += part.num_rows
-                prewrite_chunk(client, direct, target, muts)
+            for off in range(0, batch.num_rows, group):
+                part = batch.slice(off, group)
+                # Append mode's row ids are (epoch, partition, index of the row in the partition).
+                muts = enc.mutations(part, target.mode, target.epoch, partition, rows)
                 rows += part.num_rows
-                chunks += 1
-                if chunks == 1:
-                    fail_point("sink.prewrite.mid")
+                settle()
+                in_flight = pool.submit(prewrite_chunk, client, direct, target, muts)
+        settle()
     return rows, high

@@ -53,8 +53,12 @@ def stage_value(buf, op: LockOp, key: bytes, value: bytes, start_ts: int) -> byt
 
 
 def _all_short_puts(mutations: list[Mutation]) -> bool:
-    ops = set(map(itemgetter(0), mutations))
-    return ops == {LockOp.PUT} and max(map(len, map(itemgetter(2), mutations))) <= SHORT_VALUE_MAX
+    # list.count compares by identity first: no Python-level Enum.__hash__ per mutation
+    ops = list(map(itemgetter(0), mutations))
+    return (
+        ops.count(LockOp.PUT) == len(ops)
+        and max(map(len, map(itemgetter(2), mutations))) <= SHORT_VALUE_MAX
+    )
 
 
 def _prewrite_short_puts(
@@ -68,8 +72,13 @@ def _prewrite_short_puts(
     index: list,
 ) -> None:
     """prewrite's loop for its common shape (only PUTs of inline values, no key locked): the
-    same rules with no per-key branching on op or size. A version record's 8-byte suffix is
-    ~commit_ts big-endian, so "commit_ts >= start_ts" is "suffix <= ~start_ts" as bytes."""
+    same rules with no per-key branching on op or size. ``mutations`` must be sorted by key.
+
+    A version record's 8-byte suffix is ~commit_ts big-endian, so "commit_ts >= start_ts" is
+    "suffix <= ~start_ts" as bytes. The write CF is walked alongside the sorted keys: the first
+    record at or after an earlier key is also the first at or after this one when it does not
+    sort before this key, so a seek is needed only when it does; once no record is left, the
+    remaining keys are new and locked in bulk."""
     ts_be = struct.pack(">Q", start_ts)
     lock_head = Lock.header(LockOp.PUT, primary, start_ts, ttl_ms, txn_size) + VALUE_TAG
     write_head = LockOp.PUT.value + ts_be + VALUE_TAG
@@ -77,15 +86,23 @@ def _prewrite_short_puts(
     cur = reader.txn.cursor(db=reader.cf["write"])
     set_range, cur_key = cur.set_range, cur.key
     add_lock, add_index = locks.append, index.append
-    for _, key, value in mutations:
-        if set_range(key):
-            k = cur_key()
-            if (
-                k[-8:] <= not_older
-                and k[:-8] == key
-                and not check_prewrite(reader, key, primary, start_ts)
-            ):
-                continue
+    at = b""  # the first write-CF record at or after the previous key; None past the last one
+    for i, (_, key, value) in enumerate(mutations):
+        if at < key:
+            if not set_range(key):
+                # No record at or after this key: no later key has a version either, so the
+                # rest are locked in bulk (comprehensions, no per-key branch).
+                rest = mutations[i:]
+                locks += [(k, lock_head + v) for _, k, v in rest]
+                index += [(ts_be + k, write_head + v) for _, k, v in rest]
+                return
+            at = cur_key()
+        if (
+            at[-8:] <= not_older
+            and at[:-8] == key
+            and not check_prewrite(reader, key, primary, start_ts)
+        ):
+            continue
         add_lock((key, lock_head + value))
         add_index((ts_be + key, write_head + value))
 
@@ -114,9 +131,8 @@ def prewrite(
     locks, index = [], []
     ts_be = struct.pack(">Q", start_ts)
     if not locked and _all_short_puts(mutations):
+        mutations = sorted(mutations, key=itemgetter(1))  # near-free when already in key order
         _prewrite_short_puts(reader, mutations, primary, start_ts, ttl_ms, txn_size, locks, index)
-        locks.sort()
-        index.sort()
         buf.put_many("lock", locks)
         buf.put_many("txn_locks", index)
         return

@@ -29,21 +29,24 @@ def resolve_locks(ctx: WriteContext, start_ts: int, commit_ts: int) -> int:
             rollback_key(ctx, k[8:], start_ts)
         return len(entries)
     # Committing: an index entry exists exactly while its lock does and holds the Write record
-    # that commits it, so the whole transaction commits from its index, in bulk.
+    # that commits it, so the whole transaction commits from its index, in bulk. Index entries of
+    # an older format (no Write record) take the per-key path.
+    resolved = len(entries)
+    if not all(w for _, w in entries):
+        for k, w in entries:
+            if not w:
+                commit_key(ctx, k[8:], start_ts, commit_ts)
+        entries = [e for e in entries if e[1]]
+    # Comprehensions, not an append loop: this runs once per key of every committed epoch.
+    keys = [k[8:] for k, _ in entries]
     suffix = encode_ts(commit_ts)
     ts_be = struct.pack(">Q", commit_ts)
-    writes, changes, keys = [], [], []
-    for k, write in entries:
-        key = k[8:]
-        if not write:  # an index entry of an older format: take the per-key path
-            commit_key(ctx, key, start_ts, commit_ts)
-            continue
-        keys.append(key)
-        writes.append((key + suffix, write))
-        if write[:1] != LOCK_FLAG:
-            changes.append((key[:4] + ts_be + key, b""))
-    ctx.buf.put_many("write", writes)
-    ctx.buf.put_many("changes", changes)
+    pairs = list(zip(keys, [w for _, w in entries], strict=True))
+    ctx.buf.put_many("write", [(key + suffix, w) for key, w in pairs])
+    ctx.buf.put_many(
+        "changes", [(key[:4] + ts_be + key, b"") for key, w in pairs if w[:1] != LOCK_FLAG]
+    )
     ctx.buf.delete_many("lock", keys)
-    ctx.buf.delete_prefix("txn_locks", prefix)
-    return len(entries)
+    if entries:  # read above in this transaction: the txn's index entries, one unbroken run
+        ctx.buf.delete_run("txn_locks", entries[0][0], len(entries))
+    return resolved

@@ -7,7 +7,7 @@ import pytest
 import coordinator
 from coordinator.embedded import EmbeddedServer
 from kvstore.direct import DirectPrewriter, DirectUnavailable, same_instance
-from kvstore.errors import KeyIsLocked, SchemaMismatch
+from kvstore.errors import InvalidArgument, KeyIsLocked, SchemaMismatch
 from kvstore.mvcc.records import LockOp
 
 
@@ -70,6 +70,10 @@ def test_direct_prewrite_hands_back_what_needs_the_server(server, client, table_
     bad = [(LockOp.PUT, info.key_codec.encode({"id": 5}), b"\x01junk")]
     with pytest.raises(SchemaMismatch):
         direct.prewrite(info, bad, e.primary_key, e.start_ts, 20_000)
+    # A key twice in one call is refused as the server refuses it, even for rows encoded here.
+    twice = _rows(info, [7, 8]) + _rows(info, [7], v="y")
+    with pytest.raises(InvalidArgument, match=r"key \(7,\) appears twice"):
+        direct.prewrite(info, twice, e.primary_key, e.start_ts, 20_000, encoded_here=True)
     client.abort_transaction(table_name, e.epoch, e.start_ts)
     client.store.rollback(other, [info.key_codec.encode({"id": 1})])
     assert client.read(table_name).num_rows == 0

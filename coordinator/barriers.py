@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from coordinator.registry import Registry
 from coordinator.tso import TimestampOracle
+from kvstore.actions.resolve_locks import has_secondaries
 from kvstore.errors import InvalidArgument
 from kvstore.failpoints import fail_point
 from kvstore.storage import Reader
@@ -280,7 +281,9 @@ class Barriers:
                 f"barrier (newest barrier: {self.newest()})"
             )
 
-    def record_view_barrier(self, ctx, job: str, epoch: int, start_ts: int, commit_ts: int) -> None:
+    def record_view_barrier(
+        self, ctx, job: str, epoch: int, start_ts: int, commit_ts: int, primary: bytes
+    ) -> None:
         """Inside the commit action of (job, epoch): record the view's version at barrier
         ``epoch`` (its read ts is ``commit_ts``). A no-op for jobs that are not views."""
         rec = self.registry.get_in(ctx.reader, job)
@@ -288,15 +291,7 @@ class Barriers:
             return
         # Did the epoch write anything besides its primary? Its locks are still indexed under
         # start_ts (the secondaries are resolved after the primary's commit).
-        changed = False
-        for n, _ in enumerate(
-            ctx.reader.iter_range(
-                "txn_locks", struct.pack(">Q", start_ts), struct.pack(">Q", start_ts + 1)
-            )
-        ):
-            if n >= 1:
-                changed = True
-                break
+        changed = has_secondaries(ctx.reader, start_ts, primary)
         table = rec.sink
         prev = self.view_newest(ctx.reader, table)
         ctx.buf.put(

@@ -271,8 +271,10 @@ class EpochManager:
 
             def act(ctx):
                 if self.barriers is not None:
-                    # Before the primary's own index entry goes: it counts the epoch's locks.
-                    self.barriers.record_view_barrier(ctx, job, epoch, start_ts, commit_ts)
+                    # Before the primary commits: it looks at the epoch's indexed locks.
+                    self.barriers.record_view_barrier(
+                        ctx, job, epoch, start_ts, commit_ts, info.primary_key
+                    )
                 actions.commit_key(ctx, info.primary_key, start_ts, commit_ts)
                 done = replace(
                     info, state=COMMITTED, commit_ts=commit_ts, metadata=metadata or info.metadata

@@ -214,8 +214,9 @@ def drop_table_action(ctx: WriteContext, name: str, if_exists: bool) -> bool:
         for k, _ in ctx.reader.iter_prefix(cf, prefix)
     ]
     doomed += [
-        ("txn_locks", k)
-        for k, _ in ctx.reader.iter_range("txn_locks", b"", None)
+        (cf, k)
+        for cf in ("txn_locks", "txn_ranges")
+        for k, _ in ctx.reader.iter_range(cf, b"", None)
         if k[8:12] == prefix
     ]
     for cf, k in doomed:

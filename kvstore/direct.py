@@ -18,7 +18,7 @@ import lmdb
 
 from kvstore import actions
 from kvstore.catalog import TableInfo
-from kvstore.errors import InvalidArgument, SnapviewError
+from kvstore.errors import InvalidArgument, KeyPrewrittenTwice, SnapviewError
 from kvstore.group_commit import WriteContext
 from kvstore.storage import Reader, Storage, WriteBuffer
 from kvstore.validation import validate_rows
@@ -80,6 +80,9 @@ class DirectPrewriter:
         with self._lock:
             try:
                 self._write(mutations, primary, start_ts, ttl_ms)
+            except KeyPrewrittenTwice as e:
+                where = f"table {info.name!r} key {info.key_codec.decode(e.key)}"
+                raise KeyPrewrittenTwice.of(e.key, e.start_ts, where) from None
             except lmdb.MapFullError:
                 raise DirectUnavailable("the store's map is full; the server grows it") from None
             except lmdb.MapResizedError:

@@ -42,6 +42,24 @@ class SchemaMismatch(InvalidArgument):
     """A row or key does not fit its table's schema. The message names table and column."""
 
 
+class KeyPrewrittenTwice(InvalidArgument):
+    """A transaction prewrote a key it had already locked, with a different mutation: two rows
+    with one primary key in one epoch. (The same mutation again is a retry, and idempotent.)
+    Build it with ``of``; a client gets the server's message alone (``key`` is then empty)."""
+
+    key: bytes = b""
+    start_ts: int = 0
+
+    @classmethod
+    def of(cls, key: bytes, start_ts: int, where: str = "") -> KeyPrewrittenTwice:
+        err = cls(
+            f"{where or 'key ' + key.hex()}: transaction start_ts={start_ts} already wrote a "
+            "different row for this primary key (give each key one row per transaction)"
+        )
+        err.key, err.start_ts = key, start_ts
+        return err
+
+
 class ValueTooLarge(InvalidArgument):
     """A value is larger than the store accepts. Hint: split the row or raise --max-value-bytes."""
 

@@ -23,7 +23,7 @@ import lmdb
 from kvstore.mvcc.keys import TS_MASK, parse_versioned_key, versioned_key
 from kvstore.mvcc.records import Lock, Write
 
-CF_NAMES = ("lock", "data", "write", "changes", "txn_locks", "catalog", "meta")
+CF_NAMES = ("lock", "data", "write", "changes", "txn_locks", "txn_ranges", "catalog", "meta")
 DEFAULT_MAP_SIZE = 64 << 20
 
 

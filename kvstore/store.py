@@ -35,6 +35,7 @@ from kvstore.errors import (
     FailedPrecondition,
     InvalidArgument,
     KeyIsLocked,
+    KeyPrewrittenTwice,
     TableNotFound,
     ValueTooLarge,
 )
@@ -147,6 +148,14 @@ class LocalStore:
             return self.catalog.get_id(tid)
         except TableNotFound:
             raise TableNotFound(tid) from None
+
+    def describe_key(self, key: bytes) -> str:
+        """``table 'name' key (values...)`` for a user key, for error messages."""
+        try:
+            info = self.catalog.get_id(table_id_of(key))
+            return f"table {info.name!r} key {info.key_codec.decode(key)}"
+        except Exception:  # noqa: BLE001 - a message helper: fall back to the raw bytes
+            return f"key {key.hex()}"
 
     @staticmethod
     def _check_key(info: TableInfo | None, key: bytes) -> None:
@@ -264,11 +273,14 @@ class LocalStore:
         self.validate_mutations(mutations, internal)
         fail_point("store.prewrite.start")
         if not try_one_pc:
-            self.committer.run(
-                lambda ctx: actions.prewrite(
-                    ctx, mutations, primary, start_ts, ttl_ms, txn_size or len(mutations)
+            try:
+                self.committer.run(
+                    lambda ctx: actions.prewrite(
+                        ctx, mutations, primary, start_ts, ttl_ms, txn_size or len(mutations)
+                    )
                 )
-            )
+            except KeyPrewrittenTwice as e:
+                raise KeyPrewrittenTwice.of(e.key, e.start_ts, self.describe_key(e.key)) from None
             fail_point("store.prewrite.done")
             return 0
         if self.clock is None:

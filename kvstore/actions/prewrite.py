@@ -5,13 +5,18 @@ from __future__ import annotations
 import struct
 from operator import itemgetter
 
-from kvstore.errors import KeyIsLocked, TxnRolledBack, WriteConflict
+from kvstore.errors import KeyIsLocked, KeyPrewrittenTwice, TxnRolledBack, WriteConflict
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import decode_ts, encode_ts, versioned_key
 from kvstore.mvcc.records import SHORT_VALUE_MAX, VALUE_TAG, Lock, LockOp, WriteKind
 from kvstore.storage import Reader
 
 Mutation = tuple[LockOp, bytes, bytes]
+
+# A bulk prewrite of at least this many keys indexes its locks by one txn_ranges entry (first
+# key -> last key) instead of one txn_locks entry per key: half the writes per row, and no
+# per-key index delete when the transaction resolves.
+RANGE_INDEX_MIN_KEYS = 64
 
 
 def check_prewrite(reader: Reader, key: bytes, primary: bytes, start_ts: int) -> bool:
@@ -41,6 +46,20 @@ def check_prewrite(reader: Reader, key: bytes, primary: bytes, start_ts: int) ->
     return True
 
 
+def check_same_mutation(reader: Reader, key: bytes, start_ts: int, op: LockOp, value: bytes):
+    """A txn prewriting a key again must bring the same mutation (a retried request does);
+    anything else is two rows for one key in one transaction: KeyPrewrittenTwice."""
+    lock = reader.get_lock(key)
+    if lock is None or lock.start_ts != start_ts:
+        return  # committed already: a retry arriving late
+    if lock.op is LockOp.PUT and lock.short_value is None:
+        held = reader.get_data(key, start_ts)
+    else:
+        held = lock.short_value or b""
+    if lock.op is not op or held != value:
+        raise KeyPrewrittenTwice.of(key, start_ts)
+
+
 def stage_value(buf, op: LockOp, key: bytes, value: bytes, start_ts: int) -> bytes | None:
     """Where a mutation's value lives: returned to ride inline (short values), or written to the
     data CF under (key, start_ts) when longer than SHORT_VALUE_MAX (None is returned then)."""
@@ -61,41 +80,29 @@ def _all_short_puts(mutations: list[Mutation]) -> bool:
     )
 
 
-def _prewrite_short_puts(
-    reader: Reader,
-    mutations: list[Mutation],
-    primary: bytes,
-    start_ts: int,
-    ttl_ms: int,
-    txn_size: int,
-    locks: list,
-    index: list,
-) -> None:
-    """prewrite's loop for its common shape (only PUTs of inline values, no key locked): the
-    same rules with no per-key branching on op or size. ``mutations`` must be sorted by key.
+def _unversioned_short_puts(
+    reader: Reader, mutations: list[Mutation], primary: bytes, start_ts: int
+) -> list[Mutation]:
+    """The mutations of prewrite's common shape (only PUTs of inline values, no key locked)
+    that still need a lock: the same rules as check_prewrite, with no per-key branching on op or
+    size. ``mutations`` must be sorted by key.
 
     A version record's 8-byte suffix is ~commit_ts big-endian, so "commit_ts >= start_ts" is
     "suffix <= ~start_ts" as bytes. The write CF is walked alongside the sorted keys: the first
     record at or after an earlier key is also the first at or after this one when it does not
     sort before this key, so a seek is needed only when it does; once no record is left, the
-    remaining keys are new and locked in bulk."""
-    ts_be = struct.pack(">Q", start_ts)
-    lock_head = Lock.header(LockOp.PUT, primary, start_ts, ttl_ms, txn_size) + VALUE_TAG
-    write_head = LockOp.PUT.value + ts_be + VALUE_TAG
+    remaining keys are all new."""
     not_older = encode_ts(start_ts)
     cur = reader.txn.cursor(db=reader.cf["write"])
     set_range, cur_key = cur.set_range, cur.key
-    add_lock, add_index = locks.append, index.append
-    at = b""  # the first write-CF record at or after the previous key; None past the last one
-    for i, (_, key, value) in enumerate(mutations):
+    out: list[Mutation] = []
+    keep = out.append
+    at = b""  # the first write-CF record at or after the previous key
+    for i, m in enumerate(mutations):
+        key = m[1]
         if at < key:
             if not set_range(key):
-                # No record at or after this key: no later key has a version either, so the
-                # rest are locked in bulk (comprehensions, no per-key branch).
-                rest = mutations[i:]
-                locks += [(k, lock_head + v) for _, k, v in rest]
-                index += [(ts_be + k, write_head + v) for _, k, v in rest]
-                return
+                return out + mutations[i:] if i else mutations
             at = cur_key()
         if (
             at[-8:] <= not_older
@@ -103,8 +110,8 @@ def _prewrite_short_puts(
             and not check_prewrite(reader, key, primary, start_ts)
         ):
             continue
-        add_lock((key, lock_head + value))
-        add_index((ts_be + key, write_head + value))
+        keep(m)
+    return out
 
 
 def prewrite(
@@ -119,7 +126,8 @@ def prewrite(
 
     Invariant: a key carries at most one lock, and a txn never locks a key that has a write with
     commit_ts >= start_ts (it would commit "into the past" of a reader). Idempotent for the same
-    start_ts: keys this txn already locked or committed are left alone. Values longer than
+    start_ts: keys this txn already locked (with the same mutation) or committed are left alone;
+    a key it locked with a different mutation raises KeyPrewrittenTwice. Values longer than
     SHORT_VALUE_MAX go to the data CF; shorter ones ride inline in the lock (and later the write).
     """
     reader, buf = ctx.reader, ctx.buf
@@ -132,9 +140,18 @@ def prewrite(
     ts_be = struct.pack(">Q", start_ts)
     if not locked and _all_short_puts(mutations):
         mutations = sorted(mutations, key=itemgetter(1))  # near-free when already in key order
-        _prewrite_short_puts(reader, mutations, primary, start_ts, ttl_ms, txn_size, locks, index)
-        buf.put_many("lock", locks)
-        buf.put_many("txn_locks", index)
+        todo = _unversioned_short_puts(reader, mutations, primary, start_ts)
+        if not todo:
+            return
+        lock_head = Lock.header(LockOp.PUT, primary, start_ts, ttl_ms, txn_size) + VALUE_TAG
+        buf.put_many("lock", [(k, lock_head + v) for _, k, v in todo])
+        if len(todo) >= RANGE_INDEX_MIN_KEYS:
+            # One entry stands for the run: resolve_locks finds these locks by scanning the lock
+            # CF between the first and last key for locks of start_ts.
+            buf.put("txn_ranges", ts_be + todo[0][1], todo[-1][1])
+        else:
+            write_head = LockOp.PUT.value + ts_be + VALUE_TAG
+            buf.put_many("txn_locks", [(ts_be + k, write_head + v) for _, k, v in todo])
         return
     # Per op, built once per request: the lock without its value, and the commit record's head
     # (same one-byte flag and start_ts; see Lock.write_bytes).
@@ -147,6 +164,7 @@ def prewrite(
     for op, key, value in mutations:
         if key in locked:
             if not check_prewrite(reader, key, primary, start_ts):
+                check_same_mutation(reader, key, start_ts, op, value)
                 continue
         elif cur.set_range(key):
             # The newest version of the key, if any, is the first record at or after it.

@@ -1,4 +1,11 @@
-"""resolve_locks: finish a whole transaction whose fate is known, through the txn_locks index."""
+"""resolve_locks: finish a whole transaction whose fate is known, through its lock indexes.
+
+A transaction's locks are indexed two ways (kvstore.actions.prewrite): ``txn_locks`` holds one
+entry per lock (start_ts + key -> the Write record that commits it), and ``txn_ranges`` one entry
+per bulk prewrite (start_ts + first key -> last key), standing for the locks of start_ts between
+those keys. An entry may outlive its locks (a reader resolved a key alone): the locks are what
+counts, and every entry of the transaction goes here.
+"""
 
 from __future__ import annotations
 
@@ -8,45 +15,87 @@ from kvstore.actions.commit import commit_key
 from kvstore.actions.rollback import rollback_key
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import encode_ts
-from kvstore.mvcc.records import LockOp
+from kvstore.mvcc.records import Lock, LockOp
+from kvstore.storage import Reader
 
 LOCK_FLAG = LockOp.LOCK.value
+
+
+def ranged_locks(reader: Reader, start_ts: int) -> tuple[list, list[tuple[bytes, bytes]]]:
+    """(the txn's txn_ranges entries, its locks (key, encoded lock) inside them, in key order).
+
+    Overlapping ranges (two partitions of one epoch with interleaved keys) are merged first, so
+    each lock is found once; locks of other transactions inside a range are passed over."""
+    ts_be = struct.pack(">Q", start_ts)
+    ranges = reader.items_between("txn_ranges", ts_be, struct.pack(">Q", start_ts + 1))
+    merged: list[list[bytes]] = []
+    for k, last in ranges:
+        first = k[8:]
+        if merged and first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    locks: list[tuple[bytes, bytes]] = []
+    for first, last in merged:
+        items = reader.items_between("lock", first, last + b"\x00")  # last + 0: just after last
+        locks += [(k, raw) for k, raw in items if raw[1:9] == ts_be]
+    return ranges, locks
+
+
+def has_secondaries(reader: Reader, start_ts: int, primary: bytes) -> bool:
+    """Whether txn ``start_ts`` still has an index entry for a lock besides ``primary``'s."""
+    prefix = struct.pack(">Q", start_ts)
+    end = struct.pack(">Q", start_ts + 1)
+    if any(k[8:] != primary for k, _ in reader.iter_range("txn_locks", prefix, end)):
+        return True
+    return any(True for _ in reader.iter_range("txn_ranges", prefix, end))
 
 
 def resolve_locks(ctx: WriteContext, start_ts: int, commit_ts: int) -> int:
     """Commit (commit_ts > 0) or roll back (commit_ts == 0) every lock left by txn ``start_ts``.
 
-    Relies on the txn_locks invariant: an index entry exists exactly while its lock does, and
-    holds the Write record that commits it (see mvcc.records).
-
-    Invariant: afterwards the txn holds no lock anywhere. The caller must know the txn's fate from
-    its primary (check_txn_status) first: this action trusts ``commit_ts``. Idempotent; returns
-    how many keys it resolved."""
+    Invariant: afterwards the txn holds no lock anywhere and has no index entry left. The caller
+    must know the txn's fate from its primary (check_txn_status) first: this action trusts
+    ``commit_ts``. Idempotent; returns how many keys it resolved."""
+    reader, buf = ctx.reader, ctx.buf
     prefix = struct.pack(">Q", start_ts)
-    entries = ctx.reader.items_between("txn_locks", prefix, struct.pack(">Q", start_ts + 1))
+    entries = reader.items_between("txn_locks", prefix, struct.pack(">Q", start_ts + 1))
+    ranges, ranged = ranged_locks(reader, start_ts)
+    if ranges:
+        buf.delete_run("txn_ranges", ranges[0][0], len(ranges))
     if not commit_ts:
         for k, _ in entries:
             rollback_key(ctx, k[8:], start_ts)
-        return len(entries)
-    # Committing: an index entry exists exactly while its lock does and holds the Write record
-    # that commits it, so the whole transaction commits from its index, in bulk. Index entries of
-    # an older format (no Write record) take the per-key path.
-    resolved = len(entries)
+        for key, _ in ranged:
+            rollback_key(ctx, key, start_ts)
+        return len(entries) + len(ranged)
+    # Index entries of an older format (no Write record) take the per-key path.
     if not all(w for _, w in entries):
         for k, w in entries:
             if not w:
                 commit_key(ctx, k[8:], start_ts, commit_ts)
         entries = [e for e in entries if e[1]]
-    # Comprehensions, not an append loop: this runs once per key of every committed epoch.
+    if entries:  # read above in this transaction: the txn's index entries, one unbroken run
+        buf.delete_run("txn_locks", entries[0][0], len(entries))
     keys = [k[8:] for k, _ in entries]
+    pairs = list(zip(keys, [w for _, w in entries], strict=True))
+    if ranged and keys:
+        indexed = set(keys)  # a key both indexed alone and inside a range resolves once
+        ranged = [(k, raw) for k, raw in ranged if k not in indexed]
+    if ranged:
+        # Lock.write_bytes for each lock, with the value offset (the primary's length is in
+        # it) read once: it is the same for every lock of the txn.
+        cut = Lock.value_offset(ranged[0][1])
+        pairs += [(k, raw[:9] + raw[cut:]) for k, raw in ranged]
+        keys += [k for k, _ in ranged]
+    # Comprehensions, not an append loop: this runs once per key of every committed epoch.
     suffix = encode_ts(commit_ts)
     ts_be = struct.pack(">Q", commit_ts)
-    pairs = list(zip(keys, [w for _, w in entries], strict=True))
-    ctx.buf.put_many("write", [(key + suffix, w) for key, w in pairs])
-    ctx.buf.put_many(
+    buf.put_many("write", [(key + suffix, w) for key, w in pairs])
+    buf.put_many(
         "changes", [(key[:4] + ts_be + key, b"") for key, w in pairs if w[:1] != LOCK_FLAG]
     )
-    ctx.buf.delete_many("lock", keys)
-    if entries:  # read above in this transaction: the txn's index entries, one unbroken run
-        ctx.buf.delete_run("txn_locks", entries[0][0], len(entries))
-    return resolved
+    if ranged and entries:
+        keys.sort()  # delete_many walks sorted keys
+    buf.delete_many("lock", keys)
+    return len(pairs)

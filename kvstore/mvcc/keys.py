@@ -9,6 +9,8 @@
   read_ts.
 * ``changes_key`` = table id + commit_ts (big-endian) + user_key: the change index in commit order.
 * ``txn_lock_key`` = start_ts (big-endian) + user_key: every lock of one transaction is a prefix.
+  The same layout keys the ``txn_ranges`` CF, where start_ts + first user_key -> last user_key
+  stands for all of a bulk prewrite's locks (see kvstore.actions.prewrite).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The Lock and Write records of the ``lock`` and ``write`` column families.
 
 The ``txn_locks`` index entry of a lock (key start_ts + user key) holds the Write record that
-would commit it (``Lock.write_bytes``): the index entry exists exactly as long as the lock, so a
-whole transaction commits from its index alone.
+would commit it (``Lock.write_bytes``), so a transaction commits from its index alone. A bulk
+prewrite indexes its locks by one ``txn_ranges`` entry instead (start_ts + first key -> last key);
+resolving the transaction then reads those locks themselves. Index entries go when the
+transaction resolves (kvstore.actions.resolve_locks).
 
 Encodings use a one-byte kind flag first and prefix-tagged optional fields after the fixed part,
 so a record can grow a field without breaking old readers (the TiKV layout):
@@ -81,11 +83,16 @@ class Lock:
         return _U64.unpack_from(raw, 1)[0]
 
     @staticmethod
+    def value_offset(raw: bytes) -> int:
+        """Where the optional value part (b"v" + short value) of the encoded lock ``raw``
+        starts: after the fixed head and the primary, so the same for every lock of a txn."""
+        return _LOCK_HEAD.size + _U16.unpack_from(raw, _LOCK_HEAD.size - 2)[0]
+
+    @staticmethod
     def write_bytes(raw: bytes) -> bytes:
         """The encoded Write that commits the encoded lock ``raw``: same kind flag (P/D/L),
         same start_ts, the lock's short value if it has one."""
-        plen = _U16.unpack_from(raw, _LOCK_HEAD.size - 2)[0]
-        return raw[:9] + raw[_LOCK_HEAD.size + plen :]
+        return raw[:9] + raw[Lock.value_offset(raw) :]
 
     def with_ttl(self, ttl_ms: int) -> Lock:
         return Lock(self.op, self.primary, self.start_ts, ttl_ms, self.txn_size, self.short_value)

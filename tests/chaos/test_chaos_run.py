@@ -9,9 +9,12 @@ from tests.chaos.runner import ChaosConfig, run
 def test_short_seeded_bank_run_is_valid():
     lines: list[str] = []
     faults = tuple(f for f in FAULTS if f != "kill-executor")  # local[2]: no executor processes
-    s = run(ChaosConfig(duration=70, seed=11, fault_every=6, faults=faults), out=lines.append)
-    assert s.valid, "\n".join(lines)
-    assert sum(s.faults.values()) >= 5 and len(s.faults) >= 3, s.faults
-    assert s.reads >= 100 and s.view_versions >= 30
-    assert s.ops["transfer ok"] >= 300
-    assert lines[-1] == "VALID"
+    s = run(ChaosConfig(duration=70, seed=11, fault_every=5, faults=faults), out=lines.append)
+    report = "\n".join(lines)  # every assertion shows the run's report
+    assert s.valid, report
+    # The next fault waits for recovery from the last, and a killed view driver takes 20-35 s to
+    # come back on 2 cores: 4 to 7 faults fit in 70 s, depending on the machine's load.
+    assert sum(s.faults.values()) >= 4 and len(s.faults) >= 3, report
+    assert s.reads >= 100 and s.view_versions >= 30, report
+    assert s.ops["transfer ok"] >= 300, report
+    assert lines[-1] == "VALID", report

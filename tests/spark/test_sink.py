@@ -175,6 +175,29 @@ def test_bad_row_fails_batch_and_names_column_and_value(spark, server, client, t
         w(spark.createDataFrame([(1, 1)], "id BIGINT, nope INT"), 1)
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["direct-lmdb", "grpc-only"])
+def test_two_rows_for_one_key_fail_the_batch(spark, server, client, table_name, direct):
+    """Two different rows with one primary key in one batch (here in different partitions, so
+    different prewrites) fail the batch with an error naming table and key; nothing is visible.
+    The same row twice is a retry, and commits once."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    w = EpochWriter(server.address, table=table_name, direct=direct)
+    rows = [(i, "a") for i in range(100)]
+    two = spark.createDataFrame(rows, "id BIGINT, v STRING").union(
+        spark.createDataFrame([(42, "b")], "id BIGINT, v STRING")
+    )
+    with pytest.raises(PySparkException) as e:
+        w(two, 0)
+    assert f"table {table_name!r} key (42,)" in str(e.value), str(e.value)[:2000]
+    assert "already wrote a different row" in str(e.value)
+    assert client.read(table_name).num_rows == 0
+    same = spark.createDataFrame(rows, "id BIGINT, v STRING").union(
+        spark.createDataFrame([(42, "a")], "id BIGINT, v STRING")
+    )
+    w(same, 1)
+    assert client.read(table_name).num_rows == 100
+
+
 def test_heartbeat_keeps_long_epoch_alive(client, table_name):
     """With a heartbeat, an epoch outlives its lock TTL: readers wait instead of rolling it back,
     and the commit succeeds."""

@@ -53,6 +53,19 @@ def test_prewrite_is_idempotent(kv, ts):
     kv.must_get(1, ts(3), "a")
 
 
+def test_prewrite_of_a_locked_key_with_another_row_is_refused(kv, ts):
+    """The same txn prewriting a key again with a different row (two rows for one key in one
+    epoch) is refused, naming table and key; the first row stays locked."""
+    from kvstore.errors import KeyPrewrittenTwice
+
+    kv.must_prewrite_put(1, "a", 1, ts(1))
+    err = must_err(KeyPrewrittenTwice, kv.must_prewrite_put, 1, "b", 1, ts(1))
+    assert "table 'kv' key (1,)" in str(err)
+    must_err(KeyPrewrittenTwice, kv.must_prewrite_delete, 1, 1, ts(1))
+    kv.must_commit(1, ts(1), ts(2))
+    kv.must_get(1, ts(3), "a")
+
+
 def test_prewrite_all_or_nothing(kv, ts):
     """A prewrite that conflicts on one key locks none of its keys."""
     kv.must_put(2, "x", ts(2), ts(3))
@@ -326,3 +339,68 @@ def test_txn_lock_index_holds_commit_record(kv, ts):
     kv.store.rollback(ts(1), [kv.key(2)])
     with kv.store.storage.read_txn() as r:
         assert list(r.iter_prefix("txn_locks", txn_lock_key(ts(1), b""))) == []
+
+
+def _bulk(kv, ks, v="b"):
+    return [(LockOp.PUT, kv.key(k), kv.row(k, v)) for k in ks]
+
+
+def _index_entries(kv, cf, start_ts):
+    import struct
+
+    with kv.store.storage.read_txn() as r:
+        return r.items_between(cf, struct.pack(">Q", start_ts), struct.pack(">Q", start_ts + 1))
+
+
+def test_bulk_prewrite_is_indexed_by_one_range(kv, ts):
+    """A prewrite of RANGE_INDEX_MIN_KEYS keys or more writes one txn_ranges entry (first key
+    -> last key) and no per-key txn_locks entries; resolving commits every key from it, with
+    its change index entry, and leaves no lock or index entry behind."""
+    from kvstore.actions.prewrite import RANGE_INDEX_MIN_KEYS
+
+    n = RANGE_INDEX_MIN_KEYS + 36
+    kv.store.prewrite(_bulk(kv, range(n)), kv.key(0), ts(1))
+    assert _index_entries(kv, "txn_locks", ts(1)) == []
+    [(first, last)] = [(k[8:], v) for k, v in _index_entries(kv, "txn_ranges", ts(1))]
+    assert (first, last) == (kv.key(0), kv.key(n - 1))
+    kv.must_commit(0, ts(1), ts(2))  # the primary decides
+    assert kv.store.resolve_locks(ts(1), ts(2)) == n - 1
+    for k in (1, n // 2, n - 1):
+        kv.must_unlocked(k)
+        kv.must_written(k, ts(1), ts(2), WriteKind.PUT)
+        kv.must_get(k, ts(3), "b")
+    assert len(kv.store.scan_changes("kv", ts(1), ts(3))) == n
+    assert _index_entries(kv, "txn_ranges", ts(1)) == []
+    assert kv.store.resolve_locks(ts(1), ts(2)) == 0  # idempotent
+
+
+def test_overlapping_ranges_foreign_locks_and_keys_resolved_alone(kv, ts):
+    """Two bulk prewrites of one txn with interleaved keys, another txn's lock inside their
+    range, and a key a reader already committed alone: each of the txn's keys is committed
+    exactly once, and the other txn's lock is left alone."""
+    evens, odds = list(range(0, 202, 2)), list(range(1, 131, 2))
+    kv.store.prewrite(_bulk(kv, evens), kv.key(0), ts(1))
+    kv.store.prewrite(_bulk(kv, odds), kv.key(0), ts(1))
+    kv.must_prewrite_put(151, "other", 151, ts(2))  # inside the evens' range
+    assert len(_index_entries(kv, "txn_ranges", ts(1))) == 2
+    kv.must_commit(0, ts(1), ts(3))
+    kv.must_commit(2, ts(1), ts(3))  # as a reader resolving one lock would
+    assert kv.store.resolve_locks(ts(1), ts(3)) == len(evens) + len(odds) - 2
+    for k in evens + odds:
+        kv.must_unlocked(k)
+        kv.must_written(k, ts(1), ts(3), WriteKind.PUT)
+    kv.must_locked(151, ts(2))
+    kv.must_rollback(151, ts(2))  # a change read waits for it otherwise
+    assert len(kv.store.scan_changes("kv", ts(1), ts(4))) == len(evens) + len(odds)
+
+
+def test_rolling_back_a_ranged_txn(kv, ts):
+    """Resolving a bulk prewrite as rolled back removes every lock and leaves rollback records,
+    so a late prewrite of the same txn cannot land."""
+    kv.store.prewrite(_bulk(kv, range(100)), kv.key(0), ts(1))
+    assert kv.store.resolve_locks(ts(1), 0) == 100
+    for k in (0, 50, 99):
+        kv.must_unlocked(k)
+        kv.must_get(k, ts(2), None)
+    assert _index_entries(kv, "txn_ranges", ts(1)) == []
+    must_err(TxnRolledBack, kv.store.prewrite, _bulk(kv, range(100)), kv.key(0), ts(1))

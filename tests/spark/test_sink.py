@@ -198,6 +198,30 @@ def test_two_rows_for_one_key_fail_the_batch(spark, server, client, table_name, 
     assert client.read(table_name).num_rows == 100
 
 
+def test_feed_high_water_carries_over_batches_without_feed_rows(spark, server, client, table_name):
+    """Each epoch records the highest _commit_ts of the change feed consumed so far: a batch with
+    feed rows records its own, later batches without any carry it forward, whether the writer
+    remembers it or (a new writer) reads it back from the job's newest epoch."""
+    from spark_source.stream_reader import FEED_KEY, SOURCES_KEY
+
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    w = EpochWriter(server.address, table=table_name)
+    rows = "id BIGINT, v STRING"
+    w(spark.createDataFrame([(1, "a", 123), (2, "b", 456)], rows + ", _commit_ts BIGINT"), 0)
+    epochs = [w.last_epoch.epoch]
+    w(spark.createDataFrame([(3, "c")], rows), 1)
+    epochs.append(w.last_epoch.epoch)
+    fresh = EpochWriter(server.address, table=table_name)
+    fresh(spark.createDataFrame([(4, "d")], rows), 2)
+    epochs.append(fresh.last_epoch.epoch)
+    recorded = [
+        json.loads(client.get_epoch(table_name, e).metadata)[SOURCES_KEY].get(FEED_KEY)
+        for e in epochs
+    ]
+    assert recorded == [456, 456, 456]
+    assert client.read(table_name).num_rows == 4
+
+
 def test_heartbeat_keeps_long_epoch_alive(client, table_name):
     """With a heartbeat, an epoch outlives its lock TTL: readers wait instead of rolling it back,
     and the commit succeeds."""

@@ -21,7 +21,7 @@ from kvstore.catalog import TableInfo
 from kvstore.errors import InvalidArgument, KeyPrewrittenTwice, SnapviewError
 from kvstore.group_commit import WriteContext
 from kvstore.storage import Reader, Storage, WriteBuffer
-from kvstore.validation import validate_rows
+from kvstore.validation import describe_key, repeated_key, validate_rows
 
 INSTANCE_FILE = "instance"
 _SAFEPOINT_KEY = b"gc/safepoint"
@@ -68,12 +68,11 @@ class DirectPrewriter:
         the tests hold to ``validate_rows``), so the check would re-derive what it just wrote.
         A key twice in one call is refused (InvalidArgument) either way, as the server does."""
         keys = [k for _, k, _ in mutations]
-        if len(set(keys)) != len(keys):
-            seen: set[bytes] = set()
-            dup = next(k for k in keys if k in seen or seen.add(k))
+        dup = repeated_key(keys)
+        if dup is not None:
             raise InvalidArgument(
-                f"table {info.name!r}: key {info.key_codec.decode(dup)} appears twice in one "
-                "request (one row per primary key in a batch)"
+                f"{describe_key(info, dup)} appears twice in one request (one row per primary "
+                "key in a batch)"
             )
         if not encoded_here:
             validate_rows(info, keys, [v for _, _, v in mutations])
@@ -81,7 +80,7 @@ class DirectPrewriter:
             try:
                 self._write(mutations, primary, start_ts, ttl_ms)
             except KeyPrewrittenTwice as e:
-                where = f"table {info.name!r} key {info.key_codec.decode(e.key)}"
+                where = describe_key(info, e.key)
                 raise KeyPrewrittenTwice.of(e.key, e.start_ts, where) from None
             except lmdb.MapFullError:
                 raise DirectUnavailable("the store's map is full; the server grows it") from None

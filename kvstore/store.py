@@ -45,7 +45,7 @@ from kvstore.lock_resolution import resolve_lock
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage
-from kvstore.validation import check_key, validate_rows
+from kvstore.validation import check_key, describe_key, repeated_key, validate_rows
 
 DEFAULT_LOCK_TTL_MS = 3000
 MAX_LOCK_TTL_MS = 3_600_000
@@ -152,8 +152,7 @@ class LocalStore:
     def describe_key(self, key: bytes) -> str:
         """``table 'name' key (values...)`` for a user key, for error messages."""
         try:
-            info = self.catalog.get_id(table_id_of(key))
-            return f"table {info.name!r} key {info.key_codec.decode(key)}"
+            return describe_key(self.catalog.get_id(table_id_of(key)), key)
         except Exception:  # noqa: BLE001 - a message helper: fall back to the raw bytes
             return f"key {key.hex()}"
 
@@ -193,9 +192,8 @@ class LocalStore:
                 if value:
                     raise InvalidArgument(f"key {key.hex()}: a {op.name} mutation carries no value")
                 self._check_key(info, key)
-        if len(set(keys)) != len(keys):
-            seen = set()
-            dup = next(k for k in keys if k in seen or seen.add(k))
+        dup = repeated_key(keys)
+        if dup is not None:
             raise InvalidArgument(f"key {dup.hex()} appears twice in one request")
         for tid, (ks, vs) in puts.items():
             validate_rows(self.catalog.get_id(tid), ks, vs)

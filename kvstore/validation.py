@@ -20,6 +20,20 @@ def check_key(info: TableInfo, key: bytes) -> None:
         raise SchemaMismatch(f"table {info.name!r}: malformed key {key.hex()} ({e})") from None
 
 
+def describe_key(info: TableInfo, key: bytes) -> str:
+    """``table 'name' key (values...)``: how error messages name a row's key."""
+    return f"table {info.name!r} key {info.key_codec.decode(key)}"
+
+
+def repeated_key(keys: list[bytes]) -> bytes | None:
+    """The first key of ``keys`` that repeats an earlier one, or None (one C-level set build
+    when there is none)."""
+    if len(set(keys)) == len(keys):
+        return None
+    seen: set[bytes] = set()
+    return next(k for k in keys if k in seen or seen.add(k))
+
+
 def row_key(info: TableInfo, value: bytes) -> bytes:
     """The key the primary-key columns of an encoded row spell."""
     vals = info.row_codec.decode_stored(value)

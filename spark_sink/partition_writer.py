@@ -120,6 +120,11 @@ def prewrite_chunk(client, direct: DirectPrewriter | None, target: EpochTarget, 
             return
         except (DirectUnavailable, TxnError):
             pass
+    prewrite_remote(client, target, muts)
+
+
+def prewrite_remote(client, target: EpochTarget, muts) -> None:
+    """Prewrite ``muts`` through the server, PREWRITE_CHUNK mutations per request."""
     for i in range(0, len(muts), PREWRITE_CHUNK):
         client.prewrite(
             muts[i : i + PREWRITE_CHUNK], target.primary, target.start_ts, target.ttl_ms

@@ -25,11 +25,12 @@ from kvstore.failpoints import fail_point
 from kvstore.mvcc.records import LockOp
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.partition_writer import (
-    PREWRITE_CHUNK,
+    DIRECT_TXN_ROWS,
     EpochTarget,
     Heartbeat,
     direct_prewriter,
     prewrite_chunk,
+    prewrite_remote,
 )
 from spark_sink.query_analysis import read_small, register_sources
 from spark_source.connection import client_for
@@ -257,12 +258,11 @@ class FullRecompute:
         direct = direct_prewriter(target)
         puts = [m for m in muts if m[0] is LockOp.PUT]
         deletes = [m for m in muts if m[0] is not LockOp.PUT]
-        for i in range(0, len(puts), PREWRITE_CHUNK):
-            prewrite_chunk(client, direct, target, puts[i : i + PREWRITE_CHUNK])
-        for i in range(0, len(deletes), PREWRITE_CHUNK):
-            client.prewrite(
-                deletes[i : i + PREWRITE_CHUNK], target.primary, target.start_ts, target.ttl_ms
-            )
+        # prewrite_chunk takes DIRECT_TXN_ROWS rows per LMDB transaction and splits what goes
+        # to the server into requests itself.
+        for i in range(0, len(puts), DIRECT_TXN_ROWS):
+            prewrite_chunk(client, direct, target, puts[i : i + DIRECT_TXN_ROWS])
+        prewrite_remote(client, target, deletes)
 
 
 STRATEGIES = {FULL_RECOMPUTE: FullRecompute}

@@ -13,22 +13,35 @@ import sys
 from demos.local_spark import local_session
 
 
-def main() -> int:
-    address, input_dir, checkpoint, table = sys.argv[1:5]
-    master = sys.argv[5] if len(sys.argv) > 5 else "local[2]"
-
+def start_append_stream(
+    spark,
+    address: str,
+    table: str,
+    input_dir: str,
+    checkpoint: str,
+    files_per_batch: int,
+    **trigger,
+):
+    """JSON files of (id, v) under ``input_dir`` -> EpochWriter in append mode, in two
+    partitions per batch; ``trigger`` as for DataStreamWriter.trigger (none: as fast as it can)."""
     from spark_sink import EpochWriter
 
-    spark = local_session(master)
-    q = (
+    w = (
         spark.readStream.schema("id BIGINT, v STRING")
-        .option("maxFilesPerTrigger", 1)
+        .option("maxFilesPerTrigger", files_per_batch)
         .json(input_dir)
         .repartition(2)
         .writeStream.foreachBatch(EpochWriter(address, table=table, mode="append"))
         .option("checkpointLocation", checkpoint)
-        .start()
     )
+    return (w.trigger(**trigger) if trigger else w).start()
+
+
+def main() -> int:
+    address, input_dir, checkpoint, table = sys.argv[1:5]
+    master = sys.argv[5] if len(sys.argv) > 5 else "local[2]"
+    spark = local_session(master)
+    q = start_append_stream(spark, address, table, input_dir, checkpoint, files_per_batch=1)
     try:
         q.processAllAvailable()
     finally:

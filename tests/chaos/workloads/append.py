@@ -63,18 +63,17 @@ def counts(client) -> Counter:
 
 
 def job(address: str, input_dir: str, checkpoint: str, master: str, stop_file: str) -> int:
-    from spark_sink import EpochWriter
+    from tests.spark.stream_job import start_append_stream
 
     spark = local_session(master)
-    q = (
-        spark.readStream.schema("id BIGINT, v STRING")
-        .option("maxFilesPerTrigger", 5)
-        .json(input_dir)
-        .repartition(2)
-        .writeStream.foreachBatch(EpochWriter(address, table=TABLE, mode="append"))
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime="200 milliseconds")
-        .start()
+    q = start_append_stream(
+        spark,
+        address,
+        TABLE,
+        input_dir,
+        checkpoint,
+        files_per_batch=5,
+        processingTime="200 milliseconds",
     )
     print("STARTED", flush=True)
     while not os.path.exists(stop_file):

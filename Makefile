@@ -29,7 +29,7 @@ test: lint
 	$(PY) -m pytest tests -q
 
 demo: $(PROTO_STAMP)
-	$(PY) -m coordinator.cli demo bank
+	$(PY) -m snapview.cli demo bank
 
 lint: $(PROTO_STAMP)
 	$(VENV)/bin/ruff check .
@@ -48,8 +48,8 @@ bench: $(PROTO_STAMP)
 # The long chaos run (30 minutes; executors in their own processes so they can be killed too).
 # `make test` runs a short seeded one.
 chaos: $(PROTO_STAMP)
-	$(PY) -m coordinator.cli chaos --workload bank --duration 30m --seed 1 --master 'local-cluster[2,1,1024]'
-	$(PY) -m coordinator.cli chaos --workload append --duration 5m --seed 2
+	$(PY) -m snapview.cli chaos --workload bank --duration 30m --seed 1 --master 'local-cluster[2,1,1024]'
+	$(PY) -m snapview.cli chaos --workload append --duration 5m --seed 2
 
 clean:
 	rm -rf $(VENV) snapview_proto .pytest_cache .ruff_cache

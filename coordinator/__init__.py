@@ -9,7 +9,7 @@ Public names are re-exported here; ``tests/unit/test_public_api.py`` pins the li
 """
 
 from coordinator.client import Client, connect
-from coordinator.consistent import Snapshot
+from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from kvstore.errors import (
     AlreadyExists,

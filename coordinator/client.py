@@ -15,16 +15,16 @@ from collections.abc import Iterator
 
 import grpc
 import pyarrow as pa
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
+from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
-from coordinator.consistent import Snapshot
+from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
 from kvstore.catalog import TableInfo
 from kvstore.errors import BarrierNotReached, KeyIsLocked
 from kvstore.lock_resolution import resolve_lock
 from kvstore.remote import RemoteStore, RetryPolicy, RpcCaller
-from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
-from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
 DEFAULT_ADDRESS = "localhost:50051"
 GRPC_OPTIONS = [
@@ -205,7 +205,7 @@ class Client:
         self, job: str, epoch: int, lock_ttl_ms: int = 0, batch: str = "", owner: str = ""
     ) -> cpb.EpochInfo:
         """Open (job, epoch) for prewriting; epoch 0 picks the epoch for ``batch`` (see
-        coordinator.epochs.EpochManager.open_batch). A COMMITTED answer means: skip it."""
+        coordinator.server.epochs.EpochManager.open_batch). A COMMITTED answer means: skip it."""
         return self._rpc.unary(
             self._stub.OpenTransaction,
             cpb.OpenTransactionRequest(

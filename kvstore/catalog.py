@@ -15,6 +15,7 @@ from functools import cached_property
 
 from kvstore.errors import AlreadyExists, InvalidArgument, TableNotFound
 from kvstore.group_commit import WriteContext
+from kvstore.meta_keys import NEXT_TABLE_ID
 from kvstore.mvcc.keys import KeyCodec, table_prefix
 from kvstore.rowcodec import RowCodec
 from kvstore.schema import TableSchema, parse_ddl
@@ -24,7 +25,6 @@ SYSTEM_TABLE_ID = 0
 FIRST_TABLE_ID = 16
 KINDS = ("root", "view")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_NEXT_ID_KEY = b"catalog/next_table_id"
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ def create_table_action(
     """Create a table; returns (info, created). Invariant: names are unique and ids never reused.
     An existing table of the same name is returned when ``if_not_exists`` and its definition
     matches; a different definition is refused either way."""
-    raw_id = ctx.reader.get("meta", _NEXT_ID_KEY)
+    raw_id = ctx.reader.get("meta", NEXT_TABLE_ID)
     next_id = struct.unpack(">I", raw_id)[0] if raw_id else FIRST_TABLE_ID
     wanted = make_table_info(name, schema, primary_key, kind, hidden_row_id, next_id, created_ts)
     raw = ctx.reader.get("catalog", name.encode())
@@ -194,7 +194,7 @@ def create_table_action(
             + ("" if same else f" with another definition ({existing.schema})")
         )
     ctx.buf.put("catalog", name.encode(), wanted.to_json())
-    ctx.buf.put("meta", _NEXT_ID_KEY, struct.pack(">I", next_id + 1))
+    ctx.buf.put("meta", NEXT_TABLE_ID, struct.pack(">I", next_id + 1))
     return wanted, True
 
 

@@ -20,11 +20,11 @@ from kvstore import actions
 from kvstore.catalog import TableInfo
 from kvstore.errors import InvalidArgument, KeyPrewrittenTwice, SnapviewError
 from kvstore.group_commit import WriteContext
+from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.storage import Reader, Storage, WriteBuffer
 from kvstore.validation import describe_key, repeated_key, validate_rows
 
 INSTANCE_FILE = "instance"
-_SAFEPOINT_KEY = b"gc/safepoint"
 
 
 class DirectUnavailable(SnapviewError):
@@ -90,7 +90,7 @@ class DirectPrewriter:
 
     def _write(self, mutations, primary: bytes, start_ts: int, ttl_ms: int) -> None:
         with self.storage.env.begin(write=True) as txn:
-            raw = txn.get(_SAFEPOINT_KEY, db=self.storage.cf["meta"])
+            raw = txn.get(GC_SAFEPOINT, db=self.storage.cf["meta"])
             if raw is not None and start_ts <= int(raw):
                 raise DirectUnavailable(f"start_ts {start_ts} is at or below the GC safepoint")
             ctx = WriteContext(Reader(self.storage, txn), WriteBuffer(txn, self.storage.cf))

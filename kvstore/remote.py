@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import grpc
+from snapview_proto.snapview.v1 import kvstore_pb2 as pb
+from snapview_proto.snapview.v1 import kvstore_pb2_grpc as pb_grpc
 from tenacity import (
     Retrying,
     retry_if_exception,
@@ -25,8 +27,6 @@ from kvstore.actions.check_txn_status import TxnStatusResult
 from kvstore.catalog import TableInfo
 from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.mvcc.keys import table_id_of, table_prefix
-from snapview_proto.snapview.v1 import kvstore_pb2 as pb
-from snapview_proto.snapview.v1 import kvstore_pb2_grpc as pb_grpc
 
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 _ERRORS = {

@@ -42,6 +42,7 @@ from kvstore.errors import (
 from kvstore.failpoints import fail_point
 from kvstore.group_commit import GroupCommitter
 from kvstore.lock_resolution import resolve_lock
+from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage
@@ -51,7 +52,6 @@ DEFAULT_LOCK_TTL_MS = 3000
 MAX_LOCK_TTL_MS = 3_600_000
 DEFAULT_MAX_VALUE_BYTES = 4 << 20
 SCAN_CHUNK_ROWS = 8192
-_SAFEPOINT_KEY = b"gc/safepoint"
 
 
 def _now_ms() -> int:
@@ -86,7 +86,7 @@ class LocalStore:
         self._inflight_cond = threading.Condition()
         with self.storage.read_txn() as r:
             self.catalog.load(r)
-            raw = r.get("meta", _SAFEPOINT_KEY)
+            raw = r.get("meta", GC_SAFEPOINT)
         self.safepoint = int(raw) if raw else 0
 
     def close(self) -> None:
@@ -444,7 +444,7 @@ class LocalStore:
 
         def act(ctx):
             n = actions.gc(ctx, safepoint)
-            ctx.buf.put("meta", _SAFEPOINT_KEY, str(safepoint).encode())
+            ctx.buf.put("meta", GC_SAFEPOINT, str(safepoint).encode())
             return n
 
         n = self.committer.run(act)

@@ -28,9 +28,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import coordinator  # noqa: E402
-from coordinator.embedded import EmbeddedServer  # noqa: E402
-from demos.bank import create_accounts, transfer  # noqa: E402
-from demos.local_spark import local_session  # noqa: E402
+from snapview.demos.bank import create_accounts, transfer  # noqa: E402
+from snapview.embedded import EmbeddedServer  # noqa: E402
+from snapview.local_spark import local_session  # noqa: E402
 
 ACCOUNTS = 1000
 
@@ -137,7 +137,7 @@ def main() -> int:
     ap.add_argument("--barriers", type=int, default=5, help="epochs timed per size")
     args = ap.parse_args()
 
-    from demos.bank import build_views
+    from snapview.demos.bank import build_views
 
     srv = EmbeddedServer(extra_args=["--barrier-interval", args.barrier_interval]).start()
     spark = local_session()

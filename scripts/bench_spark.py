@@ -23,8 +23,8 @@ import lmdb  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 import coordinator  # noqa: E402
-from coordinator.embedded import EmbeddedServer  # noqa: E402
-from demos.local_spark import local_session  # noqa: E402
+from snapview.embedded import EmbeddedServer  # noqa: E402
+from snapview.local_spark import local_session  # noqa: E402
 
 SCHEMA = "id BIGINT, payload STRING, amount BIGINT"
 FILES = 5

@@ -112,7 +112,7 @@ def bench_snapshot_read(store: LocalStore, rows: int) -> float:
 def bench_grpc(tmp: str, keys, values, rows: int) -> tuple[float, float]:
     """The deployment path: a snapview serve process, writes and a read over gRPC."""
     import coordinator
-    from coordinator.embedded import EmbeddedServer
+    from snapview.embedded import EmbeddedServer
 
     with EmbeddedServer(os.path.join(tmp, "serve")) as srv:
         c = coordinator.connect(srv.address)

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
-from demos.local_spark import local_session
 from kvstore.mvcc.timestamp import compose
 from kvstore.store import LocalStore
+from snapview.embedded import EmbeddedServer
+from snapview.local_spark import local_session
 
 
 class Clock:

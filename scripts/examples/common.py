@@ -8,14 +8,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from demos.local_spark import local_session  # noqa: E402
+from snapview.local_spark import local_session  # noqa: E402
 
 
 @contextlib.contextmanager
 def local_stack(barrier_interval: str = "500ms"):
     """Yield (spark, address): an embedded server and a local[2] SparkSession, both stopped
     on exit."""
-    from coordinator.embedded import EmbeddedServer
+    from snapview.embedded import EmbeddedServer
 
     srv = EmbeddedServer(extra_args=["--barrier-interval", barrier_interval]).start()
     spark = local_session()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.chaos.nemesis import FAULTS
-from tests.chaos.runner import ChaosConfig, run
+from snapview.chaos.nemesis import FAULTS
+from snapview.chaos.runner import ChaosConfig, run
 
 
 def test_short_seeded_bank_run_is_valid():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.chaos.checker import (
+from snapview.chaos.checker import (
     BankState,
     check_append,
     check_barrier_sequences,
@@ -11,7 +11,7 @@ from tests.chaos.checker import (
     check_transfers,
     check_tso,
 )
-from tests.chaos.history import FAIL, INFO, INVOKE, OK, Op
+from snapview.chaos.history import FAIL, INFO, INVOKE, OK, Op
 
 
 def _transfer(pid, tid, kind, src=0, dst=1, amount=5):

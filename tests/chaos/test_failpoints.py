@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
 from kvstore.mvcc.records import LockOp
+from snapview.embedded import EmbeddedServer
 
 SHORT = coordinator.RetryPolicy(max_attempts=2, max_elapsed_s=1, rpc_timeout_s=10)
 EPOCH_PREWRITE, EPOCH_COMMITTED = 1, 2

@@ -8,7 +8,6 @@ import json
 import pytest
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
 from kvstore.errors import (
     BarrierNotReached,
     InvalidArgument,
@@ -18,6 +17,7 @@ from kvstore.errors import (
     TopologyCycle,
 )
 from kvstore.mvcc.records import LockOp
+from snapview.embedded import EmbeddedServer
 from tests.conftest import connected, serve, wait_for
 
 EPOCH_COMMITTED = 2

@@ -7,8 +7,8 @@ import threading
 import time
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
 from kvstore.remote import RetryPolicy
+from snapview.embedded import EmbeddedServer
 
 SHORT = RetryPolicy(max_attempts=2, max_elapsed_s=1, rpc_timeout_s=5)
 ROWS_SMALL = 3  # one-phase commit

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
 from kvstore.direct import DirectPrewriter, DirectUnavailable, same_instance
 from kvstore.errors import InvalidArgument, KeyIsLocked, SchemaMismatch
 from kvstore.mvcc.records import LockOp
+from snapview.embedded import EmbeddedServer
 
 
 def _rows(info, ids, v="x"):

@@ -4,12 +4,12 @@ secondaries resolved after the primary, a crashed attempt rolled back on reopen.
 from __future__ import annotations
 
 import pytest
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
 from kvstore.errors import Aborted, FailedPrecondition, NotFound
 from kvstore.mvcc.records import LockOp
-from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
+from snapview.embedded import EmbeddedServer
 
 
 def _prewrite_rows(c, table: str, epoch_info, ids: list[int]) -> None:

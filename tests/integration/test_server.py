@@ -13,16 +13,16 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
 from kvstore.errors import Unauthenticated
 from kvstore.remote import RetryPolicy
+from snapview.embedded import EmbeddedServer
 
 FAST_FAIL = RetryPolicy(max_attempts=2, max_elapsed_s=2)
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "coordinator.cli", *args],
+        [sys.executable, "-m", "snapview.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
+from snapview.embedded import EmbeddedServer
 
 FILES, ROWS = 4, 50
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,7 +33,7 @@ def _start_job(address: str, tmp_path, failpoints: str = "") -> subprocess.Popen
         [
             sys.executable,
             "-m",
-            "tests.spark.stream_job",
+            "snapview.chaos.stream_job",
             address,
             str(tmp_path / "in"),
             str(tmp_path / "ckpt"),

@@ -36,7 +36,7 @@ def test_demo_bank_command(tmp_path):
         [
             sys.executable,
             "-m",
-            "coordinator.cli",
+            "snapview.cli",
             "demo",
             "bank",
             "--duration",

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from coordinator.embedded import EmbeddedServer
+from snapview.embedded import EmbeddedServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -17,7 +17,8 @@ from collections import defaultdict
 import pytest
 
 import coordinator
-from demos.bank import (
+from kvstore.errors import SecondWriter, TopologyCycle
+from snapview.demos.bank import (
     TABLES,
     Checker,
     build_views,
@@ -27,7 +28,6 @@ from demos.bank import (
     stop_transfers,
     transfer,
 )
-from kvstore.errors import SecondWriter, TopologyCycle
 from spark_sink import EpochWriter, MaterializedView
 from tests.conftest import connected, serve, wait_for
 
@@ -144,7 +144,7 @@ def _start_job(address, target, src, checkpoint, stop_file, env=None):
         [
             sys.executable,
             "-m",
-            "tests.spark.view_job",
+            "snapview.chaos.view_job",
             address,
             target,
             BRANCH_SQL.format(src=src),

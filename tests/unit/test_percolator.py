@@ -13,7 +13,7 @@ from kvstore.errors import (
 )
 from kvstore.mvcc import LockOp, WriteKind
 from kvstore.mvcc.timestamp import compose, physical_ms
-from tests.unit.percolator_helpers import Kv, must_err
+from kvstore.testing import Kv, must_err
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from coordinator.tso import TimestampOracle
+from coordinator.server.tso import TimestampOracle
 from coordinator.tso_client import TsoBatcher
 from kvstore.mvcc.timestamp import physical_ms
 from kvstore.store import LocalStore

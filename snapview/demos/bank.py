@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import coordinator
-from demos.local_spark import local_session
+from snapview.local_spark import local_session
 
 BRANCHES = 10
 START_BALANCE = 1000
@@ -189,7 +189,7 @@ def run_bank_demo(
     out=print,
 ) -> int:
     """Run the demo; returns 0 if every consistent read in snapshot mode held the invariant."""
-    from coordinator.embedded import EmbeddedServer
+    from snapview.embedded import EmbeddedServer
 
     data_dir = tempfile.mkdtemp(prefix="snapview-demo-")
     srv = EmbeddedServer(data_dir, extra_args=["--barrier-interval", barrier_interval]).start()

@@ -5,7 +5,7 @@ transaction. The final state must then satisfy: every acknowledged transfer's le
 no failed one's does, and every balance equals the start balance plus the ledger's credits minus
 its debits (a half-applied or twice-applied transfer breaks that).
 
-    python -m tests.chaos.workloads.bank writer ADDRESS PROCESS HISTORY_DIR SEED RATE ACCOUNTS
+    python -m snapview.chaos.workloads.bank writer ADDRESS PROCESS HISTORY_DIR SEED RATE ACCOUNTS
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import sys
 import time
 
 import coordinator
-from demos.bank import BRANCHES, START_BALANCE
-from tests.chaos.checker import BankState
-from tests.chaos.history import FAIL, INFO, INVOKE, OK, Recorder
+from snapview.chaos.checker import BankState
+from snapview.chaos.history import FAIL, INFO, INVOKE, OK, Recorder
+from snapview.demos.bank import BRANCHES, START_BALANCE
 
 
 class _Insufficient(Exception):

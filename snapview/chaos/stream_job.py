@@ -1,6 +1,6 @@
 """A streaming query for crash tests: JSON files -> EpochWriter (append), one file per batch.
 
-    python -m tests.spark.stream_job ADDRESS INPUT_DIR CHECKPOINT TABLE [MASTER]
+    python -m snapview.chaos.stream_job ADDRESS INPUT_DIR CHECKPOINT TABLE [MASTER]
 
 Runs until every file is processed, prints ``DONE``, exits 0. The tests kill it (kill -9 of its
 whole process group, JVM included) at fail points and start it again on the same checkpoint.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from demos.local_spark import local_session
+from snapview.local_spark import local_session
 
 
 def start_append_stream(

@@ -1,6 +1,6 @@
 """A MaterializedView job in its own process, for crash tests.
 
-    python -m tests.spark.view_job ADDRESS TARGET QUERY PRIMARY_KEY CHECKPOINT STOP_FILE
+    python -m snapview.chaos.view_job ADDRESS TARGET QUERY PRIMARY_KEY CHECKPOINT STOP_FILE
 
 Builds and starts the view, prints ``STARTED``, and runs until STOP_FILE exists; then stops the
 job and exits 0. Tests kill it (SNAPVIEW_FAILPOINTS ... panic_group, which takes the JVM too) and
@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from demos.local_spark import local_session
+from snapview.local_spark import local_session
 
 
 def main() -> int:

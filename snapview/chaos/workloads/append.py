@@ -5,7 +5,7 @@ job (its own process, killed by the nemesis and restarted on the same checkpoint
 the append-only table ``events`` through EpochWriter. Every element written must appear in
 ``events`` exactly once after healing.
 
-    python -m tests.chaos.workloads.append job ADDRESS INPUT_DIR CHECKPOINT MASTER STOP_FILE
+    python -m snapview.chaos.workloads.append job ADDRESS INPUT_DIR CHECKPOINT MASTER STOP_FILE
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter
 
-from demos.local_spark import local_session
+from snapview.local_spark import local_session
 
 TABLE = "events"
 JOB = "events"  # EpochWriter's default job name: the table's
@@ -63,7 +63,7 @@ def counts(client) -> Counter:
 
 
 def job(address: str, input_dir: str, checkpoint: str, master: str, stop_file: str) -> int:
-    from tests.spark.stream_job import start_append_stream
+    from snapview.chaos.stream_job import start_append_stream
 
     spark = local_session(master)
     q = start_append_stream(

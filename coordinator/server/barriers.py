@@ -24,13 +24,21 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import struct
 import threading
 import time
-from dataclasses import dataclass
 
-from coordinator.registry import Registry
-from coordinator.tso import TimestampOracle
+from coordinator.server.meta import (
+    BARRIER_PREFIX,
+    VIEW_NEWEST_PREFIX,
+    ViewVersion,
+    barrier_key,
+    barrier_of_key,
+    view_newest_key,
+    view_version_key,
+    view_version_prefix,
+)
+from coordinator.server.registry import Registry
+from coordinator.server.tso import TimestampOracle
 from kvstore.actions.resolve_locks import has_secondaries
 from kvstore.errors import InvalidArgument
 from kvstore.failpoints import fail_point
@@ -38,9 +46,6 @@ from kvstore.storage import Reader
 from kvstore.store import LocalStore
 
 log = logging.getLogger("snapview.barriers")
-_BARRIER = b"barrier/"
-_VIEW = b"vbar/"
-_VIEW_NEWEST = b"vbar-newest/"
 DEFAULT_RETENTION_S = 3600.0
 
 
@@ -48,43 +53,17 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _barrier_key(ts: int) -> bytes:
-    return _BARRIER + struct.pack(">Q", ts)
-
-
-def _view_prefix(table: str) -> bytes:
-    return _VIEW + table.encode() + b"\x00"
-
-
-def _view_key(table: str, ts: int) -> bytes:
-    return _view_prefix(table) + struct.pack(">Q", ts)
-
-
 def issued_barriers(reader: Reader) -> dict[int, int]:
     """Every recorded barrier and the wall ms it was issued at, oldest first."""
     return {
-        struct.unpack(">Q", k[len(_BARRIER) :])[0]: json.loads(v)["wall_ms"]
-        for k, v in reader.iter_prefix("meta", _BARRIER)
+        barrier_of_key(k): json.loads(v)["wall_ms"]
+        for k, v in reader.iter_prefix("meta", BARRIER_PREFIX)
     }
 
 
 def view_barriers(reader: Reader, table: str) -> list[int]:
     """The barriers at which view ``table`` has a recorded version, oldest first."""
-    return [
-        struct.unpack(">Q", k[-8:])[0] for k, _ in reader.iter_prefix("meta", _view_prefix(table))
-    ]
-
-
-@dataclass(frozen=True)
-class ViewVersion:
-    """A view's version at one barrier."""
-
-    barrier: int
-    read_ts: int  # the commit ts of the job's epoch for the barrier
-    wall_ms: int  # when it was committed
-    changed: bool  # the epoch wrote rows (False: same contents as at ``prev``)
-    prev: int  # the barrier the job committed before this one (0: none)
-    job: str = ""
+    return [barrier_of_key(k) for k, _ in reader.iter_prefix("meta", view_version_prefix(table))]
 
 
 class Barriers:
@@ -124,7 +103,7 @@ class Barriers:
             wall = _now_ms()
             self.store.run_write(
                 lambda ctx: ctx.buf.put(
-                    "meta", _barrier_key(ts), json.dumps({"wall_ms": wall}).encode()
+                    "meta", barrier_key(ts), json.dumps({"wall_ms": wall}).encode()
                 )
             )
             with self._mu:
@@ -192,13 +171,13 @@ class Barriers:
         def act(ctx):
             n = 0
             for t in old:
-                ctx.buf.delete("meta", _barrier_key(t))
-            for k, v in list(ctx.reader.iter_prefix("meta", _VIEW_NEWEST)):
-                table = k[len(_VIEW_NEWEST) :].decode()
+                ctx.buf.delete("meta", barrier_key(t))
+            for k, v in list(ctx.reader.iter_prefix("meta", VIEW_NEWEST_PREFIX)):
+                table = k[len(VIEW_NEWEST_PREFIX) :].decode()
                 newest = int(v)
-                p = _view_prefix(table)
-                for vk, _ in ctx.reader.items_between("meta", p, p + struct.pack(">Q", cut)):
-                    if struct.unpack(">Q", vk[-8:])[0] != newest:
+                p = view_version_prefix(table)
+                for vk, _ in ctx.reader.items_between("meta", p, view_version_key(table, cut)):
+                    if barrier_of_key(vk) != newest:
                         ctx.buf.delete("meta", vk)
                         n += 1
             return n
@@ -262,12 +241,12 @@ class Barriers:
 
     @staticmethod
     def view_version(reader: Reader, table: str, ts: int) -> ViewVersion | None:
-        raw = reader.get("meta", _view_key(table, ts))
-        return None if raw is None else ViewVersion(barrier=ts, **json.loads(raw))
+        raw = reader.get("meta", view_version_key(table, ts))
+        return None if raw is None else ViewVersion.from_json(ts, raw)
 
     @staticmethod
     def view_newest(reader: Reader, table: str) -> int:
-        raw = reader.get("meta", _VIEW_NEWEST + table.encode())
+        raw = reader.get("meta", view_newest_key(table))
         return int(raw) if raw else 0
 
     # ------------------------------------------------------------------ epoch hooks
@@ -294,19 +273,8 @@ class Barriers:
         changed = has_secondaries(ctx.reader, start_ts, primary)
         table = rec.sink
         prev = self.view_newest(ctx.reader, table)
-        ctx.buf.put(
-            "meta",
-            _view_key(table, epoch),
-            json.dumps(
-                {
-                    "read_ts": commit_ts,
-                    "wall_ms": _now_ms(),
-                    "changed": changed,
-                    "prev": prev,
-                    "job": job,
-                }
-            ).encode(),
-        )
+        version = ViewVersion(epoch, commit_ts, _now_ms(), changed, prev, job)
+        ctx.buf.put("meta", view_version_key(table, epoch), version.to_json())
         if epoch > prev:
-            ctx.buf.put("meta", _VIEW_NEWEST + table.encode(), str(epoch).encode())
+            ctx.buf.put("meta", view_newest_key(table), str(epoch).encode())
         fail_point("epoch.barrier.recorded")

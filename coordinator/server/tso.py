@@ -12,12 +12,12 @@ from __future__ import annotations
 import threading
 import time
 
+from coordinator.server.meta import TSO_HIGH_WATER
 from kvstore.failpoints import fail_point
 from kvstore.mvcc.timestamp import LOGICAL_MASK, compose
 from kvstore.store import LocalStore
 
 WINDOW_MS = 3000
-_HWM_KEY = b"tso/high_water"
 
 
 class TimestampOracle:
@@ -26,7 +26,7 @@ class TimestampOracle:
         self.window_ms = window_ms
         self._lock = threading.Lock()
         with store.storage.read_txn() as r:
-            raw = r.get("meta", _HWM_KEY)
+            raw = r.get("meta", TSO_HIGH_WATER)
         self._high_water = int(raw) if raw else 0
         # Everything issued before the restart had physical < high_water.
         self._physical = max(int(time.time() * 1000), self._high_water)
@@ -35,7 +35,7 @@ class TimestampOracle:
 
     def _persist(self, high_water: int) -> None:
         def act(ctx):
-            ctx.buf.put("meta", _HWM_KEY, str(high_water).encode())
+            ctx.buf.put("meta", TSO_HIGH_WATER, str(high_water).encode())
 
         self.store.run_write(act)
         fail_point("tso.window.persisted")

@@ -1,6 +1,6 @@
 """The bank views in a process of their own (a view job driver the nemesis can kill).
 
-    python -m tests.chaos.view_driver ADDRESS MASTER STOP_FILE
+    python -m snapview.chaos.view_driver ADDRESS MASTER STOP_FILE
 
 Prints ``STARTED`` once the three views run; stops them and exits 0 when STOP_FILE exists.
 """
@@ -11,13 +11,13 @@ import os
 import sys
 import time
 
-from demos.local_spark import local_session
+from snapview.local_spark import local_session
 
 
 def main() -> int:
     address, master, stop_file = sys.argv[1:4]
 
-    from demos.bank import build_views
+    from snapview.demos.bank import build_views
 
     spark = local_session(master)
     jobs = build_views(spark, address)

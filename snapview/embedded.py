@@ -43,7 +43,7 @@ class EmbeddedServer:
         cmd = [
             sys.executable,
             "-m",
-            "coordinator.cli",
+            "snapview.cli",
             "serve",
             "--data-dir",
             self.data_dir,

@@ -120,7 +120,7 @@ class Cluster:
             [
                 sys.executable,
                 "-m",
-                "tests.chaos.workloads.bank",
+                "snapview.chaos.workloads.bank",
                 "writer",
                 self.server.address,
                 name,

@@ -22,13 +22,21 @@ from __future__ import annotations
 import json
 import logging
 import re
-import struct
 import threading
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
-from coordinator.tso import TimestampOracle
+from coordinator.server.meta import (
+    ABORTED,
+    COMMITTED,
+    JOB_STATE_PREFIX,
+    PREWRITE,
+    EpochInfo,
+    epoch_key,
+    epoch_primary_key,
+    job_state_key,
+)
+from coordinator.server.tso import TimestampOracle
 from kvstore import actions
-from kvstore.catalog import SYSTEM_TABLE_ID
 from kvstore.errors import (
     Aborted,
     FailedPrecondition,
@@ -38,52 +46,11 @@ from kvstore.errors import (
     TxnRolledBack,
 )
 from kvstore.failpoints import fail_point
-from kvstore.mvcc.keys import table_prefix
 from kvstore.mvcc.records import LockOp, WriteKind
 from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
 
 log = logging.getLogger("snapview.epochs")
-PREWRITE, COMMITTED, ABORTED = "prewrite", "committed", "aborted"
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.:\-/]{1,200}")
-_EPOCH_PREFIX = b"epoch/"
-_JOB_PREFIX = b"job/"
-
-
-@dataclass(frozen=True)
-class EpochInfo:
-    job: str
-    epoch: int
-    state: str
-    start_ts: int
-    commit_ts: int = 0
-    attempt: int = 1
-    metadata: str = ""
-    batch: str = ""
-    owner: str = ""
-
-    @property
-    def primary_key(self) -> bytes:
-        return primary_key(self.job, self.epoch)
-
-
-def primary_key(job: str, epoch: int) -> bytes:
-    """The status key of (job, epoch) in the system table: the epoch txn's primary."""
-    j = job.encode()
-    return (
-        table_prefix(SYSTEM_TABLE_ID)
-        + b"E"
-        + struct.pack(">H", len(j))
-        + j
-        + struct.pack(">Q", epoch)
-    )
-
-
-def _epoch_key(job: str, epoch: int) -> bytes:
-    return _EPOCH_PREFIX + job.encode() + b"\x00" + struct.pack(">Q", epoch)
-
-
-def _job_key(job: str) -> bytes:
-    return _JOB_PREFIX + job.encode()
 
 
 class EpochManager:
@@ -105,17 +72,17 @@ class EpochManager:
     # ------------------------------------------------------------------ state
 
     def _load(self, reader, job: str, epoch: int) -> EpochInfo | None:
-        raw = reader.get("meta", _epoch_key(job, epoch))
-        return None if raw is None else EpochInfo(**json.loads(raw))
+        raw = reader.get("meta", epoch_key(job, epoch))
+        return None if raw is None else EpochInfo.from_json(raw)
 
     def _job(self, reader, job: str) -> dict:
-        raw = reader.get("meta", _job_key(job))
+        raw = reader.get("meta", job_state_key(job))
         return json.loads(raw) if raw else {"last_committed": 0, "open_epoch": 0}
 
     @staticmethod
     def _save(ctx, info: EpochInfo, job_state: dict) -> None:
-        ctx.buf.put("meta", _epoch_key(info.job, info.epoch), json.dumps(asdict(info)).encode())
-        ctx.buf.put("meta", _job_key(info.job), json.dumps(job_state).encode())
+        ctx.buf.put("meta", epoch_key(info.job, info.epoch), info.to_json())
+        ctx.buf.put("meta", job_state_key(info.job), json.dumps(job_state).encode())
 
     @staticmethod
     def _settle(ctx, info: EpochInfo) -> EpochInfo:
@@ -158,8 +125,8 @@ class EpochManager:
     def jobs(self) -> dict[str, dict]:
         with self.store.storage.read_txn() as r:
             return {
-                k[len(_JOB_PREFIX) :].decode(): json.loads(v)
-                for k, v in r.iter_prefix("meta", _JOB_PREFIX)
+                k[len(JOB_STATE_PREFIX) :].decode(): json.loads(v)
+                for k, v in r.iter_prefix("meta", JOB_STATE_PREFIX)
             }
 
     # ------------------------------------------------------------------ protocol
@@ -202,7 +169,7 @@ class EpochManager:
         if not 0 < ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"job {job!r}: lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
         start_ts = self.tso.now()
-        key = primary_key(job, epoch)
+        key = epoch_primary_key(job, epoch)
 
         def act(ctx):
             info = self._load(ctx.reader, job, epoch)

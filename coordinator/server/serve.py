@@ -22,13 +22,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from coordinator.barriers import Barriers
-from coordinator.epochs import EpochManager
-from coordinator.registry import Registry
-from coordinator.service import SERVICE_NAME as COORD_SERVICE
-from coordinator.service import CoordinatorService
-from coordinator.snapshots import SnapshotPlanner
-from coordinator.tso import TimestampOracle
+from coordinator.server.barriers import Barriers
+from coordinator.server.epochs import EpochManager
+from coordinator.server.registry import Registry
+from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
+from coordinator.server.service import CoordinatorService
+from coordinator.server.snapshot_planner import SnapshotPlanner
+from coordinator.server.tso import TimestampOracle
 from kvstore.direct import write_instance_id
 from kvstore.errors import FailedPrecondition, InvalidArgument
 from kvstore.service import SERVICE_NAME as KV_SERVICE

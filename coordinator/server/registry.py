@@ -14,10 +14,16 @@ start with the same sink (its sources may change); it is removed only by ``unreg
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
+from coordinator.server.meta import (
+    JOB_KINDS,
+    JOB_RECORD_PREFIX,
+    SINK,
+    JobRecord,
+    job_record_key,
+)
 from kvstore.catalog import Catalog
 from kvstore.errors import (
     FailedPrecondition,
@@ -28,40 +34,6 @@ from kvstore.errors import (
 )
 from kvstore.storage import Reader
 from kvstore.store import LocalStore
-
-VIEW, SINK = "view", "sink"
-KINDS = (VIEW, SINK)
-_PREFIX = b"jobreg/"
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    job: str
-    sink: str
-    sources: tuple[str, ...] = ()
-    kind: str = SINK
-    query: str = ""
-    strategy: str = ""
-    registered_wall_ms: int = 0
-
-    @property
-    def is_view(self) -> bool:
-        return self.kind == VIEW
-
-    def to_json(self) -> bytes:
-        d = asdict(self)
-        d["sources"] = list(self.sources)
-        return json.dumps(d).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> JobRecord:
-        d = json.loads(raw)
-        d["sources"] = tuple(d["sources"])
-        return cls(**d)
-
-
-def _key(job: str) -> bytes:
-    return _PREFIX + job.encode()
 
 
 @dataclass
@@ -102,14 +74,14 @@ class Registry:
     def load(reader: Reader) -> Topology:
         return Topology(
             {
-                k[len(_PREFIX) :].decode(): JobRecord.from_json(v)
-                for k, v in reader.iter_prefix("meta", _PREFIX)
+                k[len(JOB_RECORD_PREFIX) :].decode(): JobRecord.from_json(v)
+                for k, v in reader.iter_prefix("meta", JOB_RECORD_PREFIX)
             }
         )
 
     @staticmethod
     def get_in(reader: Reader, job: str) -> JobRecord | None:
-        raw = reader.get("meta", _key(job))
+        raw = reader.get("meta", job_record_key(job))
         return None if raw is None else JobRecord.from_json(raw)
 
     def get(self, job: str) -> JobRecord:
@@ -137,8 +109,8 @@ class Registry:
         Guarantees: afterwards ``sink`` has exactly one writer, ``job``, and no table depends on
         itself. Checked and written in one LMDB transaction, so two racing registrations cannot
         both pass."""
-        if kind not in KINDS:
-            raise InvalidArgument(f"job {job!r}: kind {kind!r} is not one of {KINDS}")
+        if kind not in JOB_KINDS:
+            raise InvalidArgument(f"job {job!r}: kind {kind!r} is not one of {JOB_KINDS}")
         if not job:
             raise InvalidArgument("RegisterJob: job is empty")
         catalog: Catalog = self.store.catalog
@@ -185,7 +157,7 @@ class Registry:
                 old.registered_wall_ms if old else int(time.time() * 1000),
             )
             if rec != old:
-                ctx.buf.put("meta", _key(job), rec.to_json())
+                ctx.buf.put("meta", job_record_key(job), rec.to_json())
             return rec
 
         return self.store.run_write(act)
@@ -197,7 +169,7 @@ class Registry:
             rec = self.get_in(ctx.reader, job)
             if rec is None:
                 raise NotFound(f"job {job!r} is not registered")
-            ctx.buf.delete("meta", _key(job))
+            ctx.buf.delete("meta", job_record_key(job))
             return rec
 
         return self.store.run_write(act)

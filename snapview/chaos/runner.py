@@ -21,12 +21,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import coordinator
-from coordinator.embedded import EmbeddedServer
-from demos.bank import TABLES, check
-from tests.chaos import checker
-from tests.chaos.history import OK, Recorder, load
-from tests.chaos.nemesis import FAULTS, Cluster, Nemesis
-from tests.chaos.workloads import append, bank
+from snapview.chaos import checker
+from snapview.chaos.history import OK, Recorder, load
+from snapview.chaos.nemesis import FAULTS, Cluster, Nemesis
+from snapview.chaos.workloads import append, bank
+from snapview.demos.bank import TABLES, check
+from snapview.embedded import EmbeddedServer
 
 VIEW_TABLES = TABLES[1:]
 
@@ -128,7 +128,7 @@ def _view_checks(c, first: dict[str, int]) -> tuple[int, list[tuple[str, int, st
 
 def _store_facts(lmdb_path: str) -> tuple[list[int], dict[str, list[int]], list]:
     """After the server stopped: issued barriers, each view's barrier versions, and locks."""
-    from coordinator.barriers import issued_barriers, view_barriers
+    from coordinator.server.barriers import issued_barriers, view_barriers
     from kvstore.mvcc.records import Lock
     from kvstore.storage import Storage
 
@@ -165,7 +165,7 @@ def run(cfg: ChaosConfig, out=print) -> Summary:
         cfg.rate,
         cfg.accounts,
         cfg.seed,
-        ["tests.chaos.view_driver", srv.address, cfg.master],
+        ["snapview.chaos.view_driver", srv.address, cfg.master],
         "branch_balance",
     )
     summary = Summary()
@@ -277,7 +277,7 @@ def _run_append(cfg: ChaosConfig, rng, work: str, srv, out) -> Summary:
         0,
         cfg.seed,
         [
-            "tests.chaos.workloads.append",
+            "snapview.chaos.workloads.append",
             "job",
             srv.address,
             input_dir,

@@ -129,7 +129,7 @@ def _connect(args):
 
 
 def cmd_serve(args) -> int:
-    from coordinator.server import ServeConfig, SnapviewServer
+    from coordinator.server.serve import ServeConfig, SnapviewServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     server = SnapviewServer(
@@ -303,7 +303,7 @@ def cmd_delay(args) -> int:
 def cmd_demo(args) -> int:
     # The one place the coordinator package reaches up the layers, lazily: a demo runs the
     # whole stack (Spark views included), and the CLI is where users start it.
-    from demos.bank import run_bank_demo
+    from snapview.demos.bank import run_bank_demo
 
     parse_duration(args.barrier_interval)
     return run_bank_demo(
@@ -317,8 +317,8 @@ def cmd_demo(args) -> int:
 
 def cmd_chaos(args) -> int:
     # Like demo, the chaos runner uses every layer; it lives with its workloads in tests/chaos.
-    from tests.chaos.nemesis import FAULTS
-    from tests.chaos.runner import ChaosConfig, run
+    from snapview.chaos.nemesis import FAULTS
+    from snapview.chaos.runner import ChaosConfig, run
 
     faults = tuple(f for f in args.faults.split(",") if f) or FAULTS
     unknown = sorted(set(faults) - set(FAULTS))

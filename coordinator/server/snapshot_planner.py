@@ -1,4 +1,4 @@
-"""Consistent-snapshot planning, barrier plans for view jobs, and delay reporting.
+"""Consistent-snapshot planning and barrier plans for view jobs.
 
 A **consistent snapshot** of a set of tables is a barrier T that every one of them has, with each
 table's read ts at T (root: T; view: the commit ts of its epoch for T). Reading every table at its
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator.barriers import Barriers
-from coordinator.epochs import EpochManager
-from coordinator.registry import Registry, Topology
-from coordinator.tso import TimestampOracle
+from coordinator.server.barriers import Barriers
+from coordinator.server.epochs import EpochManager
+from coordinator.server.registry import Registry, Topology
+from coordinator.server.tso import TimestampOracle
 from kvstore.errors import BarrierNotReached, InvalidArgument, NotFound
 from kvstore.store import LocalStore
 
@@ -53,17 +53,6 @@ class BarrierPlans:
     barriers: list[BarrierPlan] = field(default_factory=list)
     last_committed: int = 0
     newest_barrier: int = 0
-
-
-@dataclass(frozen=True)
-class TableDelay:
-    table: str
-    kind: str
-    job: str
-    barrier: int
-    barriers_behind: int
-    barrier_lag_ms: int
-    e2e_delay_ms: int
 
 
 class _Tables:
@@ -213,38 +202,3 @@ class SnapshotPlanner:
             return v is None or v.changed or v.prev != prev
         _, n = self.store.change_boundary(table, prev, barrier, 1)
         return n > 0
-
-    def delay(self) -> tuple[int, list[TableDelay]]:
-        """For every table: the newest barrier it has, how far behind the newest issued barrier
-        it is, and its E2E delay (wall time it reached that barrier minus the barrier's issue
-        time)."""
-        newest = self.barriers.newest()
-        newest_wall = self.barriers.wall_ms(newest)
-        topo = self.registry.topology()
-        out = []
-        with self.store.storage.read_txn() as r:
-            for info in self.store.list_tables():
-                name = info.name
-                w = topo.writer_of(name)
-                is_view = Barriers.is_view_table(name, info.kind, topo)
-                if is_view:
-                    b = Barriers.view_newest(r, name)
-                    v = Barriers.view_version(r, name, b) if b else None
-                    reached = v.wall_ms if v else 0
-                else:
-                    b = self.barriers.root_newest(name)
-                    seen, wall = self.barriers.root_reached(name)
-                    reached = wall if seen == b else 0
-                issued = self.barriers.wall_ms(b) if b else 0
-                out.append(
-                    TableDelay(
-                        table=name,
-                        kind="view" if is_view else "root",
-                        job=w.job if w else "",
-                        barrier=b,
-                        barriers_behind=self.barriers.count_after(b) if b else 0,
-                        barrier_lag_ms=max(0, newest_wall - issued) if b and issued else 0,
-                        e2e_delay_ms=(reached - issued) if (reached and issued) else 0,
-                    )
-                )
-        return newest, out

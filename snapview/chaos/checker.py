@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from tests.chaos.history import FAIL, INFO, OK, Op, completions
+from snapview.chaos.history import FAIL, INFO, OK, Op, completions
 
 
 @dataclass(frozen=True)

@@ -6,16 +6,18 @@ import time
 from collections.abc import Iterator
 
 import grpc
+from snapview_proto.snapview.v1 import coordinator_pb2 as pb
 
-from coordinator.epochs import ABORTED, COMMITTED, PREWRITE, EpochInfo, EpochManager
-from coordinator.registry import JobRecord, Registry
-from coordinator.snapshots import SnapshotPlanner, TableRead
-from coordinator.tso import TimestampOracle
+from coordinator.server.delay import delay_report
+from coordinator.server.epochs import EpochManager
+from coordinator.server.meta import ABORTED, COMMITTED, PREWRITE, EpochInfo, JobRecord
+from coordinator.server.registry import Registry
+from coordinator.server.snapshot_planner import SnapshotPlanner, TableRead
+from coordinator.server.tso import TimestampOracle
 from kvstore.errors import InvalidArgument
 from kvstore.grpc_errors import generic_handler
 from kvstore.mvcc.timestamp import LOGICAL_MASK
 from kvstore.store import LocalStore
-from snapview_proto.snapview.v1 import coordinator_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.Coordinator"
 VERSION = "0.1.0"
@@ -159,7 +161,7 @@ class CoordinatorService:
         )
 
     def Delay(self, req: pb.DelayRequest, ctx) -> pb.DelayResponse:
-        newest, rows = self.planner.delay()
+        newest, rows = delay_report(self.store, self.planner.barriers, self.registry)
         return pb.DelayResponse(
             newest_barrier=newest,
             tables=[

@@ -1,0 +1,11 @@
+"""The coordinator's server side: what runs inside ``snapview serve``.
+
+``tso`` (timestamp oracle), ``epochs`` (one Percolator transaction per job epoch), ``barriers``
+(timestamp barriers and view versions), ``registry`` (jobs, one writer per table, no cycles),
+``snapshot_planner`` (consistent snapshots and the barriers a view job may take), ``delay``
+(barrier lag and E2E delay), ``meta`` (the coordinator's key space in the ``meta`` column family),
+``service`` (the Coordinator gRPC service) and ``serve`` (both services on one port).
+
+Everything here may use the storage engine; the public client (``coordinator`` itself) must not
+import this package.
+"""

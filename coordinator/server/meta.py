@@ -1,0 +1,161 @@
+"""The coordinator's key space in the ``meta`` column family, and the records stored under it.
+
+Every key the coordinator writes to ``meta`` is built here, so the whole space can be read in one
+place and two modules can never choose overlapping prefixes. The store's own ``meta`` keys (the GC
+safepoint, the next table id) are in ``kvstore.meta_keys``; the prefixes below are disjoint from
+them.
+
+    tso/high_water              decimal ms          the TSO's persisted high-water mark (tso)
+    epoch/<job>\\0<epoch:8>      EpochInfo (JSON)    one per opened (job, epoch) (epochs)
+    job/<job>                   {"last_committed", "open_epoch"} (JSON), per job (epochs)
+    jobreg/<job>                JobRecord (JSON)    the registered topology (registry)
+    barrier/<T:8>               {"wall_ms"} (JSON)  one per issued barrier (barriers)
+    vbar/<table>\\0<T:8>         ViewVersion (JSON, without ``barrier``) (barriers)
+    vbar-newest/<table>         decimal T           a view's newest barrier (barriers)
+
+``<n:8>`` is an 8-byte big-endian integer, so a prefix walk returns epochs and barriers in
+order. Besides ``meta``, an epoch's primary key lives in the data space, in the system table
+(``epoch_primary_key``): it is a Percolator key like any other, so it can be locked and committed.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import asdict, dataclass
+
+from kvstore.catalog import SYSTEM_TABLE_ID
+from kvstore.mvcc.keys import table_prefix
+
+_U64 = struct.Struct(">Q")
+
+TSO_HIGH_WATER = b"tso/high_water"
+EPOCH_PREFIX = b"epoch/"
+JOB_STATE_PREFIX = b"job/"
+JOB_RECORD_PREFIX = b"jobreg/"
+BARRIER_PREFIX = b"barrier/"
+VIEW_VERSION_PREFIX = b"vbar/"
+VIEW_NEWEST_PREFIX = b"vbar-newest/"
+
+
+def epoch_key(job: str, epoch: int) -> bytes:
+    return EPOCH_PREFIX + job.encode() + b"\x00" + _U64.pack(epoch)
+
+
+def job_state_key(job: str) -> bytes:
+    return JOB_STATE_PREFIX + job.encode()
+
+
+def job_record_key(job: str) -> bytes:
+    return JOB_RECORD_PREFIX + job.encode()
+
+
+def barrier_key(ts: int) -> bytes:
+    return BARRIER_PREFIX + _U64.pack(ts)
+
+
+def barrier_of_key(key: bytes) -> int:
+    """The barrier a ``barrier/`` or ``vbar/`` key names (its last eight bytes)."""
+    return _U64.unpack(key[-8:])[0]
+
+
+def view_version_prefix(table: str) -> bytes:
+    return VIEW_VERSION_PREFIX + table.encode() + b"\x00"
+
+
+def view_version_key(table: str, ts: int) -> bytes:
+    return view_version_prefix(table) + _U64.pack(ts)
+
+
+def view_newest_key(table: str) -> bytes:
+    return VIEW_NEWEST_PREFIX + table.encode()
+
+
+def epoch_primary_key(job: str, epoch: int) -> bytes:
+    """The status key of (job, epoch) in the system table: the epoch transaction's primary."""
+    j = job.encode()
+    return table_prefix(SYSTEM_TABLE_ID) + b"E" + struct.pack(">H", len(j)) + j + _U64.pack(epoch)
+
+
+# ---------------------------------------------------------------------- records
+
+PREWRITE, COMMITTED, ABORTED = "prewrite", "committed", "aborted"
+
+
+@dataclass(frozen=True)
+class EpochInfo:
+    """One attempt at (job, epoch): its state (PREWRITE, COMMITTED or ABORTED) and timestamps."""
+
+    job: str
+    epoch: int
+    state: str
+    start_ts: int
+    commit_ts: int = 0
+    attempt: int = 1
+    metadata: str = ""
+    batch: str = ""
+    owner: str = ""
+
+    @property
+    def primary_key(self) -> bytes:
+        return epoch_primary_key(self.job, self.epoch)
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> EpochInfo:
+        return cls(**json.loads(raw))
+
+
+VIEW, SINK = "view", "sink"
+JOB_KINDS = (VIEW, SINK)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A registered job: the one writer of ``sink``, reading ``sources``."""
+
+    job: str
+    sink: str
+    sources: tuple[str, ...] = ()
+    kind: str = SINK
+    query: str = ""
+    strategy: str = ""
+    registered_wall_ms: int = 0
+
+    @property
+    def is_view(self) -> bool:
+        return self.kind == VIEW
+
+    def to_json(self) -> bytes:
+        d = asdict(self)
+        d["sources"] = list(self.sources)
+        return json.dumps(d).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> JobRecord:
+        d = json.loads(raw)
+        d["sources"] = tuple(d["sources"])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class ViewVersion:
+    """A view's version at one barrier."""
+
+    barrier: int
+    read_ts: int  # the commit ts of the job's epoch for the barrier
+    wall_ms: int  # when it was committed
+    changed: bool  # the epoch wrote rows (False: same contents as at ``prev``)
+    prev: int  # the barrier the job committed before this one (0: none)
+    job: str = ""
+
+    def to_json(self) -> bytes:
+        d = asdict(self)
+        del d["barrier"]  # the key names it
+        return json.dumps(d).encode()
+
+    @classmethod
+    def from_json(cls, barrier: int, raw: bytes) -> ViewVersion:
+        return cls(barrier=barrier, **json.loads(raw))

@@ -1,0 +1,13 @@
+"""The store's own keys in the ``meta`` column family.
+
+    gc/safepoint                decimal ts          the GC safepoint: no read below it (store, direct)
+    catalog/next_table_id       4-byte big-endian   the id the next created table gets (catalog)
+
+The coordinator keeps its state in the same column family under prefixes of its own, all named
+in ``coordinator.server.meta``; the two key spaces are disjoint.
+"""
+
+from __future__ import annotations
+
+GC_SAFEPOINT = b"gc/safepoint"
+NEXT_TABLE_ID = b"catalog/next_table_id"

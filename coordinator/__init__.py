@@ -9,20 +9,18 @@ Public names are re-exported here; ``tests/unit/test_public_api.py`` pins the li
 """
 
 from coordinator.client import Client, connect
+from coordinator.errors import BarrierNotReached, SecondWriter, TopologyCycle
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from kvstore.errors import (
     AlreadyExists,
-    BarrierNotReached,
     FailedPrecondition,
     InvalidArgument,
     KeyIsLocked,
     NotFound,
     SchemaMismatch,
-    SecondWriter,
     SnapviewError,
     TableNotFound,
-    TopologyCycle,
     TxnError,
     ValueTooLarge,
     WriteConflict,

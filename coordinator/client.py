@@ -18,11 +18,13 @@ import pyarrow as pa
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
+from coordinator.errors import BarrierNotReached
+from coordinator.jobs import JobClient
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
 from kvstore.catalog import TableInfo
-from kvstore.errors import BarrierNotReached, KeyIsLocked
+from kvstore.errors import KeyIsLocked
 from kvstore.lock_resolution import resolve_lock
 from kvstore.remote import RemoteStore, RetryPolicy, RpcCaller
 
@@ -90,6 +92,8 @@ class Client:
             cpb.TsoRequest,
         )
         self._tso = TsoBatcher(self._tso_stream.fetch)
+        self.jobs = JobClient(self._stub, self._rpc)
+        """The job protocol (epochs, registry, barrier plans) on this client's channel."""
         self._closed = threading.Event()
 
     # ------------------------------------------------------------------ timestamps
@@ -199,48 +203,7 @@ class Client:
     def resolved_ts(self, table: str) -> int:
         return self.store.resolved_ts(table)
 
-    # ------------------------------------------------------------------ epochs
-
-    def open_transaction(
-        self, job: str, epoch: int, lock_ttl_ms: int = 0, batch: str = "", owner: str = ""
-    ) -> cpb.EpochInfo:
-        """Open (job, epoch) for prewriting; epoch 0 picks the epoch for ``batch`` (see
-        coordinator.server.epochs.EpochManager.open_batch). A COMMITTED answer means: skip it."""
-        return self._rpc.unary(
-            self._stub.OpenTransaction,
-            cpb.OpenTransactionRequest(
-                job=job, epoch=epoch, lock_ttl_ms=lock_ttl_ms, batch=batch, owner=owner
-            ),
-        )
-
-    def commit_transaction(
-        self, job: str, epoch: int, start_ts: int, metadata: str = ""
-    ) -> cpb.EpochInfo:
-        return self._rpc.unary(
-            self._stub.CommitTransaction,
-            cpb.CommitTransactionRequest(
-                job=job, epoch=epoch, start_ts=start_ts, metadata=metadata
-            ),
-        )
-
-    def abort_transaction(self, job: str, epoch: int, start_ts: int) -> cpb.EpochInfo:
-        return self._rpc.unary(
-            self._stub.AbortTransaction,
-            cpb.AbortTransactionRequest(job=job, epoch=epoch, start_ts=start_ts),
-        )
-
-    def heartbeat_transaction(
-        self, job: str, epoch: int, start_ts: int, ttl_ms: int
-    ) -> cpb.EpochInfo:
-        return self._rpc.unary(
-            self._stub.HeartbeatTransaction,
-            cpb.HeartbeatTransactionRequest(job=job, epoch=epoch, start_ts=start_ts, ttl_ms=ttl_ms),
-        )
-
-    def get_epoch(self, job: str, epoch: int = 0) -> cpb.EpochInfo:
-        return self._rpc.unary(self._stub.GetEpoch, cpb.GetEpochRequest(job=job, epoch=epoch))
-
-    # ------------------------------------------------------------------ barriers and jobs
+    # ------------------------------------------------------------------ snapshots and operations
 
     def snapshot(
         self,
@@ -273,43 +236,8 @@ class Client:
             self, r.barrier, r.mode, {x.table: x.read_ts for x in r.reads}, r.barrier_wall_ms
         )
 
-    def register_job(
-        self,
-        job: str,
-        sink: str,
-        sources: list[str] = (),
-        kind: str = "sink",
-        query: str = "",
-        strategy: str = "",
-    ) -> cpb.JobInfo:
-        """Register ``job`` as the one writer of ``sink``, reading ``sources``. A second writer
-        raises SecondWriter; a cycle raises TopologyCycle. Idempotent for the same job."""
-        return self._rpc.unary(
-            self._stub.RegisterJob,
-            cpb.RegisterJobRequest(
-                job=job,
-                sink=sink,
-                sources=list(sources),
-                kind=kind,
-                query=query,
-                strategy=strategy,
-            ),
-        )
-
-    def unregister_job(self, job: str) -> cpb.JobInfo:
-        return self._rpc.unary(self._stub.UnregisterJob, cpb.UnregisterJobRequest(job=job))
-
     def topology(self) -> cpb.TopologyResponse:
         return self._rpc.unary(self._stub.Topology, cpb.TopologyRequest())
-
-    def plan_barriers(
-        self, job: str, limit: int = 0, after: int = 0, upto: int = 0
-    ) -> cpb.PlanBarriersResponse:
-        """The barriers view job ``job`` may process next (see SnapshotPlanner.plan_barriers)."""
-        return self._rpc.unary(
-            self._stub.PlanBarriers,
-            cpb.PlanBarriersRequest(job=job, limit=limit, after=after, upto=upto),
-        )
 
     def delay(self) -> cpb.DelayResponse:
         return self._rpc.unary(self._stub.Delay, cpb.DelayRequest())

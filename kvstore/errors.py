@@ -34,14 +34,40 @@ class RequestError(SnapviewError):
     code = "INVALID_ARGUMENT"
 
 
+_BY_NAME: dict[str, type[RequestError]] = {}
+
+
+def register_error(cls: type[RequestError]) -> type[RequestError]:
+    """Class decorator: lets a client rebuild ``cls`` from a failed call.
+
+    The server sends the class name in a trailer beside the status code; ``error_class`` maps it
+    back. Only registered classes are rebuilt (never a name looked up in a module), and a name can
+    be registered once. The coordinator registers its own errors in ``coordinator.errors``."""
+    if not (isinstance(cls, type) and issubclass(cls, RequestError)):
+        raise TypeError(f"{cls!r} is not a RequestError subclass")
+    known = _BY_NAME.get(cls.__name__)
+    if known is not None and known is not cls:
+        raise ValueError(f"error class name {cls.__name__!r} is registered twice")
+    _BY_NAME[cls.__name__] = cls
+    return cls
+
+
+def error_class(name: str) -> type[RequestError] | None:
+    """The registered RequestError class called ``name``, or None."""
+    return _BY_NAME.get(name)
+
+
+@register_error
 class InvalidArgument(RequestError):
     code = "INVALID_ARGUMENT"
 
 
+@register_error
 class SchemaMismatch(InvalidArgument):
     """A row or key does not fit its table's schema. The message names table and column."""
 
 
+@register_error
 class KeyPrewrittenTwice(InvalidArgument):
     """A transaction prewrote a key it had already locked, with a different mutation: two rows
     with one primary key in one epoch. (The same mutation again is a retry, and idempotent.)
@@ -60,14 +86,17 @@ class KeyPrewrittenTwice(InvalidArgument):
         return err
 
 
+@register_error
 class ValueTooLarge(InvalidArgument):
     """A value is larger than the store accepts. Hint: split the row or raise --max-value-bytes."""
 
 
+@register_error
 class NotFound(RequestError):
     code = "NOT_FOUND"
 
 
+@register_error
 class TableNotFound(NotFound):
     def __init__(self, table: str | int):
         self.table = table
@@ -84,31 +113,22 @@ class TableNotFound(NotFound):
         return err
 
 
+@register_error
 class AlreadyExists(RequestError):
     code = "ALREADY_EXISTS"
 
 
+@register_error
 class FailedPrecondition(RequestError):
     code = "FAILED_PRECONDITION"
 
 
-class SecondWriter(AlreadyExists):
-    """A job asked to write a table another registered job already writes (one writer per
-    table)."""
-
-
-class TopologyCycle(FailedPrecondition):
-    """Registering a job would make a table depend on itself."""
-
-
-class BarrierNotReached(FailedPrecondition):
-    """A table has no version at the barrier asked for (not yet, or it never will)."""
-
-
+@register_error
 class Unavailable(RequestError):
     code = "UNAVAILABLE"
 
 
+@register_error
 class PermissionDenied(RequestError):
     code = "PERMISSION_DENIED"
 
@@ -181,11 +201,13 @@ class TxnAlreadyCommitted(TxnError):
         )
 
 
+@register_error
 class Aborted(RequestError):
     """The operation was overtaken (e.g. an epoch attempt rolled back); start it again."""
 
     code = "ABORTED"
 
 
+@register_error
 class Unauthenticated(RequestError):
     code = "UNAUTHENTICATED"

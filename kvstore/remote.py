@@ -70,9 +70,8 @@ def _class_from_trailer(e: grpc.RpcError) -> type | None:
         md = dict(e.trailing_metadata() or ())
     except Exception:  # noqa: BLE001 - some RpcErrors carry no call
         return None
-    cls = getattr(errors, md.get(ERROR_CLASS_KEY, ""), None)
-    ok = isinstance(cls, type) and issubclass(cls, errors.RequestError)
-    return cls if ok and cls.code == e.code().name else None
+    cls = errors.error_class(md.get(ERROR_CLASS_KEY, ""))
+    return cls if cls is not None and cls.code == e.code().name else None
 
 
 def translate_rpc_error(e: grpc.RpcError) -> errors.SnapviewError:

@@ -22,6 +22,7 @@ import uuid
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
+from coordinator.jobs import EpochState
 from kvstore.errors import SnapviewError
 from kvstore.failpoints import fail_point
 from spark_sink.arrow_encoding import ArrowEncoder
@@ -29,7 +30,6 @@ from spark_sink.partition_writer import EpochTarget, Heartbeat, direct_info, wri
 from spark_source.connection import client_for
 from spark_source.stream_reader import FEED_KEY, SOURCES_KEY, resume_point
 
-EPOCH_COMMITTED = 2
 DEFAULT_TTL_MS = 20_000
 MODES = ("upsert", "delete", "append")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
@@ -85,15 +85,15 @@ class EpochWriter:
         info = client.describe_table(self.table, refresh=True)
         ArrowEncoder(info).check_sink(df.columns, self.mode)
         if not self._registered:
-            client.register_job(self.job, self.table, [], kind="sink")
+            client.jobs.register_job(self.job, self.table, [], kind="sink")
             self._registered = True
         qid = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or "batch"
         batch = f"{qid}:{batch_id}"
-        e = client.open_transaction(
+        e = client.jobs.open_transaction(
             self.job, 0, self.lock_ttl_ms, batch=batch, owner=uuid.uuid4().hex
         )
         self.last_epoch = e
-        if e.state == EPOCH_COMMITTED:
+        if e.state is EpochState.COMMITTED:
             return  # replayed after its commit: skip, exactly once
         if self.direct and self._direct_info is None:
             self._direct_info = direct_info(client)
@@ -119,11 +119,13 @@ class EpochWriter:
                 meta = epoch_metadata(
                     client, self.job, batch, sum(r["rows"] for r in out), high, prev
                 )
-                self.last_epoch = client.commit_transaction(self.job, e.epoch, e.start_ts, meta)
+                self.last_epoch = client.jobs.commit_transaction(
+                    self.job, e.epoch, e.start_ts, meta
+                )
                 self._carried = (e.epoch, json.loads(meta)[SOURCES_KEY].get(FEED_KEY))
         except BaseException:
             try:
-                client.abort_transaction(self.job, e.epoch, e.start_ts)
+                client.jobs.abort_transaction(self.job, e.epoch, e.start_ts)
             except SnapviewError:
                 pass  # the locks expire and readers roll the attempt back
             raise

@@ -36,14 +36,8 @@ import time
 
 from pyspark.sql import SparkSession
 
-from kvstore.errors import (
-    AlreadyExists,
-    BarrierNotReached,
-    InvalidArgument,
-    SchemaMismatch,
-    SecondWriter,
-    SnapviewError,
-)
+from coordinator.errors import BarrierNotReached, SecondWriter
+from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.schema import parse_ddl
 from spark_sink.partition_writer import direct_info
 from spark_sink.query_analysis import (
@@ -183,7 +177,7 @@ class MaterializedView:
         client = client_for(self.coordinator, self.token)
         self.shape = self._analyze(client)
         self._prepare_target(client)
-        client.register_job(
+        client.jobs.register_job(
             self.job,
             self.target,
             list(self.shape.sources),
@@ -219,7 +213,7 @@ class MaterializedView:
                     "will not drop another job's table"
                 )
             if writer:
-                client.unregister_job(writer)
+                client.jobs.unregister_job(writer)
             client.drop_table(self.target)
             existing = None
         if existing is not None and o["force_new_table"]:
@@ -330,7 +324,7 @@ class ViewJob:
         """What the job did since it started, and where the coordinator says it is."""
         client = client_for(self.view.coordinator, self.view.token)
         try:
-            last = client.get_epoch(self.view.job).epoch
+            last = client.jobs.get_epoch(self.view.job).epoch
         except SnapviewError:
             last = 0
         out = self.strategy.progress.as_dict()

@@ -89,7 +89,7 @@ class Heartbeat:
         client = client_for(t.coordinator, t.token)
         while not self._stop.wait(t.ttl_ms / 3000):
             try:
-                client.heartbeat_transaction(t.job, t.epoch, t.start_ts, t.ttl_ms)
+                client.jobs.heartbeat_transaction(t.job, t.epoch, t.start_ts, t.ttl_ms)
             except Exception:  # noqa: BLE001 - the commit will tell whether the epoch survived
                 return
 

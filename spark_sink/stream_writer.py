@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from coordinator.jobs import EpochState
 from kvstore.catalog import TableInfo
 from kvstore.errors import FailedPrecondition, SnapviewError
 from spark_sink.epoch_writer import (
     DEFAULT_TTL_MS,
-    EPOCH_COMMITTED,
     QUERY_ID_PROPERTY,
     epoch_metadata,
 )
@@ -45,7 +45,7 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
         self.job = opts.job or info.name
         self.owner = uuid.uuid4().hex  # one per writer instance: a restarted query gets another
         # One writer per table: a second job writing it is refused here, before any epoch.
-        self._client().register_job(self.job, info.name, [], kind="sink")
+        self._client().jobs.register_job(self.job, info.name, [], kind="sink")
 
     def _client(self):
         return client_for(self.opts.coordinator, self.opts.auth_token)
@@ -53,10 +53,10 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator) -> EpochMessage:
         tc = TaskContext.get()
         batch = f"{tc.getLocalProperty(QUERY_ID_PROPERTY)}:{tc.getLocalProperty(BATCH_ID_PROPERTY)}"
-        e = self._client().open_transaction(
+        e = self._client().jobs.open_transaction(
             self.job, 0, DEFAULT_TTL_MS, batch=batch, owner=self.owner
         )
-        if e.state == EPOCH_COMMITTED:
+        if e.state is EpochState.COMMITTED:
             for _ in iterator:
                 pass
             return EpochMessage(e.epoch, e.start_ts, 0, -1, skipped=True)
@@ -89,11 +89,11 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
         meta = epoch_metadata(
             self._client(), self.job, batchId, sum(m.rows for m in done), max(m.high for m in done)
         )
-        self._client().commit_transaction(self.job, epoch, start_ts, meta)
+        self._client().jobs.commit_transaction(self.job, epoch, start_ts, meta)
 
     def abort(self, messages, batchId: int) -> None:
         for m in {(m.epoch, m.start_ts) for m in messages if isinstance(m, EpochMessage)}:
             try:
-                self._client().abort_transaction(self.job, m[0], m[1])
+                self._client().jobs.abort_transaction(self.job, m[0], m[1])
             except SnapviewError:
                 pass  # already settled, or its locks expire

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from coordinator.jobs import EpochState
 from kvstore.catalog import TableInfo
 from kvstore.errors import Aborted, SchemaMismatch, SnapviewError
 from kvstore.failpoints import fail_point
@@ -35,7 +36,6 @@ from spark_sink.partition_writer import (
 from spark_sink.query_analysis import read_small, register_sources
 from spark_source.connection import client_for
 
-EPOCH_COMMITTED = 2
 FULL_RECOMPUTE = "full_recompute"
 MAX_COMMIT_ATTEMPTS = 3
 LOCAL_SOURCE_ROWS = 50_000  # sources up to this size are read by the driver (see compute)
@@ -133,8 +133,8 @@ class FullRecompute:
         spec = self.spec
         t0 = time.perf_counter()
         client = client_for(spec.coordinator, spec.token)
-        e = client.open_transaction(spec.job, barrier, spec.lock_ttl_ms)
-        if e.state == EPOCH_COMMITTED:
+        e = client.jobs.open_transaction(spec.job, barrier, spec.lock_ttl_ms)
+        if e.state is EpochState.COMMITTED:
             self.progress.skipped += 1
             self.progress.last_barrier = max(self.progress.last_barrier, barrier)
             self._recompute_next = False
@@ -174,10 +174,10 @@ class FullRecompute:
                         "recomputed": changed,
                     }
                 )
-                client.commit_transaction(spec.job, barrier, e.start_ts, meta)
+                client.jobs.commit_transaction(spec.job, barrier, e.start_ts, meta)
         except BaseException:
             try:
-                client.abort_transaction(spec.job, barrier, e.start_ts)
+                client.jobs.abort_transaction(spec.job, barrier, e.start_ts)
             except SnapviewError:
                 pass  # the locks expire; readers roll the attempt back
             raise

@@ -52,13 +52,13 @@ class BarrierStreamReader(SimpleDataSourceStreamReader):
         return client_for(self.coordinator, self.token)
 
     def initialOffset(self) -> dict:
-        return {"barrier": self._client().plan_barriers(self.job, limit=1).last_committed}
+        return {"barrier": self._client().jobs.plan_barriers(self.job, limit=1).last_committed}
 
     def read(self, start: dict):
         """The ready barriers after ``start`` (for a job that never committed: the newest one
         every source has), and the offset after them."""
         after = int(start["barrier"])
-        plans = self._client().plan_barriers(self.job, limit=self.limit, after=after).barriers
+        plans = self._client().jobs.plan_barriers(self.job, limit=self.limit, after=after).barriers
         if not plans:
             return iter([]), start
         return iter(plan_rows(plans)), {"barrier": plans[-1].barrier}
@@ -68,7 +68,7 @@ class BarrierStreamReader(SimpleDataSourceStreamReader):
         after, upto = int(start["barrier"]), int(end["barrier"])
         if upto <= after:
             return iter([])
-        plans = self._client().plan_barriers(self.job, limit=1 << 16, after=after, upto=upto)
+        plans = self._client().jobs.plan_barriers(self.job, limit=1 << 16, after=after, upto=upto)
         return iter(plan_rows(plans.barriers))
 
     def commit(self, end: dict) -> None:

@@ -15,6 +15,7 @@ import json
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from coordinator.jobs import EpochState
 from kvstore.catalog import TableInfo
 from kvstore.errors import NotFound
 from spark_source.connection import client_for
@@ -38,16 +39,16 @@ def resume_point(client, job: str, key: str = FEED_KEY) -> int | None:
     """The feed high-water ts that sink ``job`` recorded in its newest committed epoch, or None
     if it recorded none."""
     try:
-        info = client.get_epoch(job, 0)
+        info = client.jobs.get_epoch(job, 0)
     except NotFound:
         return None
     for _ in range(2):
-        if info.state == 2 and info.metadata:  # EPOCH_COMMITTED
+        if info.state is EpochState.COMMITTED and info.metadata:
             ts = json.loads(info.metadata).get(SOURCES_KEY, {}).get(key)
             return int(ts) if ts is not None else None
         if info.epoch <= 1:
             return None
-        info = client.get_epoch(job, info.epoch - 1)  # the newest may be open
+        info = client.jobs.get_epoch(job, info.epoch - 1)  # the newest may be open
     return None
 
 

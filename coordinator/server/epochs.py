@@ -30,7 +30,7 @@ from coordinator.server.meta import (
     COMMITTED,
     JOB_STATE_PREFIX,
     PREWRITE,
-    EpochInfo,
+    EpochRecord,
     epoch_key,
     epoch_primary_key,
     job_state_key,
@@ -71,21 +71,21 @@ class EpochManager:
 
     # ------------------------------------------------------------------ state
 
-    def _load(self, reader, job: str, epoch: int) -> EpochInfo | None:
+    def _load(self, reader, job: str, epoch: int) -> EpochRecord | None:
         raw = reader.get("meta", epoch_key(job, epoch))
-        return None if raw is None else EpochInfo.from_json(raw)
+        return None if raw is None else EpochRecord.from_json(raw)
 
     def _job(self, reader, job: str) -> dict:
         raw = reader.get("meta", job_state_key(job))
         return json.loads(raw) if raw else {"last_committed": 0, "open_epoch": 0}
 
     @staticmethod
-    def _save(ctx, info: EpochInfo, job_state: dict) -> None:
+    def _save(ctx, info: EpochRecord, job_state: dict) -> None:
         ctx.buf.put("meta", epoch_key(info.job, info.epoch), info.to_json())
         ctx.buf.put("meta", job_state_key(info.job), json.dumps(job_state).encode())
 
     @staticmethod
-    def _settle(ctx, info: EpochInfo) -> EpochInfo:
+    def _settle(ctx, info: EpochRecord) -> EpochRecord:
         """Decide a PREWRITE attempt's fate through its primary, never by guessing: a committed
         primary means the attempt committed (its secondaries are committed too); otherwise the
         primary is rolled back first (so it can never commit later) and then the secondaries."""
@@ -104,7 +104,7 @@ class EpochManager:
         if not isinstance(epoch, int) or not 0 < epoch < 1 << 63:
             raise InvalidArgument(f"job {job!r}: epoch must be a positive integer, got {epoch!r}")
 
-    def get(self, job: str, epoch: int = 0) -> EpochInfo:
+    def get(self, job: str, epoch: int = 0) -> EpochRecord:
         """The record of (job, epoch); epoch 0 means the job's newest epoch."""
         with self.store.storage.read_txn() as r:
             if epoch == 0:
@@ -131,7 +131,7 @@ class EpochManager:
 
     # ------------------------------------------------------------------ protocol
 
-    def open_batch(self, job: str, batch: str, owner: str, ttl_ms: int = 0) -> EpochInfo:
+    def open_batch(self, job: str, batch: str, owner: str, ttl_ms: int = 0) -> EpochRecord:
         """Open the epoch for ``batch`` (auto epoch numbering, see OpenTransactionRequest).
 
         Returns the newest epoch of the job if it is tagged with ``batch`` and is COMMITTED (the
@@ -154,7 +154,7 @@ class EpochManager:
                 epoch = newest + 1
             return self._open_locked(job, epoch, ttl_ms, batch, owner)
 
-    def open(self, job: str, epoch: int, ttl_ms: int = 0) -> EpochInfo:
+    def open(self, job: str, epoch: int, ttl_ms: int = 0) -> EpochRecord:
         """Open (job, epoch) for prewriting and return its attempt.
 
         A committed epoch is returned as is (state COMMITTED: the caller skips it). An attempt
@@ -164,7 +164,9 @@ class EpochManager:
         with self._job_lock(job):
             return self._open_locked(job, epoch, ttl_ms, "", "")
 
-    def _open_locked(self, job: str, epoch: int, ttl_ms: int, batch: str, owner: str) -> EpochInfo:
+    def _open_locked(
+        self, job: str, epoch: int, ttl_ms: int, batch: str, owner: str
+    ) -> EpochRecord:
         ttl_ms = ttl_ms or DEFAULT_LOCK_TTL_MS
         if not 0 < ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"job {job!r}: lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
@@ -209,7 +211,7 @@ class EpochManager:
                         self._save(ctx, settled, st)
                         return settled
             actions.prewrite(ctx, [(LockOp.PUT, key, b"epoch")], key, start_ts, ttl_ms, 1)
-            new = EpochInfo(job, epoch, PREWRITE, start_ts, 0, attempt, batch=batch, owner=owner)
+            new = EpochRecord(job, epoch, PREWRITE, start_ts, 0, attempt, batch=batch, owner=owner)
             self._save(ctx, new, {**st, "open_epoch": epoch})
             return new
 
@@ -217,7 +219,7 @@ class EpochManager:
         fail_point("epoch.opened")
         return opened
 
-    def commit(self, job: str, epoch: int, start_ts: int, metadata: str = "") -> EpochInfo:
+    def commit(self, job: str, epoch: int, start_ts: int, metadata: str = "") -> EpochRecord:
         """Commit attempt ``start_ts`` of (job, epoch); idempotent for the same attempt."""
         self._check(job, epoch)
         with self._job_lock(job):
@@ -282,7 +284,7 @@ class EpochManager:
             return
         fail_point("epoch.commit.resolved")
 
-    def _mark_aborted(self, info: EpochInfo) -> EpochInfo:
+    def _mark_aborted(self, info: EpochRecord) -> EpochRecord:
         def act(ctx):
             settled = self._settle(ctx, info)
             st = self._job(ctx.reader, info.job)
@@ -295,7 +297,7 @@ class EpochManager:
 
         return self.store.run_write(act)
 
-    def abort(self, job: str, epoch: int, start_ts: int) -> EpochInfo:
+    def abort(self, job: str, epoch: int, start_ts: int) -> EpochRecord:
         """Roll back attempt ``start_ts`` of (job, epoch); idempotent."""
         self._check(job, epoch)
         with self._job_lock(job):
@@ -309,7 +311,7 @@ class EpochManager:
                 raise FailedPrecondition(f"job {job!r} epoch {epoch} is already committed")
             return settled
 
-    def heartbeat(self, job: str, epoch: int, start_ts: int, ttl_ms: int) -> EpochInfo:
+    def heartbeat(self, job: str, epoch: int, start_ts: int, ttl_ms: int) -> EpochRecord:
         """Keep attempt ``start_ts``'s primary lock alive for ``ttl_ms`` more."""
         self._check(job, epoch)
         info = self.get(job, epoch)

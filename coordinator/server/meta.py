@@ -6,7 +6,7 @@ safepoint, the next table id) are in ``kvstore.meta_keys``; the prefixes below a
 them.
 
     tso/high_water              decimal ms          the TSO's persisted high-water mark (tso)
-    epoch/<job>\\0<epoch:8>      EpochInfo (JSON)    one per opened (job, epoch) (epochs)
+    epoch/<job>\\0<epoch:8>      EpochRecord (JSON)    one per opened (job, epoch) (epochs)
     job/<job>                   {"last_committed", "open_epoch"} (JSON), per job (epochs)
     jobreg/<job>                JobRecord (JSON)    the registered topology (registry)
     barrier/<T:8>               {"wall_ms"} (JSON)  one per issued barrier (barriers)
@@ -24,6 +24,7 @@ import json
 import struct
 from dataclasses import asdict, dataclass
 
+from coordinator.jobs import EpochState
 from kvstore.catalog import SYSTEM_TABLE_ID
 from kvstore.mvcc.keys import table_prefix
 
@@ -79,16 +80,18 @@ def epoch_primary_key(job: str, epoch: int) -> bytes:
 
 # ---------------------------------------------------------------------- records
 
-PREWRITE, COMMITTED, ABORTED = "prewrite", "committed", "aborted"
+# The server's names for EpochState's members (its values are what the records store).
+PREWRITE, COMMITTED, ABORTED = EpochState.PREWRITE, EpochState.COMMITTED, EpochState.ABORTED
 
 
 @dataclass(frozen=True)
-class EpochInfo:
-    """One attempt at (job, epoch): its state (PREWRITE, COMMITTED or ABORTED) and timestamps."""
+class EpochRecord:
+    """One attempt at (job, epoch) as stored: its state and timestamps (the client sees it as
+    ``coordinator.jobs.EpochInfo``)."""
 
     job: str
     epoch: int
-    state: str
+    state: EpochState
     start_ts: int
     commit_ts: int = 0
     attempt: int = 1
@@ -101,11 +104,12 @@ class EpochInfo:
         return epoch_primary_key(self.job, self.epoch)
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        return json.dumps({**asdict(self), "state": self.state.value}).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> EpochInfo:
-        return cls(**json.loads(raw))
+    def from_json(cls, raw: bytes) -> EpochRecord:
+        d = json.loads(raw)
+        return cls(**{**d, "state": EpochState(d["state"])})
 
 
 VIEW, SINK = "view", "sink"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from coordinator.errors import SecondWriter, TopologyCycle
 from coordinator.server.meta import (
     JOB_KINDS,
     JOB_RECORD_PREFIX,
@@ -25,13 +26,7 @@ from coordinator.server.meta import (
     job_record_key,
 )
 from kvstore.catalog import Catalog
-from kvstore.errors import (
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    SecondWriter,
-    TopologyCycle,
-)
+from kvstore.errors import FailedPrecondition, InvalidArgument, NotFound
 from kvstore.storage import Reader
 from kvstore.store import LocalStore
 

@@ -10,7 +10,7 @@ from snapview_proto.snapview.v1 import coordinator_pb2 as pb
 
 from coordinator.server.delay import delay_report
 from coordinator.server.epochs import EpochManager
-from coordinator.server.meta import ABORTED, COMMITTED, PREWRITE, EpochInfo, JobRecord
+from coordinator.server.meta import EpochRecord, JobRecord
 from coordinator.server.registry import Registry
 from coordinator.server.snapshot_planner import SnapshotPlanner, TableRead
 from coordinator.server.tso import TimestampOracle
@@ -21,14 +21,13 @@ from kvstore.store import LocalStore
 
 SERVICE_NAME = "snapview.v1.Coordinator"
 VERSION = "0.1.0"
-_STATE = {PREWRITE: pb.EPOCH_PREWRITE, COMMITTED: pb.EPOCH_COMMITTED, ABORTED: pb.EPOCH_ABORTED}
 
 
-def epoch_to_pb(e: EpochInfo) -> pb.EpochInfo:
+def epoch_to_pb(e: EpochRecord) -> pb.EpochInfo:
     return pb.EpochInfo(
         job=e.job,
         epoch=e.epoch,
-        state=_STATE[e.state],
+        state=e.state.to_pb(),
         start_ts=e.start_ts,
         commit_ts=e.commit_ts,
         primary_key=e.primary_key,

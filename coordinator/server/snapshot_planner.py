@@ -11,13 +11,15 @@ read ts shows one state of the sources: the state as of T (stale snapshot isolat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from coordinator.errors import BarrierNotReached
+from coordinator.jobs import BarrierPlan, BarrierPlans, TableRead
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.registry import Registry, Topology
 from coordinator.server.tso import TimestampOracle
-from kvstore.errors import BarrierNotReached, InvalidArgument, NotFound
+from kvstore.errors import InvalidArgument, NotFound
 from kvstore.store import LocalStore
 
 SNAPSHOT, LATEST = "snapshot", "latest"
@@ -27,32 +29,11 @@ DEFAULT_PLAN_LIMIT = 64
 
 
 @dataclass(frozen=True)
-class TableRead:
-    table: str
-    read_ts: int
-    changed: bool = True
-
-
-@dataclass(frozen=True)
 class SnapshotPlan:
     barrier: int
     mode: str
     reads: tuple[TableRead, ...]
     barrier_wall_ms: int = 0
-
-
-@dataclass(frozen=True)
-class BarrierPlan:
-    barrier: int
-    reads: tuple[TableRead, ...]
-    wall_ms: int = 0
-
-
-@dataclass
-class BarrierPlans:
-    barriers: list[BarrierPlan] = field(default_factory=list)
-    last_committed: int = 0
-    newest_barrier: int = 0
 
 
 class _Tables:

@@ -166,7 +166,7 @@ def newest_commit(address: str, job: str) -> int:
         address, retry=coordinator.RetryPolicy(max_attempts=2, max_elapsed_s=1)
     ) as c:
         try:
-            return c.get_epoch(job).commit_ts
+            return c.jobs.get_epoch(job).commit_ts
         except coordinator.SnapviewError:
             return 0
 

@@ -108,7 +108,7 @@ def _view_checks(c, first: dict[str, int]) -> tuple[int, list[tuple[str, int, st
     read at it must hold the bank invariant (each view equals its query at the barrier)."""
     start = max(first.values())
     last = c.snapshot(list(TABLES)).barrier
-    plans = c.plan_barriers("total_from_branches", after=start - 1, upto=last, limit=1 << 20)
+    plans = c.jobs.plan_barriers("total_from_branches", after=start - 1, upto=last, limit=1 << 20)
     expected, n = None, None
     checked, bad = 0, []
     for p in plans.barriers:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 import coordinator
+from coordinator.jobs import EpochState
 from kvstore.mvcc.records import LockOp
 from snapview.embedded import EmbeddedServer
 
 SHORT = coordinator.RetryPolicy(max_attempts=2, max_elapsed_s=1, rpc_timeout_s=10)
-EPOCH_PREWRITE, EPOCH_COMMITTED = 1, 2
 
 
 class Armed:
@@ -54,8 +54,8 @@ def armed(tmp_path):
 def _setup_view(c):
     c.create_table("src", "id BIGINT, v BIGINT", primary_key=["id"])
     c.create_table("v", "id BIGINT, v BIGINT", primary_key=["id"], kind="view")
-    c.register_job("v", "v", ["src"], kind="view")
-    return c.plan_barriers("v").barriers[0].barrier
+    c.jobs.register_job("v", "v", ["src"], kind="view")
+    return c.jobs.plan_barriers("v").barriers[0].barrier
 
 
 def _prewrite_row(c, e, row):
@@ -103,9 +103,9 @@ def test_epoch_fail_points_recover(armed, point, committed):
     c = armed.client()
     raised = False
     try:
-        e = c.open_transaction("v", b)
+        e = c.jobs.open_transaction("v", b)
         _prewrite_row(c, e, {"id": 1, "v": 10})
-        c.commit_transaction("v", b, e.start_ts)
+        c.jobs.commit_transaction("v", b, e.start_ts)
     except coordinator.SnapviewError:
         raised = True
     # secondaries are resolved after the answer: that fail point fires behind the caller's back
@@ -113,15 +113,15 @@ def test_epoch_fail_points_recover(armed, point, committed):
     assert armed.died()
     assert armed.rearm(None)
     c = armed.client(coordinator.RetryPolicy())
-    info = c.get_epoch("v", b)
-    assert (info.state == EPOCH_COMMITTED) == committed
+    info = c.jobs.get_epoch("v", b)
+    assert (info.state is EpochState.COMMITTED) == committed
     if not committed:
         with pytest.raises(coordinator.BarrierNotReached):
             c.snapshot(["v"], barrier=b)  # no version without the commit, nor the other way
-        e = c.open_transaction("v", b)  # the stale attempt is rolled back, a new one opens
+        e = c.jobs.open_transaction("v", b)  # the stale attempt is rolled back, a new one opens
         assert e.attempt >= 2 or point == "epoch.opened"
         _prewrite_row(c, e, {"id": 1, "v": 10})
-        info = c.commit_transaction("v", b, e.start_ts)
+        info = c.jobs.commit_transaction("v", b, e.start_ts)
     snap = c.snapshot(["v"], barrier=b)
     assert snap.read_ts("v") == info.commit_ts
     assert snap.read("v").to_pylist() == [{"id": 1, "v": 10}]

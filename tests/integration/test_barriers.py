@@ -8,19 +8,12 @@ import json
 import pytest
 
 import coordinator
-from kvstore.errors import (
-    BarrierNotReached,
-    InvalidArgument,
-    NotFound,
-    SecondWriter,
-    TableNotFound,
-    TopologyCycle,
-)
+from coordinator.errors import BarrierNotReached, SecondWriter, TopologyCycle
+from coordinator.jobs import EpochState
+from kvstore.errors import InvalidArgument, NotFound, TableNotFound
 from kvstore.mvcc.records import LockOp
 from snapview.embedded import EmbeddedServer
 from tests.conftest import connected, serve, wait_for
-
-EPOCH_COMMITTED = 2
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +33,13 @@ def _root(c, name):
 
 def _view(c, name, sources, job=None):
     c.create_table(name, "id BIGINT, v BIGINT", primary_key=["id"], kind="view")
-    c.register_job(job or name, name, sources, kind="view", query="select ...")
+    c.jobs.register_job(job or name, name, sources, kind="view", query="select ...")
     return name
 
 
 def commit_epoch(c, job, barrier, rows=()):
     """Commit view job ``job``'s epoch for ``barrier`` writing ``rows`` into its sink."""
-    e = c.open_transaction(job, barrier)
+    e = c.jobs.open_transaction(job, barrier)
     if rows:
         sink = c.topology()
         sink = next(j.sink for j in sink.jobs if j.job == job)
@@ -56,7 +49,7 @@ def commit_epoch(c, job, barrier, rows=()):
             for r in rows
         ]
         c.prewrite(muts, e.primary_key, e.start_ts)
-    return c.commit_transaction(job, barrier, e.start_ts)
+    return c.jobs.commit_transaction(job, barrier, e.start_ts)
 
 
 def test_barriers_advance_when_nothing_changes(c, table_name):
@@ -90,43 +83,43 @@ def test_second_writer_and_cycles_are_refused(c, table_name):
     a, b, v = _root(c, table_name + "_a"), _root(c, table_name + "_b"), table_name + "_v"
     _view(c, v, [a])
     with pytest.raises(SecondWriter) as e:
-        c.register_job("other_job", v, [b], kind="view")
+        c.jobs.register_job("other_job", v, [b], kind="view")
     assert e.value.code == "ALREADY_EXISTS"
     assert v in str(e.value) and "other_job" in str(e.value) and repr(v) in str(e.value)
     # the same job again is fine (a restart), even with other sources
-    c.register_job(v, v, [a, b], kind="view")
+    c.jobs.register_job(v, v, [a, b], kind="view")
     # v2 reads v; making v read v2 would be a cycle
     v2 = _view(c, table_name + "_v2", [v])
     with pytest.raises(TopologyCycle) as e:
-        c.register_job(v, v, [a, v2], kind="view")
+        c.jobs.register_job(v, v, [a, v2], kind="view")
     assert e.value.code == "FAILED_PRECONDITION"
     assert v2 in str(e.value) and f"{v} <- {v2} <- {v}" in str(e.value)
     with pytest.raises(TopologyCycle):
-        c.register_job(v, v, [v], kind="view")
+        c.jobs.register_job(v, v, [v], kind="view")
     # nothing changed by the refusals
     jobs = {j.job: j for j in c.topology().jobs}
     assert list(jobs[v].sources) == [a, b] and jobs[v].sink == v
     with pytest.raises(TableNotFound):
-        c.register_job("j_missing", v2 + "_nope", [a])
-    c.unregister_job(v2)
-    c.register_job("new_writer", v2, [v], kind="view")  # free again after unregistering
+        c.jobs.register_job("j_missing", v2 + "_nope", [a])
+    c.jobs.unregister_job(v2)
+    c.jobs.register_job("new_writer", v2, [v], kind="view")  # free again after unregistering
 
 
 def test_view_epochs_are_barriers_and_record_their_version(c, table_name):
     src = _root(c, table_name + "_s")
     v = _view(c, table_name + "_v", [src])
     with pytest.raises(InvalidArgument) as e:
-        c.open_transaction(v, 12345)
+        c.jobs.open_transaction(v, 12345)
     assert "not an issued barrier" in str(e.value) and repr(v) in str(e.value)
 
     with pytest.raises(BarrierNotReached):
         c.snapshot([src, v])  # the view has no version yet
-    plan = c.plan_barriers(v)
+    plan = c.jobs.plan_barriers(v)
     assert len(plan.barriers) == 1 and plan.last_committed == 0
     b1 = plan.barriers[0].barrier
     assert [(r.table, r.read_ts) for r in plan.barriers[0].reads] == [(src, b1)]
     done = commit_epoch(c, v, b1, [{"id": 1, "v": 10}])
-    assert done.state == EPOCH_COMMITTED
+    assert done.state is EpochState.COMMITTED
 
     snap = c.snapshot([src, v])
     assert snap.barrier == b1
@@ -134,8 +127,10 @@ def test_view_epochs_are_barriers_and_record_their_version(c, table_name):
     assert snap.read(v).to_pylist() == [{"id": 1, "v": 10}]
 
     # the next barriers come in order; nothing changed in src, so they say so
-    wait_for(lambda: len(c.plan_barriers(v).barriers) >= 3, timeout=10, what="3 pending barriers")
-    plans = c.plan_barriers(v).barriers
+    wait_for(
+        lambda: len(c.jobs.plan_barriers(v).barriers) >= 3, timeout=10, what="3 pending barriers"
+    )
+    plans = c.jobs.plan_barriers(v).barriers
     bs = [p.barrier for p in plans]
     assert bs == sorted(bs) and bs[0] > b1
     assert not any(r.changed for p in plans for r in p.reads)
@@ -145,11 +140,11 @@ def test_view_epochs_are_barriers_and_record_their_version(c, table_name):
     with c.transaction() as txn:
         txn.put(src, {"id": 1, "v": 1})
     wait_for(
-        lambda: [p for p in c.plan_barriers(v).barriers if p.barrier > txn.commit_ts],
+        lambda: [p for p in c.jobs.plan_barriers(v).barriers if p.barrier > txn.commit_ts],
         timeout=10,
         what="a barrier past the commit",
     )
-    plans = c.plan_barriers(v).barriers
+    plans = c.jobs.plan_barriers(v).barriers
     # exactly the first barrier at or above the commit ts carries the change
     first_after = min(p.barrier for p in plans if p.barrier >= txn.commit_ts)
     assert {p.barrier for p in plans if p.reads[0].changed} == {first_after}
@@ -159,8 +154,8 @@ def test_view_epochs_are_barriers_and_record_their_version(c, table_name):
     old = c.snapshot([src, v], barrier=b1)
     assert old.read_ts(v) == done.commit_ts
     # a committed barrier opened again says so (a replay skips it) and is not redone
-    again = c.open_transaction(v, b1)
-    assert again.state == EPOCH_COMMITTED and again.commit_ts == done.commit_ts
+    again = c.jobs.open_transaction(v, b1)
+    assert again.state is EpochState.COMMITTED and again.commit_ts == done.commit_ts
 
 
 def test_snapshot_modes_and_bad_requests(c, table_name):
@@ -185,7 +180,7 @@ def test_snapshot_modes_and_bad_requests(c, table_name):
 def test_delay_reports_views_and_roots(c, table_name):
     src = _root(c, table_name + "_s")
     v = _view(c, table_name + "_v", [src])
-    b = c.plan_barriers(v).barriers[0].barrier
+    b = c.jobs.plan_barriers(v).barriers[0].barrier
     commit_epoch(c, v, b)
     wait_for(lambda: c.delay().newest_barrier > b, timeout=10, what="a newer barrier")
     rows = {d.table: d for d in c.delay().tables}
@@ -201,7 +196,7 @@ def test_barriers_and_view_versions_survive_kill_9(tmp_path):
         c = coordinator.connect(srv.address)
         src = _root(c, "s")
         v = _view(c, "v", [src])
-        b = c.plan_barriers(v).barriers[0].barrier
+        b = c.jobs.plan_barriers(v).barriers[0].barrier
         done = commit_epoch(c, v, b, [{"id": 7, "v": 7}])
         c.close()
         srv.kill()
@@ -211,7 +206,7 @@ def test_barriers_and_view_versions_survive_kill_9(tmp_path):
         assert snap.barrier == b and snap.read_ts(v) == done.commit_ts
         assert snap.read(v).to_pylist() == [{"id": 7, "v": 7}]
         nxt = wait_for(
-            lambda: c.plan_barriers(v).barriers, timeout=10, what="barriers after restart"
+            lambda: c.jobs.plan_barriers(v).barriers, timeout=10, what="barriers after restart"
         )
         assert nxt[0].barrier > b
         assert {j.job for j in c.topology().jobs} == {v}
@@ -237,7 +232,7 @@ def test_cli_topology_and_delay(fast, c, table_name):
     assert f'"{v}" -> "{v2}"' in dot
     text = cli("topology", *addr).stdout
     assert f"{src} -> {v}" in text
-    b = c.plan_barriers(v).barriers[0].barrier
+    b = c.jobs.plan_barriers(v).barriers[0].barrier
     commit_epoch(c, v, b)
     delay = json.loads(cli("delay", *addr, "--json").stdout)
     rows = {r["table"]: r for r in delay["tables"]}

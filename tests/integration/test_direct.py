@@ -40,7 +40,7 @@ def test_direct_prewrite_then_coordinator_commit(small_server):
     assert same_instance(st.data_dir, st.instance_id)
     assert not same_instance(st.data_dir, "another-server")
     direct = DirectPrewriter(st.lmdb_path, st.map_size_bytes)
-    e = c.open_transaction("t", 0, batch="b:0", owner="o")
+    e = c.jobs.open_transaction("t", 0, batch="b:0", owner="o")
     handed_back = 0
     for start in range(0, 20_000, 2000):
         muts = _rows(info, range(start, start + 2000))
@@ -51,7 +51,7 @@ def test_direct_prewrite_then_coordinator_commit(small_server):
             c.prewrite(muts, e.primary_key, e.start_ts, 20_000)
     assert handed_back >= 1
     assert c.status().map_size_bytes > st.map_size_bytes
-    done = c.commit_transaction("t", e.epoch, e.start_ts)
+    done = c.jobs.commit_transaction("t", e.epoch, e.start_ts)
     assert c.read("t", at=done.commit_ts).num_rows == 20_000
     c.close()
 
@@ -64,7 +64,7 @@ def test_direct_prewrite_hands_back_what_needs_the_server(server, client, table_
     direct = DirectPrewriter(st.lmdb_path, st.map_size_bytes)
     other = client.tso()
     client.store.prewrite(_rows(info, [1]), info.key_codec.encode({"id": 1}), other, 60_000)
-    e = client.open_transaction(table_name, 0, batch="b:0", owner="o")
+    e = client.jobs.open_transaction(table_name, 0, batch="b:0", owner="o")
     with pytest.raises(KeyIsLocked):
         direct.prewrite(info, _rows(info, [0, 1, 2]), e.primary_key, e.start_ts, 20_000)
     bad = [(LockOp.PUT, info.key_codec.encode({"id": 5}), b"\x01junk")]
@@ -74,6 +74,6 @@ def test_direct_prewrite_hands_back_what_needs_the_server(server, client, table_
     twice = _rows(info, [7, 8]) + _rows(info, [7], v="y")
     with pytest.raises(InvalidArgument, match=r"key \(7,\) appears twice"):
         direct.prewrite(info, twice, e.primary_key, e.start_ts, 20_000, encoded_here=True)
-    client.abort_transaction(table_name, e.epoch, e.start_ts)
+    client.jobs.abort_transaction(table_name, e.epoch, e.start_ts)
     client.store.rollback(other, [info.key_codec.encode({"id": 1})])
     assert client.read(table_name).num_rows == 0

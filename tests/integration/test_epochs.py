@@ -4,9 +4,9 @@ secondaries resolved after the primary, a crashed attempt rolled back on reopen.
 from __future__ import annotations
 
 import pytest
-from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 
 import coordinator
+from coordinator.jobs import EpochState
 from kvstore.errors import Aborted, FailedPrecondition, NotFound
 from kvstore.mvcc.records import LockOp
 from snapview.embedded import EmbeddedServer
@@ -29,27 +29,27 @@ def test_epoch_commit_makes_secondaries_visible(client, table_name):
     """Rows prewritten under an epoch become visible, all at once, at its commit_ts."""
     client.create_table(table_name, "id BIGINT, epoch BIGINT", primary_key=["id"])
     job = f"job_{table_name}"
-    e = client.open_transaction(job, 1)
-    assert e.state == cpb.EPOCH_PREWRITE and e.attempt == 1
+    e = client.jobs.open_transaction(job, 1)
+    assert e.state is EpochState.PREWRITE and e.attempt == 1
     _prewrite_rows(client, table_name, e, list(range(100)))
-    done = client.commit_transaction(job, 1, e.start_ts, metadata='{"offset": 7}')
-    assert done.state == cpb.EPOCH_COMMITTED and done.commit_ts > e.start_ts
+    done = client.jobs.commit_transaction(job, 1, e.start_ts, metadata='{"offset": 7}')
+    assert done.state is EpochState.COMMITTED and done.commit_ts > e.start_ts
     assert client.read(table_name, at=done.commit_ts).num_rows == 100
     assert client.read(table_name, at=done.commit_ts - 1).num_rows == 0
-    assert client.get_epoch(job, 1).metadata == '{"offset": 7}'
+    assert client.jobs.get_epoch(job, 1).metadata == '{"offset": 7}'
 
 
 def test_open_and_commit_are_idempotent(client, table_name):
     """Commit twice returns the same commit_ts; opening a committed epoch reports COMMITTED."""
     client.create_table(table_name, "id BIGINT, epoch BIGINT", primary_key=["id"])
     job = f"job_{table_name}"
-    e = client.open_transaction(job, 5)
+    e = client.jobs.open_transaction(job, 5)
     _prewrite_rows(client, table_name, e, [1])
-    a = client.commit_transaction(job, 5, e.start_ts)
-    b = client.commit_transaction(job, 5, e.start_ts)
+    a = client.jobs.commit_transaction(job, 5, e.start_ts)
+    b = client.jobs.commit_transaction(job, 5, e.start_ts)
     assert a.commit_ts == b.commit_ts
-    again = client.open_transaction(job, 5)
-    assert again.state == cpb.EPOCH_COMMITTED and again.commit_ts == a.commit_ts
+    again = client.jobs.open_transaction(job, 5)
+    assert again.state is EpochState.COMMITTED and again.commit_ts == a.commit_ts
 
 
 def test_reopen_rolls_back_crashed_attempt(client, table_name):
@@ -57,37 +57,37 @@ def test_reopen_rolls_back_crashed_attempt(client, table_name):
     and committing the old attempt is refused."""
     client.create_table(table_name, "id BIGINT, epoch BIGINT", primary_key=["id"])
     job = f"job_{table_name}"
-    first = client.open_transaction(job, 1)
+    first = client.jobs.open_transaction(job, 1)
     _prewrite_rows(client, table_name, first, [1, 2, 3])
-    second = client.open_transaction(job, 1)  # the sink "crashed" and came back
+    second = client.jobs.open_transaction(job, 1)  # the sink "crashed" and came back
     assert second.attempt == 2 and second.start_ts > first.start_ts
     _prewrite_rows(client, table_name, second, [4])
     with pytest.raises(FailedPrecondition, match="stale"):
-        client.commit_transaction(job, 1, first.start_ts)
-    client.commit_transaction(job, 1, second.start_ts)
+        client.jobs.commit_transaction(job, 1, first.start_ts)
+    client.jobs.commit_transaction(job, 1, second.start_ts)
     assert [r["id"] for r in client.read(table_name).to_pylist()] == [4]
 
 
 def test_epoch_out_of_order_refused(client, table_name):
     """An epoch below the job's last committed one cannot be opened."""
     job = f"job_{table_name}"
-    e = client.open_transaction(job, 10)
-    client.commit_transaction(job, 10, e.start_ts)
+    e = client.jobs.open_transaction(job, 10)
+    client.jobs.commit_transaction(job, 10, e.start_ts)
     with pytest.raises(FailedPrecondition, match="out of order"):
-        client.open_transaction(job, 9)
+        client.jobs.open_transaction(job, 9)
     with pytest.raises(NotFound, match="never opened"):
-        client.commit_transaction(job, 11, 123)
+        client.jobs.commit_transaction(job, 11, 123)
 
 
 def test_abort_discards_rows(client, table_name):
     """AbortTransaction rolls the attempt back; a later commit of it is ABORTED."""
     client.create_table(table_name, "id BIGINT, epoch BIGINT", primary_key=["id"])
     job = f"job_{table_name}"
-    e = client.open_transaction(job, 1)
+    e = client.jobs.open_transaction(job, 1)
     _prewrite_rows(client, table_name, e, [1, 2])
-    assert client.abort_transaction(job, 1, e.start_ts).state == cpb.EPOCH_ABORTED
+    assert client.jobs.abort_transaction(job, 1, e.start_ts).state is EpochState.ABORTED
     with pytest.raises(Aborted):
-        client.commit_transaction(job, 1, e.start_ts)
+        client.jobs.commit_transaction(job, 1, e.start_ts)
     assert client.read(table_name).num_rows == 0
 
 
@@ -96,20 +96,20 @@ def test_expired_epoch_is_rolled_back_by_readers(client, table_name):
     then refused with ABORTED (never half applied)."""
     client.create_table(table_name, "id BIGINT, epoch BIGINT", primary_key=["id"])
     job = f"job_{table_name}"
-    e = client.open_transaction(job, 1, lock_ttl_ms=1)
+    e = client.jobs.open_transaction(job, 1, lock_ttl_ms=1)
     _prewrite_rows(client, table_name, e, [1, 2])
     assert client.read(table_name).num_rows == 0  # the reader resolves the expired locks
     with pytest.raises(Aborted, match="TTL"):
-        client.commit_transaction(job, 1, e.start_ts)
-    again = client.open_transaction(job, 1)
-    assert again.state == cpb.EPOCH_PREWRITE and again.attempt == 2
+        client.jobs.commit_transaction(job, 1, e.start_ts)
+    again = client.jobs.open_transaction(job, 1)
+    assert again.state is EpochState.PREWRITE and again.attempt == 2
 
 
 def test_heartbeat_keeps_epoch_alive(client, table_name):
     """HeartbeatTransaction extends the primary's TTL so readers wait instead of rolling back."""
     job = f"job_{table_name}"
-    e = client.open_transaction(job, 1, lock_ttl_ms=50)
-    client.heartbeat_transaction(job, 1, e.start_ts, ttl_ms=60_000)
+    e = client.jobs.open_transaction(job, 1, lock_ttl_ms=50)
+    client.jobs.heartbeat_transaction(job, 1, e.start_ts, ttl_ms=60_000)
     st = client.store.check_txn_status(e.primary_key, e.start_ts)
     assert st.status == "locked" and st.lock.ttl_ms >= 60_000
 
@@ -122,20 +122,20 @@ def test_stale_attempt_is_settled_through_its_primary(tmp_path):
     try:
         c = coordinator.connect(srv.address)
         c.create_table("t", "id BIGINT, epoch BIGINT", primary_key=["id"])
-        e = c.open_transaction("j", 1)
+        e = c.jobs.open_transaction("j", 1)
         _prewrite_rows(c, "t", e, list(range(10)))
         # commit only the primary, as if the coordinator died before resolve_locks
         commit_ts = c.tso()
         c.store.commit(e.start_ts, commit_ts, [e.primary_key])
-        e2 = c.open_transaction("j", 2)
+        e2 = c.jobs.open_transaction("j", 2)
         c.close()
         srv.kill()
         srv.start()
         c = coordinator.connect(srv.address)
-        assert c.get_epoch("j", 2).state == cpb.EPOCH_PREWRITE
-        assert c.get_epoch("j", 2).start_ts == e2.start_ts
-        assert c.get_epoch("j", 1).state == cpb.EPOCH_COMMITTED
-        assert c.get_epoch("j", 1).commit_ts == commit_ts
+        assert c.jobs.get_epoch("j", 2).state is EpochState.PREWRITE
+        assert c.jobs.get_epoch("j", 2).start_ts == e2.start_ts
+        assert c.jobs.get_epoch("j", 1).state is EpochState.COMMITTED
+        assert c.jobs.get_epoch("j", 1).commit_ts == commit_ts
         assert c.read("t").num_rows == 10
         c.close()
     finally:

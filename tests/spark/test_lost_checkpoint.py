@@ -44,7 +44,7 @@ def test_restart_without_checkpoint_resumes_from_coordinator(spark, server, clie
     ckpt = str(tmp_path / "ckpt")
     _run_copy(spark, server.address, ckpt)
     assert client.read("lc_dst").num_rows == 50
-    meta = json.loads(client.get_epoch("copy", 0).metadata)
+    meta = json.loads(client.jobs.get_epoch("copy", 0).metadata)
     assert meta["sources"]["feed"] >= t.commit_ts  # the feed's high-water is recorded
     with client.transaction() as t:
         for i in range(50, 80):

@@ -23,7 +23,9 @@ from pyspark.sql.types import (
 )
 
 import coordinator
-from kvstore.errors import SecondWriter, SnapviewError
+from coordinator.errors import SecondWriter
+from coordinator.jobs import EpochState
+from kvstore.errors import SnapviewError
 from kvstore.mvcc.records import LockOp
 from spark_sink import EpochWriter
 from spark_sink.partition_writer import EpochTarget, Heartbeat
@@ -144,7 +146,7 @@ def test_batch_left_in_prewrite_is_rolled_back_and_redone(spark, server, client,
     """A crashed run's PREWRITE attempt of the batch is rolled back; the replay redoes it."""
     client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
     info = client.describe_table(table_name)
-    crashed = client.open_transaction(table_name, 0, batch="batch:0", owner="crashed-run")
+    crashed = client.jobs.open_transaction(table_name, 0, batch="batch:0", owner="crashed-run")
     junk = info.key_codec.encode({"id": 666})
     client.store.prewrite(
         [(LockOp.PUT, junk, info.row_codec.encode({"id": 666, "v": "junk"}))],
@@ -170,7 +172,7 @@ def test_bad_row_fails_batch_and_names_column_and_value(spark, server, client, t
         w(df, 0)
     assert "'small'" in str(e.value) and "3000000000" in str(e.value)
     assert client.read(table_name).num_rows == 0
-    assert client.get_epoch(table_name, w.last_epoch.epoch).state == 3  # ABORTED
+    assert client.jobs.get_epoch(table_name, w.last_epoch.epoch).state is EpochState.ABORTED
     with pytest.raises(SnapviewError, match="unknown column 'nope'"):
         w(spark.createDataFrame([(1, 1)], "id BIGINT, nope INT"), 1)
 
@@ -215,7 +217,7 @@ def test_feed_high_water_carries_over_batches_without_feed_rows(spark, server, c
     fresh(spark.createDataFrame([(4, "d")], rows), 2)
     epochs.append(fresh.last_epoch.epoch)
     recorded = [
-        json.loads(client.get_epoch(table_name, e).metadata)[SOURCES_KEY].get(FEED_KEY)
+        json.loads(client.jobs.get_epoch(table_name, e).metadata)[SOURCES_KEY].get(FEED_KEY)
         for e in epochs
     ]
     assert recorded == [456, 456, 456]
@@ -227,7 +229,7 @@ def test_heartbeat_keeps_long_epoch_alive(client, table_name):
     and the commit succeeds."""
     client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
     info = client.describe_table(table_name)
-    e = client.open_transaction(table_name, 0, lock_ttl_ms=600, batch="q:0", owner="o")
+    e = client.jobs.open_transaction(table_name, 0, lock_ttl_ms=600, batch="q:0", owner="o")
     target = EpochTarget(
         client.address, None, info, "upsert", table_name, e.epoch, e.start_ts, e.primary_key, 600
     )
@@ -243,15 +245,15 @@ def test_heartbeat_keeps_long_epoch_alive(client, table_name):
         with pytest.raises(coordinator.KeyIsLocked):
             impatient.read(table_name)  # 2 s > 3 TTLs: only the heartbeat kept it alive
         impatient.close()
-    done = client.commit_transaction(table_name, e.epoch, e.start_ts)
-    assert done.state == 2 and client.read(table_name).num_rows == 1
+    done = client.jobs.commit_transaction(table_name, e.epoch, e.start_ts)
+    assert done.state is EpochState.COMMITTED and client.read(table_name).num_rows == 1
 
 
 def test_dead_job_locks_resolved_after_ttl(client, table_name):
     """A writer that dies mid-epoch leaves locks; after their TTL a reader rolls them back."""
     client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
     info = client.describe_table(table_name)
-    e = client.open_transaction(table_name, 0, lock_ttl_ms=300, batch="q:0", owner="dead")
+    e = client.jobs.open_transaction(table_name, 0, lock_ttl_ms=300, batch="q:0", owner="dead")
     muts = [
         (LockOp.PUT, info.key_codec.encode({"id": i}), info.row_codec.encode({"id": i, "v": "x"}))
         for i in range(50)

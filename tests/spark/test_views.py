@@ -17,7 +17,8 @@ from collections import defaultdict
 import pytest
 
 import coordinator
-from kvstore.errors import SecondWriter, TopologyCycle
+from coordinator.errors import SecondWriter, TopologyCycle
+from coordinator.jobs import EpochState
 from snapview.demos.bank import (
     TABLES,
     Checker,
@@ -31,7 +32,6 @@ from snapview.demos.bank import (
 from spark_sink import EpochWriter, MaterializedView
 from tests.conftest import connected, serve, wait_for
 
-EPOCH_COMMITTED = 2
 BRANCH_SQL = "SELECT branch, SUM(balance) AS total FROM {src} GROUP BY branch"
 
 
@@ -49,7 +49,7 @@ def branch_view(spark, address: str, src: str, target: str):
 
 def issued_barriers(c, job: str, first: int, last: int) -> list[int]:
     """Every barrier issued in [first, last] (all ready: the sources are idle by now)."""
-    plans = c.plan_barriers(job, after=first - 1, upto=last, limit=1 << 20).barriers
+    plans = c.jobs.plan_barriers(job, after=first - 1, upto=last, limit=1 << 20).barriers
     return [p.barrier for p in plans]
 
 
@@ -61,8 +61,8 @@ def assert_every_version_recomputes(c, view: str, src: str, first: int, last: in
     assert barriers and barriers[0] == first and barriers[-1] == last
     for b in barriers:
         snap = c.snapshot([src, view], barrier=b)  # BarrierNotReached if the view skipped b
-        epoch = c.get_epoch(view, b)
-        assert epoch.state == EPOCH_COMMITTED and epoch.commit_ts == snap.read_ts(view)
+        epoch = c.jobs.get_epoch(view, b)
+        assert epoch.state is EpochState.COMMITTED and epoch.commit_ts == snap.read_ts(view)
         expect = defaultdict(int)
         for r in snap.read(src).to_pylist():
             expect[r["branch"]] += r["balance"]
@@ -121,8 +121,8 @@ def test_bank_views_are_consistent_in_snapshot_mode_only(spark, views_server, vc
             snap = vc.snapshot(list(TABLES), barrier=b)
             assert check({t: snap.read(t) for t in TABLES}, expected, accounts) == [], b
             for view in TABLES[1:]:
-                e = vc.get_epoch(view, b)
-                assert e.state == EPOCH_COMMITTED and e.commit_ts == snap.read_ts(view)
+                e = vc.jobs.get_epoch(view, b)
+                assert e.state is EpochState.COMMITTED and e.commit_ts == snap.read_ts(view)
             checked += 1
         assert checked >= len(barriers)
     finally:
@@ -186,8 +186,8 @@ def test_view_job_killed_mid_epoch_resumes_at_the_next_barrier(views_server, vc,
         )
         procs.append(crashing)
         assert crashing.wait(300) == -signal.SIGKILL
-        left = vc.get_epoch(view)  # the newest epoch: prewritten, never committed
-        assert left.state == 1, left  # EPOCH_PREWRITE
+        left = vc.jobs.get_epoch(view)  # the newest epoch: prewritten, never committed
+        assert left.state is EpochState.PREWRITE, left
         job = _start_job(views_server.address, view, src, cp, stop_file)
         procs.append(job)
         assert job.stdout.readline().strip() == "STARTED"
@@ -210,7 +210,7 @@ def test_view_job_killed_mid_epoch_resumes_at_the_next_barrier(views_server, vc,
     last = vc.snapshot([view]).barrier
     first = next(b for b in issued_barriers(vc, view, began, last) if _has(vc, view, b))
     assert first <= left.epoch < last
-    assert vc.get_epoch(view, left.epoch).attempt >= 2  # redone, committed once
+    assert vc.jobs.get_epoch(view, left.epoch).attempt >= 2  # redone, committed once
     assert assert_every_version_recomputes(vc, view, src, first, last) >= 5
 
 
@@ -302,7 +302,7 @@ def test_restart_without_checkpoint_resumes_from_the_coordinator(spark, views_se
         transfer(vc, rng, 30, src)
     job.await_barrier(vc.tso(), timeout=60)
     job.stop()
-    stopped_at = vc.get_epoch(view).epoch
+    stopped_at = vc.jobs.get_epoch(view).epoch
     shutil.rmtree(cp)
     for _ in range(10):
         transfer(vc, rng, 30, src)

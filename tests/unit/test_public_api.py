@@ -1,4 +1,4 @@
-"""Public names are a contract (DESIGN.md §7): pin them, and check the client covers the wire."""
+"""Public names are a contract (docs/design.md, public interface): pin them, and check the client covers the wire."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from snapview_proto.snapview.v1 import coordinator_pb2, kvstore_pb2
 
 import coordinator
 from coordinator.client import Client
+from coordinator.jobs import EpochState, JobClient
 from kvstore.remote import RemoteStore
 from kvstore.store import LocalStore
 
@@ -56,6 +57,18 @@ SERVED_BY = {"TsoStream": "tso"}
 
 
 def test_client_covers_every_coordinator_rpc():
+    """Every Coordinator RPC is served by exactly one of the user-facing Client and the job
+    protocol's JobClient."""
     for m in coordinator_pb2.DESCRIPTOR.services_by_name["Coordinator"].methods:
         name = SERVED_BY.get(m.name) or _snake(m.name)
-        assert hasattr(Client, name), f"Client lacks {name} for {m.name}"
+        owners = [cls.__name__ for cls in (Client, JobClient) if hasattr(cls, name)]
+        assert owners, f"neither Client nor JobClient has {name} for {m.name}"
+        assert len(owners) == 1, f"{name} for {m.name} is on both {owners}"
+
+
+def test_epoch_states_cover_the_wire_enum():
+    """Every EpochState the server can send maps to one EpochState member and back."""
+    wire = [v.number for v in coordinator_pb2.EpochState.DESCRIPTOR.values if v.number]
+    assert sorted(s.to_pb() for s in EpochState) == sorted(wire)
+    for n in wire:
+        assert EpochState.from_pb(n).to_pb() == n

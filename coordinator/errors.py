@@ -1,0 +1,25 @@
+"""The coordinator's own errors: refusals of the job topology and of consistent reads.
+
+Each is registered with ``kvstore.errors.register_error``, so a client gets the very same class
+back from a failed call (importing ``coordinator`` imports this module).
+"""
+
+from __future__ import annotations
+
+from kvstore.errors import AlreadyExists, FailedPrecondition, register_error
+
+
+@register_error
+class SecondWriter(AlreadyExists):
+    """A job asked to write a table another registered job already writes (one writer per
+    table)."""
+
+
+@register_error
+class TopologyCycle(FailedPrecondition):
+    """Registering a job would make a table depend on itself."""
+
+
+@register_error
+class BarrierNotReached(FailedPrecondition):
+    """A table has no version at the barrier asked for (not yet, or it never will)."""

@@ -1,0 +1,246 @@
+"""The job protocol: what a sink or a view job says to the coordinator, with typed answers.
+
+    jobs = client.jobs                        # a JobClient on the client's channel
+    jobs.register_job("events", sink="events")
+    e = jobs.open_transaction("events", 0, batch="q:0", owner="run-1")
+    if e.state is EpochState.COMMITTED: ...   # a replay: skip the batch
+    jobs.commit_transaction("events", e.epoch, e.start_ts, metadata)
+
+An epoch is one Percolator transaction per (job, epoch): ``open_transaction`` takes its start_ts
+and prewrites its primary, the job prewrites its rows as secondaries, ``commit_transaction``
+commits the primary (the moment of truth). Every call is idempotent per (job, epoch). Most users
+never call this directly: ``spark_sink.EpochWriter`` and ``MaterializedView`` do, through
+``spark_sink.epoch_attempt.EpochAttempt``.
+
+The plain result types here (``EpochState``, ``TableRead``, ``BarrierPlan``, ``BarrierPlans``) are
+also what the server side computes, so client and server speak one vocabulary.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
+from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
+
+from kvstore.remote import RpcCaller
+
+
+class EpochState(enum.Enum):
+    """Where one attempt at (job, epoch) stands. The values are what the server stores."""
+
+    PREWRITE = "prewrite"  # open: the job may prewrite secondaries under start_ts
+    COMMITTED = "committed"  # final: a replay of the epoch skips it
+    ABORTED = "aborted"  # final for this attempt: reopening the epoch starts a new one
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def from_pb(cls, state: int) -> EpochState:
+        return _FROM_PB[state]
+
+    def to_pb(self) -> int:
+        return _TO_PB[self]
+
+
+_TO_PB = {
+    EpochState.PREWRITE: cpb.EPOCH_PREWRITE,
+    EpochState.COMMITTED: cpb.EPOCH_COMMITTED,
+    EpochState.ABORTED: cpb.EPOCH_ABORTED,
+}
+_FROM_PB = {v: k for k, v in _TO_PB.items()}
+
+
+@dataclass(frozen=True)
+class EpochInfo:
+    """One attempt at (job, epoch), as the coordinator recorded it."""
+
+    job: str
+    epoch: int
+    state: EpochState
+    start_ts: int
+    commit_ts: int = 0  # 0 unless COMMITTED
+    primary_key: bytes = b""  # the epoch transaction's primary, which the job's rows point at
+    attempt: int = 1  # 1 for the first attempt; reopening an epoch left in PREWRITE adds one
+    metadata: str = ""  # what the job stored with the commit (e.g. its sources' offsets)
+    batch: str = ""  # auto-numbered epochs: the batch the epoch is for
+    owner: str = ""  # auto-numbered epochs: the run that opened the attempt
+
+    @property
+    def committed(self) -> bool:
+        return self.state is EpochState.COMMITTED
+
+    @classmethod
+    def from_pb(cls, m: cpb.EpochInfo) -> EpochInfo:
+        return cls(
+            job=m.job,
+            epoch=m.epoch,
+            state=EpochState.from_pb(m.state),
+            start_ts=m.start_ts,
+            commit_ts=m.commit_ts,
+            primary_key=m.primary_key,
+            attempt=m.attempt,
+            metadata=m.metadata,
+            batch=m.batch,
+            owner=m.owner,
+        )
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A registered job: the one writer of ``sink``, reading ``sources``."""
+
+    job: str
+    sink: str
+    sources: tuple[str, ...] = ()
+    kind: str = "sink"  # "view" (a MaterializedView job: epochs are barriers) or "sink"
+    query: str = ""
+    strategy: str = ""
+    registered_wall_ms: int = 0
+    last_committed: int = 0  # the job's newest committed epoch (a barrier for a view job)
+
+    @classmethod
+    def from_pb(cls, m: cpb.JobInfo) -> JobInfo:
+        return cls(
+            job=m.job,
+            sink=m.sink,
+            sources=tuple(m.sources),
+            kind=m.kind,
+            query=m.query,
+            strategy=m.strategy,
+            registered_wall_ms=m.registered_wall_ms,
+            last_committed=m.last_committed,
+        )
+
+
+@dataclass(frozen=True)
+class TableRead:
+    """Where one table is read: at ``read_ts``; ``changed`` (in a BarrierPlan) says whether it
+    may differ from its contents at the plan's previous barrier (False only when provably
+    not)."""
+
+    table: str
+    read_ts: int
+    changed: bool = True
+
+
+@dataclass(frozen=True)
+class BarrierPlan:
+    """One barrier a view job may process: every source's read ts there."""
+
+    barrier: int
+    reads: tuple[TableRead, ...]
+    wall_ms: int = 0
+
+
+@dataclass
+class BarrierPlans:
+    """The barriers a view job may process next, oldest first, none skipped."""
+
+    barriers: list[BarrierPlan] = field(default_factory=list)
+    last_committed: int = 0
+    newest_barrier: int = 0
+
+    @classmethod
+    def from_pb(cls, m: cpb.PlanBarriersResponse) -> BarrierPlans:
+        return cls(
+            barriers=[
+                BarrierPlan(
+                    b.barrier,
+                    tuple(TableRead(r.table, r.read_ts, r.changed) for r in b.reads),
+                    b.wall_ms,
+                )
+                for b in m.barriers
+            ],
+            last_committed=m.last_committed,
+            newest_barrier=m.newest_barrier,
+        )
+
+
+class JobClient:
+    """The job protocol over a client's channel (``client.jobs``). Thread-safe; transport
+    failures are retried by the client's RetryPolicy, which is safe because every call is
+    idempotent per (job, epoch)."""
+
+    def __init__(self, stub: cpb_grpc.CoordinatorStub, rpc: RpcCaller):
+        self._stub = stub
+        self._rpc = rpc
+
+    # ------------------------------------------------------------------ epochs
+
+    def open_transaction(
+        self, job: str, epoch: int, lock_ttl_ms: int = 0, batch: str = "", owner: str = ""
+    ) -> EpochInfo:
+        """Open (job, epoch) for prewriting. ``epoch`` 0 picks the epoch for ``batch`` (auto
+        numbering: the job's newest epoch if it is this batch's, else the next one).
+
+        A COMMITTED answer means the epoch is done: skip it. A PREWRITE answer is a fresh
+        attempt (an older attempt left in PREWRITE was rolled back first), or, with auto
+        numbering, the same owner's attempt to attach to."""
+        req = cpb.OpenTransactionRequest(
+            job=job, epoch=epoch, lock_ttl_ms=lock_ttl_ms, batch=batch, owner=owner
+        )
+        return EpochInfo.from_pb(self._rpc.unary(self._stub.OpenTransaction, req))
+
+    def commit_transaction(
+        self, job: str, epoch: int, start_ts: int, metadata: str = ""
+    ) -> EpochInfo:
+        """Commit the attempt ``start_ts`` of (job, epoch), storing ``metadata`` with it.
+        Idempotent: committing a committed attempt returns it again. Raises Aborted if the
+        attempt was rolled back (a newer attempt took over, or its locks expired)."""
+        req = cpb.CommitTransactionRequest(
+            job=job, epoch=epoch, start_ts=start_ts, metadata=metadata
+        )
+        return EpochInfo.from_pb(self._rpc.unary(self._stub.CommitTransaction, req))
+
+    def abort_transaction(self, job: str, epoch: int, start_ts: int) -> EpochInfo:
+        """Roll the attempt back, primary first, so none of its rows can ever become visible."""
+        req = cpb.AbortTransactionRequest(job=job, epoch=epoch, start_ts=start_ts)
+        return EpochInfo.from_pb(self._rpc.unary(self._stub.AbortTransaction, req))
+
+    def heartbeat_transaction(self, job: str, epoch: int, start_ts: int, ttl_ms: int) -> EpochInfo:
+        """Extend the attempt's lock TTL to ``ttl_ms`` from now (its locks stay alive)."""
+        req = cpb.HeartbeatTransactionRequest(
+            job=job, epoch=epoch, start_ts=start_ts, ttl_ms=ttl_ms
+        )
+        return EpochInfo.from_pb(self._rpc.unary(self._stub.HeartbeatTransaction, req))
+
+    def get_epoch(self, job: str, epoch: int = 0) -> EpochInfo:
+        """The record of (job, epoch); epoch 0: the job's newest. Raises NotFound if none."""
+        req = cpb.GetEpochRequest(job=job, epoch=epoch)
+        return EpochInfo.from_pb(self._rpc.unary(self._stub.GetEpoch, req))
+
+    # ------------------------------------------------------------------ registry and barriers
+
+    def register_job(
+        self,
+        job: str,
+        sink: str,
+        sources: Sequence[str] = (),
+        kind: str = "sink",
+        query: str = "",
+        strategy: str = "",
+    ) -> JobInfo:
+        """Register ``job`` as the one writer of ``sink``, reading ``sources``. A second writer
+        raises SecondWriter; a cycle raises TopologyCycle. Idempotent for the same job."""
+        req = cpb.RegisterJobRequest(
+            job=job, sink=sink, sources=list(sources), kind=kind, query=query, strategy=strategy
+        )
+        return JobInfo.from_pb(self._rpc.unary(self._stub.RegisterJob, req))
+
+    def unregister_job(self, job: str) -> JobInfo:
+        """Remove ``job`` from the registry (its sink is free for another writer)."""
+        req = cpb.UnregisterJobRequest(job=job)
+        return JobInfo.from_pb(self._rpc.unary(self._stub.UnregisterJob, req))
+
+    def plan_barriers(
+        self, job: str, limit: int = 0, after: int = 0, upto: int = 0
+    ) -> BarrierPlans:
+        """The barriers view job ``job`` may process next, oldest first: after ``after`` (0:
+        its last committed epoch), up to ``upto`` (0: no bound), at most ``limit`` (0: the
+        server's default). The plan stops before the first barrier a source lacks."""
+        req = cpb.PlanBarriersRequest(job=job, limit=limit, after=after, upto=upto)
+        return BarrierPlans.from_pb(self._rpc.unary(self._stub.PlanBarriers, req))

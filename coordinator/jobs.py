@@ -19,12 +19,14 @@ also what the server side computes, so client and server speak one vocabulary.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
+from kvstore.errors import NotFound
 from kvstore.remote import RpcCaller
 
 
@@ -160,6 +162,40 @@ class BarrierPlans:
         )
 
 
+FEED = "feed"  # EpochMetadata.sources' name for a snapview change feed (see EpochMetadata)
+
+
+@dataclass(frozen=True)
+class EpochMetadata:
+    """What a job commits with an epoch (``EpochInfo.metadata``, JSON): the contract between
+    whoever writes an epoch and whoever resumes from it.
+
+    ``sources`` says how far the epoch read each input: a view job's epoch names each source
+    table with its read ts at the barrier; a sink fed by a snapview change feed names ``FEED``
+    with a ts T such that every change of the feed it consumed has ``_commit_ts`` <= T and no
+    change of that feed lies in (T, the end of its batch] (``spark.readStream ...
+    .option("resumeFromJob", job)`` resumes there). ``fields`` are informational (batch, rows,
+    strategy, ...)."""
+
+    sources: dict[str, int] = field(default_factory=dict)
+    fields: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def feed(self) -> int | None:
+        """The change-feed high-water this epoch recorded, or None."""
+        ts = self.sources.get(FEED)
+        return None if ts is None else int(ts)
+
+    def to_json(self) -> str:
+        return json.dumps({**self.fields, "sources": self.sources})
+
+    @classmethod
+    def from_json(cls, raw: str) -> EpochMetadata:
+        d = json.loads(raw) if raw else {}
+        sources = d.pop("sources", None) or {}
+        return cls(sources=dict(sources), fields=d)
+
+
 class JobClient:
     """The job protocol over a client's channel (``client.jobs``). Thread-safe; transport
     failures are retried by the client's RetryPolicy, which is safe because every call is
@@ -212,6 +248,22 @@ class JobClient:
         """The record of (job, epoch); epoch 0: the job's newest. Raises NotFound if none."""
         req = cpb.GetEpochRequest(job=job, epoch=epoch)
         return EpochInfo.from_pb(self._rpc.unary(self._stub.GetEpoch, req))
+
+    def last_committed_metadata(self, job: str) -> EpochMetadata | None:
+        """The metadata of ``job``'s newest committed epoch, or None if it has none (or its
+        newest two epochs are not committed: the newest may be open, the one before it is then
+        committed unless the job never committed)."""
+        try:
+            info = self.get_epoch(job, 0)
+        except NotFound:
+            return None
+        for _ in range(2):
+            if info.committed and info.metadata:
+                return EpochMetadata.from_json(info.metadata)
+            if info.epoch <= 1:
+                return None
+            info = self.get_epoch(job, info.epoch - 1)
+        return None
 
     # ------------------------------------------------------------------ registry and barriers
 

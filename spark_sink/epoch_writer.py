@@ -16,19 +16,17 @@ Any failure before the commit aborts the attempt: nothing of the batch becomes v
 
 from __future__ import annotations
 
-import json
 import uuid
 
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
-from coordinator.jobs import EpochState
 from kvstore.errors import SnapviewError
 from kvstore.failpoints import fail_point
 from spark_sink.arrow_encoding import ArrowEncoder
-from spark_sink.partition_writer import EpochTarget, Heartbeat, direct_info, write_batches
+from spark_sink.epoch_attempt import UNKNOWN, EpochAttempt, feed_metadata
+from spark_sink.partition_writer import EpochTarget, direct_info, write_batches
 from spark_source.connection import client_for
-from spark_source.stream_reader import FEED_KEY, SOURCES_KEY, resume_point
 
 DEFAULT_TTL_MS = 20_000
 MODES = ("upsert", "delete", "append")
@@ -89,59 +87,23 @@ class EpochWriter:
             self._registered = True
         qid = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or "batch"
         batch = f"{qid}:{batch_id}"
-        e = client.jobs.open_transaction(
-            self.job, 0, self.lock_ttl_ms, batch=batch, owner=uuid.uuid4().hex
+        attempt = EpochAttempt.open(
+            client, self.job, ttl_ms=self.lock_ttl_ms, batch=batch, owner=uuid.uuid4().hex
         )
-        self.last_epoch = e
-        if e.state is EpochState.COMMITTED:
+        self.last_epoch = attempt.info
+        if attempt.committed:
             return  # replayed after its commit: skip, exactly once
         if self.direct and self._direct_info is None:
             self._direct_info = direct_info(client)
-        target = EpochTarget(
-            self.coordinator,
-            self.token,
-            info,
-            self.mode,
-            self.job,
-            e.epoch,
-            e.start_ts,
-            e.primary_key,
-            self.lock_ttl_ms,
-            self._direct_info if self.direct else None,
-        )
-        try:
-            with Heartbeat(target):
-                out = df.mapInArrow(_partition_fn(target), "rows long, high long").collect()
-                fail_point("sink.before_commit")
-                high = max([r["high"] for r in out], default=-1)
-                carried = self._carried
-                prev = carried[1] if carried and carried[0] == e.epoch - 1 else UNKNOWN
-                meta = epoch_metadata(
-                    client, self.job, batch, sum(r["rows"] for r in out), high, prev
-                )
-                self.last_epoch = client.jobs.commit_transaction(
-                    self.job, e.epoch, e.start_ts, meta
-                )
-                self._carried = (e.epoch, json.loads(meta)[SOURCES_KEY].get(FEED_KEY))
-        except BaseException:
-            try:
-                client.jobs.abort_transaction(self.job, e.epoch, e.start_ts)
-            except SnapviewError:
-                pass  # the locks expire and readers roll the attempt back
-            raise
-
-
-UNKNOWN = object()  # epoch_metadata's ``prev`` when the previous epoch's high-water is not known
-
-
-def epoch_metadata(client, job: str, batch, rows: int, high: int, prev=UNKNOWN) -> str:
-    """What a sink commits with an epoch: its batch, its row count, and the feed high-water
-    (``high`` if the batch saw feed rows, else the previous epoch's, carried forward: ``prev``
-    when the caller knows it, None for none, else read from the job's newest committed epoch)."""
-    if high < 0:
-        if prev is UNKNOWN:
-            prev = resume_point(client, job)
-        sources = {FEED_KEY: prev} if prev is not None else {}
-    else:
-        sources = {FEED_KEY: high}
-    return json.dumps({"batch": batch, "rows": rows, SOURCES_KEY: sources})
+        direct = self._direct_info if self.direct else None
+        target = attempt.target(self.coordinator, self.token, info, self.mode, direct)
+        with attempt.running(target):
+            out = df.mapInArrow(_partition_fn(target), "rows long, high long").collect()
+            fail_point("sink.before_commit")
+            high = max([r["high"] for r in out], default=-1)
+            carried = self._carried
+            prev = carried[1] if carried and carried[0] == attempt.epoch - 1 else UNKNOWN
+            rows = sum(r["rows"] for r in out)
+            meta = feed_metadata(client, self.job, batch, rows, high, prev)
+            self.last_epoch = attempt.commit(meta)
+            self._carried = (attempt.epoch, meta.feed)

@@ -26,6 +26,11 @@ PREWRITE_CHUNK = 8192  # mutations per prewrite request to the server
 DIRECT_TXN_ROWS = 65536
 
 
+# (data dir, instance id, LMDB path, map size) of the server: lets executors on its host prewrite
+# into its LMDB environment directly (they do only if they see the same files).
+DirectInfo = tuple[str, str, str, int]
+
+
 @dataclass(frozen=True)
 class EpochTarget:
     """What a task needs to prewrite into one epoch (pickled to executors)."""
@@ -39,9 +44,7 @@ class EpochTarget:
     start_ts: int
     primary: bytes
     ttl_ms: int
-    # (data dir, instance id, LMDB path, map size) of the server, when executors may try to
-    # prewrite into its LMDB environment directly (they do only if they see the same files).
-    direct: tuple[str, str, str, int] | None = None
+    direct: DirectInfo | None = None
 
 
 _direct: dict[tuple, DirectPrewriter | None] = {}
@@ -60,7 +63,7 @@ def direct_prewriter(target: EpochTarget) -> DirectPrewriter | None:
     return _direct[key]
 
 
-def direct_info(client) -> tuple[str, str, str, int] | None:
+def direct_info(client) -> DirectInfo | None:
     """What EpochTarget.direct needs, from the server's status (None for an older server)."""
     st = client.status()
     if not st.instance_id or not st.lmdb_path:

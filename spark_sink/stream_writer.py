@@ -15,15 +15,11 @@ from dataclasses import dataclass
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from coordinator.jobs import EpochState
 from kvstore.catalog import TableInfo
-from kvstore.errors import FailedPrecondition, SnapviewError
-from spark_sink.epoch_writer import (
-    DEFAULT_TTL_MS,
-    QUERY_ID_PROPERTY,
-    epoch_metadata,
-)
-from spark_sink.partition_writer import EpochTarget, direct_info, write_batches
+from kvstore.errors import FailedPrecondition
+from spark_sink.epoch_attempt import EpochAttempt, feed_metadata
+from spark_sink.epoch_writer import DEFAULT_TTL_MS, QUERY_ID_PROPERTY
+from spark_sink.partition_writer import direct_info, write_batches
 from spark_source.connection import client_for
 from spark_source.options import SourceOptions
 
@@ -53,27 +49,23 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator) -> EpochMessage:
         tc = TaskContext.get()
         batch = f"{tc.getLocalProperty(QUERY_ID_PROPERTY)}:{tc.getLocalProperty(BATCH_ID_PROPERTY)}"
-        e = self._client().jobs.open_transaction(
-            self.job, 0, DEFAULT_TTL_MS, batch=batch, owner=self.owner
+        client = self._client()
+        attempt = EpochAttempt.open(
+            client, self.job, ttl_ms=DEFAULT_TTL_MS, batch=batch, owner=self.owner
         )
-        if e.state is EpochState.COMMITTED:
+        if attempt.committed:
             for _ in iterator:
                 pass
-            return EpochMessage(e.epoch, e.start_ts, 0, -1, skipped=True)
-        target = EpochTarget(
+            return EpochMessage(attempt.epoch, attempt.start_ts, 0, -1, skipped=True)
+        target = attempt.target(
             self.opts.coordinator,
             self.opts.auth_token,
             self.info,
             self.opts.mode,
-            self.job,
-            e.epoch,
-            e.start_ts,
-            e.primary_key,
-            DEFAULT_TTL_MS,
-            direct_info(self._client()),
+            direct_info(client),
         )
         rows, high = write_batches(target, iterator, tc.partitionId())
-        return EpochMessage(e.epoch, e.start_ts, rows, high)
+        return EpochMessage(attempt.epoch, attempt.start_ts, rows, high)
 
     def commit(self, messages, batchId: int) -> None:
         done = [m for m in messages if isinstance(m, EpochMessage) and not m.skipped]
@@ -86,14 +78,14 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
                 f"different epoch attempts {sorted(attempts)}"
             )
         epoch, start_ts = attempts.pop()
-        meta = epoch_metadata(
-            self._client(), self.job, batchId, sum(m.rows for m in done), max(m.high for m in done)
-        )
-        self._client().jobs.commit_transaction(self.job, epoch, start_ts, meta)
+        client = self._client()
+        rows, high = sum(m.rows for m in done), max(m.high for m in done)
+        meta = feed_metadata(client, self.job, batchId, rows, high)
+        EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).commit(meta)
 
     def abort(self, messages, batchId: int) -> None:
-        for m in {(m.epoch, m.start_ts) for m in messages if isinstance(m, EpochMessage)}:
-            try:
-                self._client().jobs.abort_transaction(self.job, m[0], m[1])
-            except SnapviewError:
-                pass  # already settled, or its locks expire
+        client = self._client()
+        for epoch, start_ts in {
+            (m.epoch, m.start_ts) for m in messages if isinstance(m, EpochMessage)
+        }:
+            EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).abort()

@@ -13,22 +13,21 @@ committed epoch that a replay skips.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from coordinator.jobs import EpochState
+from coordinator.jobs import EpochMetadata
 from kvstore.catalog import TableInfo
-from kvstore.errors import Aborted, SchemaMismatch, SnapviewError
+from kvstore.errors import Aborted, SchemaMismatch
 from kvstore.failpoints import fail_point
 from kvstore.mvcc.records import LockOp
 from spark_sink.arrow_encoding import ArrowEncoder
+from spark_sink.epoch_attempt import EpochAttempt
 from spark_sink.partition_writer import (
     DIRECT_TXN_ROWS,
     EpochTarget,
-    Heartbeat,
     direct_prewriter,
     prewrite_chunk,
     prewrite_remote,
@@ -133,54 +132,36 @@ class FullRecompute:
         spec = self.spec
         t0 = time.perf_counter()
         client = client_for(spec.coordinator, spec.token)
-        e = client.jobs.open_transaction(spec.job, barrier, spec.lock_ttl_ms)
-        if e.state is EpochState.COMMITTED:
+        attempt = EpochAttempt.open(client, spec.job, barrier, ttl_ms=spec.lock_ttl_ms)
+        if attempt.committed:
             self.progress.skipped += 1
             self.progress.last_barrier = max(self.progress.last_barrier, barrier)
             self._recompute_next = False
             return
         info = client.describe_table(spec.target, refresh=True)
-        target = EpochTarget(
-            spec.coordinator,
-            spec.token,
-            info,
-            "upsert",
-            spec.job,
-            barrier,
-            e.start_ts,
-            e.primary_key,
-            spec.lock_ttl_ms,
-            self.direct_info,
-        )
+        target = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
         changed = self._recompute_next or any(c for _, c in reads.values())
-        try:
-            with Heartbeat(target):
-                muts = []
-                if changed:
-                    new = self.compute({t: ts for t, (ts, _) in reads.items()})
-                    t1 = time.perf_counter()
-                    muts = self.diff(client, info, new, e.start_ts)
-                    t2 = time.perf_counter()
-                    self.write(client, target, muts)
-                    steps = self.progress.last_steps
-                    steps["diff"], steps["write"] = t2 - t1, time.perf_counter() - t2
-                fail_point("view.before_commit")
-                meta = json.dumps(
-                    {
-                        "barrier": barrier,
-                        "strategy": self.name,
-                        "sources": {t: ts for t, (ts, _) in reads.items()},
-                        "mutations": len(muts),
-                        "recomputed": changed,
-                    }
-                )
-                client.jobs.commit_transaction(spec.job, barrier, e.start_ts, meta)
-        except BaseException:
-            try:
-                client.jobs.abort_transaction(spec.job, barrier, e.start_ts)
-            except SnapviewError:
-                pass  # the locks expire; readers roll the attempt back
-            raise
+        with attempt.running(target):
+            muts = []
+            if changed:
+                new = self.compute({t: ts for t, (ts, _) in reads.items()})
+                t1 = time.perf_counter()
+                muts = self.diff(client, info, new, attempt.start_ts)
+                t2 = time.perf_counter()
+                self.write(client, target, muts)
+                steps = self.progress.last_steps
+                steps["diff"], steps["write"] = t2 - t1, time.perf_counter() - t2
+            fail_point("view.before_commit")
+            meta = EpochMetadata(
+                sources={t: ts for t, (ts, _) in reads.items()},
+                fields={
+                    "barrier": barrier,
+                    "strategy": self.name,
+                    "mutations": len(muts),
+                    "recomputed": changed,
+                },
+            )
+            attempt.commit(meta)
         p = self.progress
         p.first_barrier = p.first_barrier or barrier
         p.last_barrier = barrier

@@ -10,14 +10,10 @@ commit boundary. A restart resumes from Spark's checkpointed offset; without a c
 
 from __future__ import annotations
 
-import json
-
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from coordinator.jobs import EpochState
 from kvstore.catalog import TableInfo
-from kvstore.errors import NotFound
 from spark_source.connection import client_for
 from spark_source.key_ranges import full_range
 from spark_source.options import SourceOptions
@@ -29,28 +25,6 @@ from spark_source.readers import (
     read_range,
 )
 
-# A sink epoch's metadata records {"sources": {"feed": T}}: every change of the snapview feed it
-# consumed has _commit_ts <= T, and there is no change of that feed in (T, end of its batch].
-SOURCES_KEY = "sources"
-FEED_KEY = "feed"
-
-
-def resume_point(client, job: str, key: str = FEED_KEY) -> int | None:
-    """The feed high-water ts that sink ``job`` recorded in its newest committed epoch, or None
-    if it recorded none."""
-    try:
-        info = client.jobs.get_epoch(job, 0)
-    except NotFound:
-        return None
-    for _ in range(2):
-        if info.state is EpochState.COMMITTED and info.metadata:
-            ts = json.loads(info.metadata).get(SOURCES_KEY, {}).get(key)
-            return int(ts) if ts is not None else None
-        if info.epoch <= 1:
-            return None
-        info = client.jobs.get_epoch(job, info.epoch - 1)  # the newest may be open
-    return None
-
 
 class ChangeFeedStreamReader(DataSourceStreamReader):
     def __init__(self, opts: SourceOptions, info: TableInfo):
@@ -61,7 +35,8 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
 
     def initialOffset(self) -> dict:
         if self.opts.resume_from_job:
-            ts = resume_point(self._client(), self.opts.resume_from_job)
+            meta = self._client().jobs.last_committed_metadata(self.opts.resume_from_job)
+            ts = meta.feed if meta is not None else None
             if ts is not None:
                 return {"ts": ts}
         return {"ts": 0}

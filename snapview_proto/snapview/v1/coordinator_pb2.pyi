@@ -1,0 +1,303 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class EpochState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EPOCH_STATE_UNSPECIFIED: _ClassVar[EpochState]
+    EPOCH_PREWRITE: _ClassVar[EpochState]
+    EPOCH_COMMITTED: _ClassVar[EpochState]
+    EPOCH_ABORTED: _ClassVar[EpochState]
+EPOCH_STATE_UNSPECIFIED: EpochState
+EPOCH_PREWRITE: EpochState
+EPOCH_COMMITTED: EpochState
+EPOCH_ABORTED: EpochState
+
+class TsoRequest(_message.Message):
+    __slots__ = ("count",)
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...
+
+class TsoResponse(_message.Message):
+    __slots__ = ("first", "count")
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    first: int
+    count: int
+    def __init__(self, first: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class EpochInfo(_message.Message):
+    __slots__ = ("job", "epoch", "state", "start_ts", "commit_ts", "primary_key", "attempt", "metadata", "batch", "owner")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    START_TS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    epoch: int
+    state: EpochState
+    start_ts: int
+    commit_ts: int
+    primary_key: bytes
+    attempt: int
+    metadata: str
+    batch: str
+    owner: str
+    def __init__(self, job: _Optional[str] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[EpochState, str]] = ..., start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ..., primary_key: _Optional[bytes] = ..., attempt: _Optional[int] = ..., metadata: _Optional[str] = ..., batch: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class OpenTransactionRequest(_message.Message):
+    __slots__ = ("job", "epoch", "lock_ttl_ms", "batch", "owner")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOCK_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    epoch: int
+    lock_ttl_ms: int
+    batch: str
+    owner: str
+    def __init__(self, job: _Optional[str] = ..., epoch: _Optional[int] = ..., lock_ttl_ms: _Optional[int] = ..., batch: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class CommitTransactionRequest(_message.Message):
+    __slots__ = ("job", "epoch", "start_ts", "metadata")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_TS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    epoch: int
+    start_ts: int
+    metadata: str
+    def __init__(self, job: _Optional[str] = ..., epoch: _Optional[int] = ..., start_ts: _Optional[int] = ..., metadata: _Optional[str] = ...) -> None: ...
+
+class AbortTransactionRequest(_message.Message):
+    __slots__ = ("job", "epoch", "start_ts")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_TS_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    epoch: int
+    start_ts: int
+    def __init__(self, job: _Optional[str] = ..., epoch: _Optional[int] = ..., start_ts: _Optional[int] = ...) -> None: ...
+
+class HeartbeatTransactionRequest(_message.Message):
+    __slots__ = ("job", "epoch", "start_ts", "ttl_ms")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_TS_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    epoch: int
+    start_ts: int
+    ttl_ms: int
+    def __init__(self, job: _Optional[str] = ..., epoch: _Optional[int] = ..., start_ts: _Optional[int] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+
+class GetEpochRequest(_message.Message):
+    __slots__ = ("job", "epoch")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    epoch: int
+    def __init__(self, job: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("version", "tso", "tables", "jobs", "data_dir", "uptime_ms", "map_size_bytes", "used_bytes", "group_commits", "grouped_actions", "instance_id", "lmdb_path")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TSO_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    MAP_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GROUP_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    GROUPED_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LMDB_PATH_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    tso: int
+    tables: int
+    jobs: int
+    data_dir: str
+    uptime_ms: int
+    map_size_bytes: int
+    used_bytes: int
+    group_commits: int
+    grouped_actions: int
+    instance_id: str
+    lmdb_path: str
+    def __init__(self, version: _Optional[str] = ..., tso: _Optional[int] = ..., tables: _Optional[int] = ..., jobs: _Optional[int] = ..., data_dir: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., map_size_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., group_commits: _Optional[int] = ..., grouped_actions: _Optional[int] = ..., instance_id: _Optional[str] = ..., lmdb_path: _Optional[str] = ...) -> None: ...
+
+class RegisterJobRequest(_message.Message):
+    __slots__ = ("job", "sink", "sources", "kind", "query", "strategy")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    SINK_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    sink: str
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    kind: str
+    query: str
+    strategy: str
+    def __init__(self, job: _Optional[str] = ..., sink: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ...) -> None: ...
+
+class JobInfo(_message.Message):
+    __slots__ = ("job", "sink", "sources", "kind", "query", "strategy", "registered_wall_ms", "last_committed")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    SINK_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    sink: str
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    kind: str
+    query: str
+    strategy: str
+    registered_wall_ms: int
+    last_committed: int
+    def __init__(self, job: _Optional[str] = ..., sink: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., registered_wall_ms: _Optional[int] = ..., last_committed: _Optional[int] = ...) -> None: ...
+
+class UnregisterJobRequest(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    def __init__(self, job: _Optional[str] = ...) -> None: ...
+
+class TopologyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TableNode(_message.Message):
+    __slots__ = ("table", "kind", "writer")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    WRITER_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    kind: str
+    writer: str
+    def __init__(self, table: _Optional[str] = ..., kind: _Optional[str] = ..., writer: _Optional[str] = ...) -> None: ...
+
+class TopologyResponse(_message.Message):
+    __slots__ = ("jobs", "tables")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobInfo]
+    tables: _containers.RepeatedCompositeFieldContainer[TableNode]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ..., tables: _Optional[_Iterable[_Union[TableNode, _Mapping]]] = ...) -> None: ...
+
+class TableRead(_message.Message):
+    __slots__ = ("table", "read_ts", "changed")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    READ_TS_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    read_ts: int
+    changed: bool
+    def __init__(self, table: _Optional[str] = ..., read_ts: _Optional[int] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ("tables", "mode", "barrier")
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_FIELD_NUMBER: _ClassVar[int]
+    tables: _containers.RepeatedScalarFieldContainer[str]
+    mode: str
+    barrier: int
+    def __init__(self, tables: _Optional[_Iterable[str]] = ..., mode: _Optional[str] = ..., barrier: _Optional[int] = ...) -> None: ...
+
+class SnapshotResponse(_message.Message):
+    __slots__ = ("barrier", "mode", "reads", "barrier_wall_ms")
+    BARRIER_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    READS_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    barrier: int
+    mode: str
+    reads: _containers.RepeatedCompositeFieldContainer[TableRead]
+    barrier_wall_ms: int
+    def __init__(self, barrier: _Optional[int] = ..., mode: _Optional[str] = ..., reads: _Optional[_Iterable[_Union[TableRead, _Mapping]]] = ..., barrier_wall_ms: _Optional[int] = ...) -> None: ...
+
+class PlanBarriersRequest(_message.Message):
+    __slots__ = ("job", "limit", "after", "upto")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    UPTO_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    limit: int
+    after: int
+    upto: int
+    def __init__(self, job: _Optional[str] = ..., limit: _Optional[int] = ..., after: _Optional[int] = ..., upto: _Optional[int] = ...) -> None: ...
+
+class BarrierPlan(_message.Message):
+    __slots__ = ("barrier", "reads", "wall_ms")
+    BARRIER_FIELD_NUMBER: _ClassVar[int]
+    READS_FIELD_NUMBER: _ClassVar[int]
+    WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    barrier: int
+    reads: _containers.RepeatedCompositeFieldContainer[TableRead]
+    wall_ms: int
+    def __init__(self, barrier: _Optional[int] = ..., reads: _Optional[_Iterable[_Union[TableRead, _Mapping]]] = ..., wall_ms: _Optional[int] = ...) -> None: ...
+
+class PlanBarriersResponse(_message.Message):
+    __slots__ = ("barriers", "last_committed", "newest_barrier")
+    BARRIERS_FIELD_NUMBER: _ClassVar[int]
+    LAST_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_BARRIER_FIELD_NUMBER: _ClassVar[int]
+    barriers: _containers.RepeatedCompositeFieldContainer[BarrierPlan]
+    last_committed: int
+    newest_barrier: int
+    def __init__(self, barriers: _Optional[_Iterable[_Union[BarrierPlan, _Mapping]]] = ..., last_committed: _Optional[int] = ..., newest_barrier: _Optional[int] = ...) -> None: ...
+
+class DelayRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TableDelay(_message.Message):
+    __slots__ = ("table", "kind", "job", "barrier", "barriers_behind", "barrier_lag_ms", "e2e_delay_ms")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_FIELD_NUMBER: _ClassVar[int]
+    BARRIERS_BEHIND_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    E2E_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    kind: str
+    job: str
+    barrier: int
+    barriers_behind: int
+    barrier_lag_ms: int
+    e2e_delay_ms: int
+    def __init__(self, table: _Optional[str] = ..., kind: _Optional[str] = ..., job: _Optional[str] = ..., barrier: _Optional[int] = ..., barriers_behind: _Optional[int] = ..., barrier_lag_ms: _Optional[int] = ..., e2e_delay_ms: _Optional[int] = ...) -> None: ...
+
+class DelayResponse(_message.Message):
+    __slots__ = ("newest_barrier", "tables")
+    NEWEST_BARRIER_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    newest_barrier: int
+    tables: _containers.RepeatedCompositeFieldContainer[TableDelay]
+    def __init__(self, newest_barrier: _Optional[int] = ..., tables: _Optional[_Iterable[_Union[TableDelay, _Mapping]]] = ...) -> None: ...

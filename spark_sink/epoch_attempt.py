@@ -1,0 +1,152 @@
+"""EpochAttempt: one attempt at one epoch of a job, from open to commit or abort.
+
+Every writer of snapview epochs goes through this class, so the protocol is written once:
+
+    attempt = EpochAttempt.open(client, job, epoch, ttl_ms=..., batch=..., owner=...)
+    if attempt.committed:                   # a replay of a committed epoch: skip it
+        return
+    target = attempt.target(coordinator, token, table_info, mode, direct)
+    with attempt.running(target):           # heartbeats; any exception aborts, then re-raises
+        ...executors prewrite into target...
+        attempt.commit(metadata)            # the moment of truth
+
+Its users: ``EpochWriter`` (foreachBatch: the driver opens, executors prewrite, the driver
+commits), ``SnapviewStreamWriter`` (``format("snapview")``: tasks open or attach to the batch's
+attempt, the driver commits or aborts it through ``EpochAttempt.of``), and the view maintenance
+strategies (epoch = barrier).
+
+What a job commits with an epoch is ``coordinator.jobs.EpochMetadata``; ``feed_metadata`` builds
+a sink's (its batch, its rows and the change-feed high-water it consumed up to).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from coordinator.client import Client
+from coordinator.jobs import FEED, EpochInfo, EpochMetadata, EpochState
+from kvstore.catalog import TableInfo
+from kvstore.errors import SnapviewError
+from spark_sink.partition_writer import DirectInfo, EpochTarget, Heartbeat
+
+
+class EpochAttempt:
+    """One attempt at (job, epoch). Not thread-safe; one per epoch attempt, on the driver."""
+
+    def __init__(self, client: Client, info: EpochInfo, ttl_ms: int):
+        self.client = client
+        self.info = info  # as opened; after commit(), as committed
+        self.ttl_ms = ttl_ms
+
+    @classmethod
+    def open(
+        cls,
+        client: Client,
+        job: str,
+        epoch: int = 0,
+        *,
+        ttl_ms: int,
+        batch: str = "",
+        owner: str = "",
+    ) -> EpochAttempt:
+        """Open (job, epoch), or with ``epoch`` 0 the epoch for ``batch`` under ``owner`` (see
+        JobClient.open_transaction). An attempt of this epoch left in PREWRITE by a crashed run
+        is rolled back first; a committed epoch comes back with ``committed`` set."""
+        info = client.jobs.open_transaction(job, epoch, ttl_ms, batch=batch, owner=owner)
+        return cls(client, info, ttl_ms)
+
+    @classmethod
+    def of(cls, client: Client, job: str, epoch: int, start_ts: int, ttl_ms: int) -> EpochAttempt:
+        """The attempt ``start_ts`` of (job, epoch), opened elsewhere (by a task): to commit or
+        abort it."""
+        return cls(client, EpochInfo(job, epoch, EpochState.PREWRITE, start_ts), ttl_ms)
+
+    @property
+    def job(self) -> str:
+        return self.info.job
+
+    @property
+    def epoch(self) -> int:
+        return self.info.epoch
+
+    @property
+    def start_ts(self) -> int:
+        return self.info.start_ts
+
+    @property
+    def committed(self) -> bool:
+        """The epoch is committed (by this attempt, or before it was opened: skip it)."""
+        return self.info.committed
+
+    def target(
+        self,
+        coordinator: str,
+        token: str | None,
+        table: TableInfo,
+        mode: str,
+        direct: DirectInfo | None = None,
+    ) -> EpochTarget:
+        """What a task needs to prewrite ``table``'s rows into this attempt (picklable)."""
+        return EpochTarget(
+            coordinator=coordinator,
+            token=token,
+            info=table,
+            mode=mode,
+            job=self.job,
+            epoch=self.epoch,
+            start_ts=self.start_ts,
+            primary=self.info.primary_key,
+            ttl_ms=self.ttl_ms,
+            direct=direct,
+        )
+
+    @contextmanager
+    def running(self, target: EpochTarget) -> Iterator[EpochAttempt]:
+        """Keep the attempt's primary lock alive while the body runs; if the body raises
+        (anything, KeyboardInterrupt included), abort the attempt and re-raise, so nothing of
+        it can become visible."""
+        try:
+            with Heartbeat(target):
+                yield self
+        except BaseException:
+            self.abort()
+            raise
+
+    def commit(self, metadata: EpochMetadata) -> EpochInfo:
+        """Commit the attempt with ``metadata``; returns the committed epoch. Raises Aborted if
+        the attempt was rolled back meanwhile (its locks expired and a reader rolled it back, or
+        a newer attempt took over)."""
+        self.info = self.client.jobs.commit_transaction(
+            self.job, self.epoch, self.start_ts, metadata.to_json()
+        )
+        return self.info
+
+    def abort(self) -> None:
+        """Roll the attempt back, best effort: if the coordinator cannot be told, the locks
+        expire and readers roll the attempt back through its primary."""
+        try:
+            self.client.jobs.abort_transaction(self.job, self.epoch, self.start_ts)
+        except SnapviewError:
+            pass
+
+
+UNKNOWN = object()  # feed_metadata's ``prev`` when the previous epoch's high-water is not known
+
+
+def feed_metadata(
+    client: Client, job: str, batch: str | int, rows: int, high: int, prev: object = UNKNOWN
+) -> EpochMetadata:
+    """What a sink commits with an epoch: its batch, its row count, and the feed high-water:
+    ``high`` if the batch saw feed rows (``high`` >= 0), else the previous epoch's carried
+    forward (``prev`` when the caller knows it, None for none, else read from the job's newest
+    committed epoch), so a stream restarted without its checkpoint resumes at the right
+    change."""
+    if high < 0:
+        if prev is UNKNOWN:
+            last = client.jobs.last_committed_metadata(job)
+            prev = last.feed if last is not None else None
+        sources = {FEED: prev} if prev is not None else {}
+    else:
+        sources = {FEED: high}
+    return EpochMetadata(sources=sources, fields={"batch": batch, "rows": rows})

@@ -8,18 +8,21 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvstore.catalog import TableInfo
-from kvstore.direct import DirectPrewriter, DirectUnavailable, same_instance
 from kvstore.errors import TxnError
 from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_source.connection import client_for
 from spark_source.options import CHANGE_TYPE, COMMIT_TS
+
+if TYPE_CHECKING:
+    from kvstore.direct import DirectPrewriter
 
 PREWRITE_CHUNK = 8192  # mutations per prewrite request to the server
 # Most rows per direct LMDB write transaction (Spark hands over Arrow batches of 10k rows).
@@ -57,6 +60,9 @@ def direct_prewriter(target: EpochTarget) -> DirectPrewriter | None:
     data_dir, instance_id, lmdb_path, map_size = target.direct
     key = (os.getpid(), lmdb_path, instance_id)
     if key not in _direct:
+        # Loaded here, not at import: only an executor on the server's host opens the engine.
+        from kvstore.direct import DirectPrewriter, same_instance
+
         _direct[key] = (
             DirectPrewriter(lmdb_path, map_size) if same_instance(data_dir, instance_id) else None
         )
@@ -116,6 +122,8 @@ def prewrite_chunk(client, direct: DirectPrewriter | None, target: EpochTarget, 
     else (or when the direct path hands it back: a lock or conflict in the way, a full map)
     through the server in requests of PREWRITE_CHUNK, which validates every row it receives."""
     if direct is not None:
+        from kvstore.direct import DirectUnavailable  # loaded already: ``direct`` exists
+
         try:
             direct.prewrite(
                 target.info, muts, target.primary, target.start_ts, target.ttl_ms, encoded_here=True

@@ -2,8 +2,11 @@
 
 An action is a free function over a ``WriteContext`` (writes) or a ``Reader`` (reads). It never
 imports grpc and never touches LMDB directly: it fills the context's write buffer, which the group
-committer applies in one LMDB write transaction only if the action returns. Each module's public
-function names in its docstring the invariant it keeps.
+committer applies in one LMDB write transaction only if the action returns. It reads through the
+``Reader``'s named methods only (the hot paths through its walks: ``get_many``, ``items_from``,
+``keys_from``, ``write_seeker``), never its transaction or a cursor, so another engine can stand
+behind the same ``Reader``; ``tests/unit/test_layering.py`` pins this, for ``kvstore.planning``
+too. Each module's public function names in its docstring the invariant it keeps.
 """
 
 from kvstore.actions.check_txn_status import TxnStatusResult, check_txn_status

@@ -19,10 +19,10 @@ import pyarrow as pa
 from coordinator.consistent import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
-from kvstore.catalog import TableInfo
 from kvstore.errors import BarrierNotReached, KeyIsLocked
 from kvstore.lock_resolution import resolve_lock
 from kvstore.remote import RemoteStore, RetryPolicy, RpcCaller
+from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 

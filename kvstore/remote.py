@@ -21,10 +21,10 @@ from tenacity import (
 )
 
 from kvstore import errors, wire
-from kvstore.actions.check_txn_status import TxnStatusResult
-from kvstore.catalog import TableInfo
 from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.mvcc.keys import table_id_of, table_prefix
+from kvstore.results import TxnStatusResult
+from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 from snapview_proto.snapview.v1 import kvstore_pb2_grpc as pb_grpc
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kvstore.catalog import TableInfo
 from kvstore.direct import DirectPrewriter, DirectUnavailable, same_instance
 from kvstore.errors import TxnError
 from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
+from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_source.connection import client_for
 from spark_source.options import CHANGE_TYPE, COMMIT_TS

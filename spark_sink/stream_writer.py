@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from kvstore.catalog import TableInfo
 from kvstore.errors import FailedPrecondition, SnapviewError
+from kvstore.table_info import TableInfo
 from spark_sink.epoch_writer import (
     DEFAULT_TTL_MS,
     EPOCH_COMMITTED,

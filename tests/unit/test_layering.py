@@ -2,13 +2,17 @@
 
 Actions and read planning are engine-free (``kvstore/actions/__init__.py``): they read through the
 storage ``Reader``'s named methods and never reach its LMDB transaction, handles or cursors, so
-another engine can stand behind the same ``Reader`` interface.
+another engine can stand behind the same ``Reader`` interface. And a client process (a Spark
+executor on another host, a user's script) imports neither LMDB nor the server.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
+import subprocess
+import sys
 
 import kvstore
 
@@ -67,3 +71,54 @@ def test_engine_check_catches_planted_violations():
         assert any(what in u for u in uses), (source, uses)
     clean = "def f(reader):\n    return list(reader.items_from('write', b''))\n"
     assert engine_uses(clean) == []
+
+
+# What a client process imports, and what it must not load (the engine and the server's side).
+CLIENT_MODULES = [
+    "kvstore.remote",
+    "kvstore.wire",
+    "kvstore.lock_resolution",
+    "kvstore.table_info",
+    "kvstore.results",
+    "kvstore.schema",
+    "kvstore.rowcodec",
+    "kvstore.errors",
+    "kvstore.mvcc.keys",
+    "kvstore.mvcc.records",
+    "coordinator",
+    "spark_source",
+]
+SERVER_MODULES = (
+    "lmdb",
+    "kvstore.storage",
+    "kvstore.group_commit",
+    "kvstore.actions",
+    "kvstore.catalog",
+    "kvstore.store",
+    "kvstore.direct",
+    "kvstore.service",
+)
+
+
+def _loaded_by(modules: list[str]) -> set[str]:
+    """The modules a fresh interpreter has loaded after importing ``modules``."""
+    code = "import importlib, sys\n"
+    code += "".join(f"importlib.import_module({m!r})\n" for m in modules)
+    code += "print('\\n'.join(sys.modules))\n"
+    root = str(KVSTORE.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return set(out.stdout.split())
+
+
+def test_client_modules_load_neither_lmdb_nor_the_server():
+    loaded = _loaded_by(CLIENT_MODULES)
+    assert set(CLIENT_MODULES) <= loaded
+    bad = sorted(m for m in loaded if any(m == s or m.startswith(s + ".") for s in SERVER_MODULES))
+    assert not bad, f"a client import loads {bad}"
+
+
+def test_client_import_check_sees_the_engine():
+    assert {"lmdb", "kvstore.storage"} <= _loaded_by(["kvstore.store"])

@@ -15,18 +15,18 @@ from collections.abc import Iterator
 
 import grpc
 import pyarrow as pa
-from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
-from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
 from coordinator.errors import BarrierNotReached
 from coordinator.jobs import JobClient
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
-from kvstore.catalog import TableInfo
 from kvstore.errors import KeyIsLocked
 from kvstore.lock_resolution import resolve_lock
 from kvstore.remote import RemoteStore, RetryPolicy, RpcCaller
+from kvstore.table_info import TableInfo
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
+from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
 DEFAULT_ADDRESS = "localhost:50051"
 GRPC_OPTIONS = [

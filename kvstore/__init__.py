@@ -4,4 +4,6 @@ Layers, bottom up: ``storage`` (LMDB environment, column families), ``mvcc`` (ke
 Write records), ``schema``/``rowcodec`` (tables' rows), ``actions`` (one module per Percolator
 verb), ``group_commit`` (one writer, shared LMDB transactions), ``store`` (commands: validation,
 lock resolution), ``service``/``remote`` (the gRPC service and a client with the same methods).
+``table_info`` and ``results`` hold the plain records both sides share, so a client (``remote``,
+``wire``, ``lock_resolution``) loads neither LMDB nor the actions (tests/unit/test_layering.py).
 """

@@ -17,11 +17,11 @@ import threading
 import lmdb
 
 from kvstore import actions
-from kvstore.catalog import TableInfo
 from kvstore.errors import InvalidArgument, KeyPrewrittenTwice, SnapviewError
 from kvstore.group_commit import WriteContext
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.storage import Reader, Storage, WriteBuffer
+from kvstore.table_info import TableInfo
 from kvstore.validation import describe_key, repeated_key, validate_rows
 
 INSTANCE_FILE = "instance"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
-from kvstore.actions.check_txn_status import COMMITTED, LOCKED
 from kvstore.errors import KeyIsLocked, TxnLockNotFound
 from kvstore.mvcc.timestamp import lock_expired
+from kvstore.results import COMMITTED, LOCKED
 
 
 def resolve_lock(store, err: KeyIsLocked) -> bool:

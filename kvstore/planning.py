@@ -31,10 +31,7 @@ def split_range(
 
 
 def _keys(reader: Reader, start: bytes, end: bytes):
-    cur = reader.txn.cursor(db=reader.cf["write"])
-    if not cur.set_range(start):
-        return
-    for k in cur.iternext(keys=True, values=False):
+    for k in reader.keys_from("write", start):
         if k >= end:
             return
         yield k

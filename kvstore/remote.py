@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import grpc
-from snapview_proto.snapview.v1 import kvstore_pb2 as pb
-from snapview_proto.snapview.v1 import kvstore_pb2_grpc as pb_grpc
 from tenacity import (
     Retrying,
     retry_if_exception,
@@ -23,10 +21,12 @@ from tenacity import (
 )
 
 from kvstore import errors, wire
-from kvstore.actions.check_txn_status import TxnStatusResult
-from kvstore.catalog import TableInfo
 from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.mvcc.keys import table_id_of, table_prefix
+from kvstore.results import TxnStatusResult
+from kvstore.table_info import TableInfo
+from snapview_proto.snapview.v1 import kvstore_pb2 as pb
+from snapview_proto.snapview.v1 import kvstore_pb2_grpc as pb_grpc
 
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 _ERRORS = {

@@ -15,7 +15,7 @@ import contextlib
 import os
 import threading
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 
 import lmdb
@@ -220,6 +220,39 @@ class Reader:
             if not k.startswith(prefix):
                 return
             yield k, v
+
+    # The walks below hand the engine's own iterators and calls to hot loops (a bulk prewrite,
+    # a scan), which take C-level chunks of them: no Python step per item. Like every read of a
+    # Reader, what they return is valid only while its transaction is open.
+
+    def get_many(self, cf: str, keys: list[bytes]) -> list[tuple[bytes, bytes]]:
+        """The (key, value) items of ``cf`` for those of ``keys`` that are present, in the order
+        of ``keys`` (a key asked twice comes twice), looked up in one engine call. Absent keys are
+        left out: an empty list when none is present, or when ``keys`` is empty."""
+        return self.txn.cursor(db=self.cf[cf]).getmulti(keys)
+
+    def items_from(self, cf: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every item of ``cf`` with key >= start, in key order, to the last key of the CF: the
+        caller stops where its range ends. An empty iterator when no key is >= start."""
+        cur = self.txn.cursor(db=self.cf[cf])
+        if not cur.set_range(start):
+            return iter(())  # (iternext on a cursor that found nothing would start at the first)
+        return cur.iternext()
+
+    def keys_from(self, cf: str, start: bytes) -> Iterator[bytes]:
+        """The keys of ``items_from(cf, start)``, without reading their values."""
+        cur = self.txn.cursor(db=self.cf[cf])
+        if not cur.set_range(start):
+            return iter(())
+        return cur.iternext(keys=True, values=False)
+
+    def write_seeker(self) -> tuple[Callable[[bytes], bool], Callable[[], bytes]]:
+        """``(seek, key)`` over a position of its own in the write CF, for a caller visiting
+        sorted keys: ``seek(k)`` moves to the first record whose key is >= k and returns whether
+        there is one; ``key()`` is the key of the record there (b"" after a seek found none).
+        Both are the engine's calls, so a seek costs no Python frame."""
+        cur = self.txn.cursor(db=self.cf["write"])
+        return cur.set_range, cur.key
 
 
 class WriteBuffer:

@@ -21,12 +21,10 @@ from operator import itemgetter
 import numpy as np
 
 from kvstore import actions, planning
-from kvstore.actions.check_txn_status import TxnStatusResult
 from kvstore.actions.prewrite import Mutation
 from kvstore.catalog import (
     SYSTEM_TABLE_ID,
     Catalog,
-    TableInfo,
     check_table_name,
     create_table_action,
     drop_table_action,
@@ -45,7 +43,9 @@ from kvstore.lock_resolution import resolve_lock
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp
+from kvstore.results import TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage
+from kvstore.table_info import TableInfo
 from kvstore.validation import check_key, describe_key, repeated_key, validate_rows
 
 DEFAULT_LOCK_TTL_MS = 3000

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kvstore import actions
-from kvstore.catalog import TableInfo
 from kvstore.mvcc import Lock, LockOp, Write, WriteKind, versioned_key
 from kvstore.store import LocalStore
+from kvstore.table_info import TableInfo
 
 
 class Kv:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvstore.catalog import TableInfo
 from kvstore.errors import SchemaMismatch
+from kvstore.table_info import TableInfo
 
 
 def check_key(info: TableInfo, key: bytes) -> None:

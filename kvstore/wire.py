@@ -4,11 +4,6 @@ from __future__ import annotations
 
 from itertools import accumulate
 
-from snapview_proto.snapview.v1 import kvstore_pb2 as pb
-
-from kvstore.actions.check_txn_status import COMMITTED, LOCKED, ROLLED_BACK, TxnStatusResult
-from kvstore.actions.scan_changes import ChangeRecord
-from kvstore.catalog import TableInfo
 from kvstore.errors import (
     InvalidArgument,
     KeyIsLocked,
@@ -19,6 +14,9 @@ from kvstore.errors import (
     WriteConflict,
 )
 from kvstore.mvcc.records import Lock, LockOp
+from kvstore.results import COMMITTED, LOCKED, ROLLED_BACK, ChangeRecord, TxnStatusResult
+from kvstore.table_info import TableInfo
+from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 _OP_TO_PB = {
     LockOp.PUT: pb.Mutation.PUT,

@@ -11,11 +11,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kvstore.catalog import TableInfo
 from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.records import LockOp
 from kvstore.rowcodec import ROW_VERSION
 from kvstore.schema import FIXED_WIDTH, ROW_ID_COLUMN, VARIABLE, Column
+from kvstore.table_info import TableInfo
 from spark_source.options import CHANGE_TYPE, COMMIT_TS
 
 _INT_VIEW = {

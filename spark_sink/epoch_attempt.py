@@ -26,8 +26,8 @@ from contextlib import contextmanager
 
 from coordinator.client import Client
 from coordinator.jobs import FEED, EpochInfo, EpochMetadata, EpochState
-from kvstore.catalog import TableInfo
 from kvstore.errors import SnapviewError
+from kvstore.table_info import TableInfo
 from spark_sink.partition_writer import DirectInfo, EpochTarget, Heartbeat
 
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kvstore.catalog import TableInfo
 from kvstore.errors import TxnError
 from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
+from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_source.connection import client_for
 from spark_source.options import CHANGE_TYPE, COMMIT_TS

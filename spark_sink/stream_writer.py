@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from kvstore.catalog import TableInfo
 from kvstore.errors import FailedPrecondition
+from kvstore.table_info import TableInfo
 from spark_sink.epoch_attempt import EpochAttempt, feed_metadata
 from spark_sink.epoch_writer import DEFAULT_TTL_MS, QUERY_ID_PROPERTY
 from spark_sink.partition_writer import direct_info, write_batches

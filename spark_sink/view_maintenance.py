@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from coordinator.jobs import EpochMetadata
-from kvstore.catalog import TableInfo
 from kvstore.errors import Aborted, SchemaMismatch
 from kvstore.failpoints import fail_point
 from kvstore.mvcc.records import LockOp
+from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
 from spark_sink.partition_writer import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from kvstore.actions.scan_changes import ChangeRecord
-from kvstore.catalog import TableInfo
+from kvstore.results import ChangeRecord
+from kvstore.table_info import TableInfo
 from spark_source.options import CHANGE_TYPE, COMMIT_TS
 
 INSERT, PRE, POST, DELETE = "insert", "update_preimage", "update_postimage", "delete"

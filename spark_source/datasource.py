@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
 
-from kvstore.catalog import TableInfo
 from kvstore.errors import InvalidArgument
+from kvstore.table_info import TableInfo
 from spark_source.connection import client_for
 from spark_source.options import SourceOptions
 from spark_source.readers import ChangeReader, SnapshotReader

@@ -14,10 +14,10 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from kvstore.catalog import TableInfo
 from kvstore.errors import SnapviewError
 from kvstore.mvcc.keys import table_prefix
 from kvstore.schema import to_storage
+from kvstore.table_info import TableInfo
 
 
 def after(key: bytes) -> bytes:

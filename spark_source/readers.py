@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from kvstore.catalog import TableInfo
+from kvstore.table_info import TableInfo
 from spark_source.arrow_rows import changes_to_arrow, snapshot_as_changes
 from spark_source.connection import client_for
 from spark_source.key_ranges import KeyRange, full_range, push_key_filters

@@ -17,8 +17,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kvstore.catalog import TableInfo
 from kvstore.schema import DataType as SvType
+from kvstore.table_info import TableInfo
 from spark_source.options import CHANGE_TYPE, COMMIT_TS
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from kvstore.catalog import TableInfo
+from kvstore.table_info import TableInfo
 from spark_source.connection import client_for
 from spark_source.key_ranges import full_range
 from spark_source.options import SourceOptions

@@ -2,11 +2,14 @@
 
 An action is a free function over a ``WriteContext`` (writes) or a ``Reader`` (reads). It never
 imports grpc and never touches LMDB directly: it fills the context's write buffer, which the group
-committer applies in one LMDB write transaction only if the action returns. Each module's public
-function names in its docstring the invariant it keeps.
+committer applies in one LMDB write transaction only if the action returns. It reads through the
+``Reader``'s named methods only (the hot paths through its walks: ``get_many``, ``items_from``,
+``keys_from``, ``write_seeker``), never its transaction or a cursor, so another engine can stand
+behind the same ``Reader``; ``tests/unit/test_layering.py`` pins this, for ``kvstore.planning``
+too. Each module's public function names in its docstring the invariant it keeps.
 """
 
-from kvstore.actions.check_txn_status import TxnStatusResult, check_txn_status
+from kvstore.actions.check_txn_status import check_txn_status
 from kvstore.actions.commit import commit, commit_key
 from kvstore.actions.gc import gc
 from kvstore.actions.get import get
@@ -17,11 +20,9 @@ from kvstore.actions.resolve_locks import resolve_locks
 from kvstore.actions.resolved_ts import resolved_ts
 from kvstore.actions.rollback import rollback, rollback_key
 from kvstore.actions.scan import first_blocking_lock, scan
-from kvstore.actions.scan_changes import ChangeRecord, scan_changes
+from kvstore.actions.scan_changes import scan_changes
 
 __all__ = [
-    "ChangeRecord",
-    "TxnStatusResult",
     "check_txn_status",
     "commit",
     "commit_key",

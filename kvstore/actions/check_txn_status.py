@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvstore.actions.rollback import rollback_key
 from kvstore.errors import TxnLockNotFound
 from kvstore.group_commit import WriteContext
-from kvstore.mvcc.records import Lock, WriteKind
+from kvstore.mvcc.records import WriteKind
 from kvstore.mvcc.timestamp import lock_expired
-
-LOCKED, COMMITTED, ROLLED_BACK = "locked", "committed", "rolled_back"
-
-
-@dataclass(frozen=True)
-class TxnStatusResult:
-    status: str  # LOCKED, COMMITTED or ROLLED_BACK
-    commit_ts: int = 0
-    lock: Lock | None = None
+from kvstore.results import COMMITTED, LOCKED, ROLLED_BACK, TxnStatusResult
 
 
 def check_txn_status(

@@ -93,17 +93,16 @@ def _unversioned_short_puts(
     sort before this key, so a seek is needed only when it does; once no record is left, the
     remaining keys are all new."""
     not_older = encode_ts(start_ts)
-    cur = reader.txn.cursor(db=reader.cf["write"])
-    set_range, cur_key = cur.set_range, cur.key
+    seek, seek_key = reader.write_seeker()
     out: list[Mutation] = []
     keep = out.append
     at = b""  # the first write-CF record at or after the previous key
     for i, m in enumerate(mutations):
         key = m[1]
         if at < key:
-            if not set_range(key):
+            if not seek(key):
                 return out + mutations[i:] if i else mutations
-            at = cur_key()
+            at = seek_key()
         if (
             at[-8:] <= not_older
             and at[:-8] == key
@@ -133,9 +132,7 @@ def prewrite(
     reader, buf = ctx.reader, ctx.buf
     # Keys that already carry a lock take the careful path; for the rest (nearly always all of
     # them) one C-level lookup says so, and the locks are stored in bulk.
-    locked = {
-        k for k, _ in reader.txn.cursor(db=reader.cf["lock"]).getmulti([k for _, k, _ in mutations])
-    }
+    locked = {k for k, _ in reader.get_many("lock", [k for _, k, _ in mutations])}
     locks, index = [], []
     ts_be = struct.pack(">Q", start_ts)
     if not locked and _all_short_puts(mutations):
@@ -159,16 +156,16 @@ def prewrite(
         op: (Lock.header(op, primary, start_ts, ttl_ms, txn_size), op.value + ts_be)
         for op in {m[0] for m in mutations}
     }
-    cur = reader.txn.cursor(db=reader.cf["write"])
+    seek, seek_key = reader.write_seeker()
     tag = VALUE_TAG
     for op, key, value in mutations:
         if key in locked:
             if not check_prewrite(reader, key, primary, start_ts):
                 check_same_mutation(reader, key, start_ts, op, value)
                 continue
-        elif cur.set_range(key):
+        elif seek(key):
             # The newest version of the key, if any, is the first record at or after it.
-            k = cur.key()
+            k = seek_key()
             if (
                 len(k) == len(key) + 8
                 and k.startswith(key)

@@ -41,10 +41,7 @@ def scan(
         raise blocking
     keys: list[bytes] = []
     values: list[bytes] = []
-    cur = reader.txn.cursor(db=reader.cf["write"])
-    if not cur.set_range(start):
-        return keys, values
-    it = cur.iternext()
+    it = reader.items_from("write", start)
     decided = b""  # the last user key whose visible version is settled
     while not limit or len(keys) < limit:
         chunk = list(islice(it, _CHUNK))

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from kvstore.actions.get import get
 from kvstore.actions.scan import first_blocking_lock
 from kvstore.mvcc.keys import parse_changes_key, table_prefix
+from kvstore.results import ChangeRecord
 from kvstore.storage import Reader
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeRecord:
-    key: bytes
-    old: bytes | None  # the value at from_ts (None: absent)
-    new: bytes | None  # the value at to_ts (None: absent)
-    commit_ts: int  # the newest commit of the key inside the interval
 
 
 def scan_changes(reader: Reader, table_id: int, from_ts: int, to_ts: int) -> list[ChangeRecord]:

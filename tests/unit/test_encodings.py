@@ -268,7 +268,7 @@ def test_arrow_encoder_output_is_the_codecs_and_validates(batch):
     re-check (kvstore.direct.DirectPrewriter.prewrite, ``encoded_here``)."""
     import pyarrow as pa
 
-    from kvstore.catalog import TableInfo
+    from kvstore.table_info import TableInfo
     from kvstore.validation import validate_rows
     from spark_sink.arrow_encoding import ArrowEncoder
 

@@ -180,3 +180,7 @@ def test_importing_the_spark_packages_loads_no_engine():
     loaded = _loaded_by("import spark_source, spark_sink")
     assert "pyspark" in loaded
     assert sorted(m for m in loaded if _within(m, ENGINE)) == []
+
+
+def test_the_import_probe_sees_the_engine_when_it_is_loaded():
+    assert {"lmdb", "kvstore.storage"} <= _loaded_by("import kvstore.store")

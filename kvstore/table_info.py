@@ -1,0 +1,85 @@
+"""TableInfo: a table's definition and its codecs, as the catalog stores it and the wire carries it.
+
+Plain data with no storage behind it: a client process (a Spark executor, a user's script) holds
+and pickles these without loading LMDB or the server (``kvstore.catalog`` keeps them in the store).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+
+from kvstore.mvcc.keys import KeyCodec, table_prefix
+from kvstore.rowcodec import RowCodec
+from kvstore.schema import TableSchema, parse_ddl
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    id: int
+    schema: str
+    primary_key: tuple[str, ...]
+    kind: str = "root"
+    hidden_row_id: bool = False
+    created_ts: int = 0
+
+    def __reduce__(self):
+        # Pickle the definition only (Spark ships readers to executors); codecs are rebuilt.
+        return (
+            TableInfo,
+            (
+                self.name,
+                self.id,
+                self.schema,
+                self.primary_key,
+                self.kind,
+                self.hidden_row_id,
+                self.created_ts,
+            ),
+        )
+
+    @cached_property
+    def table_schema(self) -> TableSchema:
+        return TableSchema(
+            self.name, parse_ddl(self.schema, self.name), list(self.primary_key), self.hidden_row_id
+        )
+
+    @cached_property
+    def row_codec(self) -> RowCodec:
+        return RowCodec(self.table_schema)
+
+    @cached_property
+    def key_codec(self) -> KeyCodec:
+        return KeyCodec(self.id, self.table_schema)
+
+    @property
+    def prefix(self) -> bytes:
+        return table_prefix(self.id)
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "name": self.name,
+                "id": self.id,
+                "schema": self.schema,
+                "primary_key": list(self.primary_key),
+                "kind": self.kind,
+                "hidden_row_id": self.hidden_row_id,
+                "created_ts": self.created_ts,
+            }
+        ).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> TableInfo:
+        d = json.loads(raw)
+        return cls(
+            d["name"],
+            d["id"],
+            d["schema"],
+            tuple(d["primary_key"]),
+            d["kind"],
+            d["hidden_row_id"],
+            d["created_ts"],
+        )

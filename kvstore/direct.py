@@ -1,6 +1,6 @@
 """Direct prewrites: another process on the server's host writes locks into the server's LMDB
-environment itself (DESIGN.md §1: "on the coordinator's host they may open the LMDB environment
-directly (faster, same semantics)").
+environment itself (docs/design.md, "The moving parts": executors on the server's host may open
+the LMDB environment directly, faster, with the same semantics).
 
 The same ``actions.prewrite`` runs in one LMDB write transaction, which LMDB serialises with the
 server's own writer across processes, after the same row validation the server does. Anything

@@ -88,7 +88,8 @@ class KeyPrewrittenTwice(InvalidArgument):
 
 @register_error
 class ValueTooLarge(InvalidArgument):
-    """A value is larger than the store accepts. Hint: split the row or raise --max-value-bytes."""
+    """A value is larger than the store accepts (4 MiB by default: LocalStore.max_value_bytes).
+    Hint: split the row, or keep large blobs outside the store and store a reference."""
 
 
 @register_error

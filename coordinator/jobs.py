@@ -23,11 +23,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
-from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
-
 from kvstore.errors import NotFound
 from kvstore.remote import RpcCaller
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
+from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
 
 class EpochState(enum.Enum):

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import grpc
-from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 from kvstore import wire
 from kvstore.errors import InvalidArgument, TxnError
 from kvstore.grpc_errors import generic_handler
 from kvstore.store import LocalStore
+from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.KvStore"
 

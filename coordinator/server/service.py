@@ -6,7 +6,6 @@ import time
 from collections.abc import Iterator
 
 import grpc
-from snapview_proto.snapview.v1 import coordinator_pb2 as pb
 
 from coordinator.server.delay import delay_report
 from coordinator.server.epochs import EpochManager
@@ -18,6 +17,7 @@ from kvstore.errors import InvalidArgument
 from kvstore.grpc_errors import generic_handler
 from kvstore.mvcc.timestamp import LOGICAL_MASK
 from kvstore.store import LocalStore
+from snapview_proto.snapview.v1 import coordinator_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.Coordinator"
 VERSION = "0.1.0"

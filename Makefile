@@ -31,6 +31,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) scripts/gen_protos.py --check
+	$(VENV)/bin/mypy $(PACKAGES)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy $(PACKAGES)

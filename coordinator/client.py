@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import grpc
 import pyarrow as pa
@@ -23,11 +24,13 @@ from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
 from kvstore.errors import KeyIsLocked
 from kvstore.lock_resolution import resolve_lock
-from kvstore.remote import RemoteStore, RetryPolicy, RpcCaller
+from kvstore.mvcc.records import Mutation
+from kvstore.remote import CallMetadata, RemoteStore, RetryPolicy, RpcCaller
 from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
+T = TypeVar("T")
 DEFAULT_ADDRESS = "localhost:50051"
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 256 << 20),
@@ -62,7 +65,7 @@ def connect(
         channel = grpc.secure_channel(address, creds, options=GRPC_OPTIONS)
     else:
         channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
-    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    metadata: CallMetadata = (("authorization", f"Bearer {token}"),) if token else ()
     return Client(channel, address, retry or RetryPolicy(), metadata, lock_wait_s)
 
 
@@ -76,9 +79,9 @@ class Client:
         channel: grpc.Channel,
         address: str,
         retry: RetryPolicy,
-        metadata: tuple = (),
+        metadata: CallMetadata = (),
         lock_wait_s: float = 30.0,
-    ):
+    ) -> None:
         self.address = address
         self.channel = channel
         self.retry = retry
@@ -138,7 +141,7 @@ class Client:
         ``coordinator.WriteConflict``, which is safe to retry with a new transaction."""
         return Transaction(self, lock_ttl_ms)
 
-    def with_lock_wait(self, fn):
+    def with_lock_wait(self, fn: Callable[[], T]) -> T:
         """Call ``fn`` until it stops raising KeyIsLocked (bounded by ``lock_wait_s``). The server
         already resolves decided transactions; this waits out live ones."""
         deadline = time.monotonic() + self.lock_wait_s
@@ -154,7 +157,7 @@ class Client:
 
     def prewrite(
         self,
-        mutations,
+        mutations: Sequence[Mutation],
         primary: bytes,
         start_ts: int,
         ttl_ms: int = 3000,
@@ -166,7 +169,7 @@ class Client:
         (up to lock_wait_s). Conflicts and rollbacks are raised as they come."""
         store = self.store
 
-        def attempt():
+        def attempt() -> int:
             try:
                 return store.prewrite(mutations, primary, start_ts, ttl_ms, txn_size, try_one_pc)
             except KeyIsLocked as e:

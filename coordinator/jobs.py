@@ -23,11 +23,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
-from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
-
 from kvstore.errors import NotFound
 from kvstore.remote import RpcCaller
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
+from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
 
 class EpochState(enum.Enum):
@@ -41,10 +40,10 @@ class EpochState(enum.Enum):
         return self.value
 
     @classmethod
-    def from_pb(cls, state: int) -> EpochState:
+    def from_pb(cls, state: cpb.EpochState) -> EpochState:
         return _FROM_PB[state]
 
-    def to_pb(self) -> int:
+    def to_pb(self) -> cpb.EpochState:
         return _TO_PB[self]
 
 
@@ -201,7 +200,7 @@ class JobClient:
     failures are retried by the client's RetryPolicy, which is safe because every call is
     idempotent per (job, epoch)."""
 
-    def __init__(self, stub: cpb_grpc.CoordinatorStub, rpc: RpcCaller):
+    def __init__(self, stub: cpb_grpc.CoordinatorStub, rpc: RpcCaller) -> None:
         self._stub = stub
         self._rpc = rpc
 

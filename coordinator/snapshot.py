@@ -12,15 +12,19 @@ Reads at a snapshot are repeatable: the same snapshot reads the same rows, whate
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from kvstore.errors import NotFound
 
+if TYPE_CHECKING:
+    from coordinator.client import Client
+
 
 @dataclass(frozen=True)
 class Snapshot:
-    client: object
+    client: Client
     barrier: int
     mode: str
     reads: dict[str, int]

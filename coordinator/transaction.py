@@ -13,7 +13,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from kvstore.errors import SnapviewError, TxnError
-from kvstore.mvcc.records import LockOp
+from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.schema import ROW_ID_COLUMN
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class Transaction:
     transaction's own writes; ``commit_ts`` is set after a successful commit that wrote
     something (None for a read-only transaction)."""
 
-    def __init__(self, client: Client, lock_ttl_ms: int = 3000):
+    def __init__(self, client: Client, lock_ttl_ms: int = 3000) -> None:
         self.client = client
         self.lock_ttl_ms = lock_ttl_ms
         self.start_ts = client.tso()
@@ -76,7 +76,7 @@ class Transaction:
         info = self.client.describe_table(table)
         self._writes[info.key_codec.encode(key)] = (LockOp.DELETE, b"", table)
 
-    def _mutations(self) -> list[tuple[LockOp, bytes, bytes]]:
+    def _mutations(self) -> list[Mutation]:
         return [(op, k, v) for k, (op, v, _) in sorted(self._writes.items())]
 
     def commit(self) -> int | None:
@@ -112,7 +112,7 @@ class Transaction:
             pass  # committed at the primary; readers finish the secondaries
         return commit_ts
 
-    def _rollback_quietly(self, muts) -> None:
+    def _rollback_quietly(self, muts: list[Mutation]) -> None:
         try:
             self.client.store.rollback(self.start_ts, [k for _, k, _ in muts])
         except SnapviewError:

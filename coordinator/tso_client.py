@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import grpc
+
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 
 
 class _Slot:
@@ -27,7 +30,7 @@ class _Slot:
 class TsoBatcher:
     """``get()`` returns one fresh timestamp; ``fetch(n)`` must return the first of n."""
 
-    def __init__(self, fetch: Callable[[int], int], max_batch: int = 10_000):
+    def __init__(self, fetch: Callable[[int], int], max_batch: int = 10_000) -> None:
         self._fetch = fetch
         self._max_batch = max_batch
         self._cond = threading.Condition()
@@ -81,41 +84,53 @@ class TsoBatcher:
                 s.event.set()
 
 
+class TsoResponses(Protocol):
+    """The responses of an open TsoStream call (a gRPC call iterator)."""
+
+    def __next__(self) -> cpb.TsoResponse: ...
+
+    def cancel(self) -> bool: ...
+
+
 class TsoStreamFetcher:
     """``fetch(n)`` over one long-lived TsoStream call (PD's way: no per-call set-up), falling
     back to the unary Tso RPC with its retries when the stream breaks; the next fetch opens a
     new stream. Used by one thread at a time (the batcher's)."""
 
-    _CLOSE = object()
-
-    def __init__(self, open_stream: Callable, unary_fetch: Callable[[int], int], request_cls):
+    def __init__(
+        self,
+        open_stream: Callable[[Iterator[cpb.TsoRequest]], TsoResponses],
+        unary_fetch: Callable[[int], int],
+        request_cls: type[cpb.TsoRequest],
+    ) -> None:
         self._open_stream = open_stream
         self._unary_fetch = unary_fetch
         self._request_cls = request_cls
-        self._queue: queue.SimpleQueue | None = None
-        self._responses = None
+        self._queue: queue.SimpleQueue[cpb.TsoRequest | None] | None = None  # None ends it
+        self._responses: TsoResponses | None = None
 
-    def _requests(self, q: queue.SimpleQueue):
+    def _requests(self, q: queue.SimpleQueue[cpb.TsoRequest | None]) -> Iterator[cpb.TsoRequest]:
         while True:
             item = q.get()
-            if item is self._CLOSE:
+            if item is None:
                 return
             yield item
 
     def fetch(self, count: int) -> int:
         try:
-            if self._responses is None:
-                self._queue = queue.SimpleQueue()
-                self._responses = self._open_stream(self._requests(self._queue))
-            self._queue.put(self._request_cls(count=count))
-            return next(self._responses).first
+            q, responses = self._queue, self._responses
+            if q is None or responses is None:  # (both are set, or neither)
+                q = self._queue = queue.SimpleQueue()
+                responses = self._responses = self._open_stream(self._requests(q))
+            q.put(self._request_cls(count=count))
+            return next(responses).first
         except (grpc.RpcError, StopIteration):
             self.close()
             return self._unary_fetch(count)
 
     def close(self) -> None:
         if self._queue is not None:
-            self._queue.put(self._CLOSE)
+            self._queue.put(None)
         if self._responses is not None:
             self._responses.cancel()
         self._queue = self._responses = None

@@ -20,6 +20,7 @@ from kvstore import actions
 from kvstore.errors import InvalidArgument, KeyPrewrittenTwice, SnapviewError
 from kvstore.group_commit import WriteContext
 from kvstore.meta_keys import GC_SAFEPOINT
+from kvstore.mvcc.records import Mutation
 from kvstore.storage import Reader, Storage, WriteBuffer
 from kvstore.table_info import TableInfo
 from kvstore.validation import describe_key, repeated_key, validate_rows
@@ -48,14 +49,14 @@ def same_instance(data_dir: str, instance_id: str) -> bool:
 class DirectPrewriter:
     """Prewrites into an LMDB environment opened from another process (one per process)."""
 
-    def __init__(self, lmdb_path: str, map_size: int):
+    def __init__(self, lmdb_path: str, map_size: int) -> None:
         self.storage = Storage(lmdb_path, map_size=map_size, sync=True)
         self._lock = threading.Lock()
 
     def prewrite(
         self,
         info: TableInfo,
-        mutations,
+        mutations: list[Mutation],
         primary: bytes,
         start_ts: int,
         ttl_ms: int,
@@ -88,7 +89,7 @@ class DirectPrewriter:
                 self.storage.env.set_mapsize(0)  # adopt the size the server grew it to
                 self._write(mutations, primary, start_ts, ttl_ms)
 
-    def _write(self, mutations, primary: bytes, start_ts: int, ttl_ms: int) -> None:
+    def _write(self, mutations: list[Mutation], primary: bytes, start_ts: int, ttl_ms: int) -> None:
         with self.storage.env.begin(write=True) as txn:
             raw = txn.get(GC_SAFEPOINT, db=self.storage.cf["meta"])
             if raw is not None and start_ts <= int(raw):

@@ -99,8 +99,8 @@ class NotFound(RequestError):
 
 @register_error
 class TableNotFound(NotFound):
-    def __init__(self, table: str | int):
-        self.table = table
+    def __init__(self, table: str | int) -> None:
+        self.table: str | int | None = table  # None: rebuilt from a message naming no table
         what = f"table {table!r}" if isinstance(table, str) else f"table id {table}"
         super().__init__(f"{what} does not exist")
 
@@ -148,7 +148,7 @@ class KeyIsLocked(TxnError):
 
     def __init__(
         self, key: bytes, primary: bytes, start_ts: int, ttl_ms: int, op: int = 0, txn_size: int = 0
-    ):
+    ) -> None:
         self.key, self.primary, self.start_ts, self.ttl_ms = key, primary, start_ts, ttl_ms
         self.op, self.txn_size = op, txn_size
         super().__init__(
@@ -167,7 +167,7 @@ class WriteConflict(TxnError):
         start_ts: int,
         conflict_start_ts: int,
         conflict_commit_ts: int,
-    ):
+    ) -> None:
         self.key, self.primary, self.start_ts = key, primary, start_ts
         self.conflict_start_ts, self.conflict_commit_ts = conflict_start_ts, conflict_commit_ts
         super().__init__(
@@ -179,7 +179,7 @@ class WriteConflict(TxnError):
 class TxnLockNotFound(TxnError):
     """Commit found neither the txn's lock nor its write on ``key``."""
 
-    def __init__(self, key: bytes, start_ts: int):
+    def __init__(self, key: bytes, start_ts: int) -> None:
         self.key, self.start_ts = key, start_ts
         super().__init__(f"lock of txn start_ts={start_ts} on key {_fmt_key(key)} not found")
 
@@ -187,7 +187,7 @@ class TxnLockNotFound(TxnError):
 class TxnRolledBack(TxnError):
     """The txn was rolled back on ``key``: a commit or a late prewrite must fail."""
 
-    def __init__(self, key: bytes, start_ts: int):
+    def __init__(self, key: bytes, start_ts: int) -> None:
         self.key, self.start_ts = key, start_ts
         super().__init__(f"txn start_ts={start_ts} was rolled back on key {_fmt_key(key)}")
 
@@ -195,7 +195,7 @@ class TxnRolledBack(TxnError):
 class TxnAlreadyCommitted(TxnError):
     """A rollback met the txn's commit record on ``key``."""
 
-    def __init__(self, key: bytes, start_ts: int, commit_ts: int):
+    def __init__(self, key: bytes, start_ts: int, commit_ts: int) -> None:
         self.key, self.start_ts, self.commit_ts = key, start_ts, commit_ts
         super().__init__(
             f"txn start_ts={start_ts} is already committed at {commit_ts} on key {_fmt_key(key)}"

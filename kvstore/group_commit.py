@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import lmdb
 
@@ -32,14 +32,15 @@ class WriteContext:
     buf: WriteBuffer
 
 
+T = TypeVar("T")
 Action = Callable[[WriteContext], Any]
 
 
 class GroupCommitter:
-    def __init__(self, storage: Storage, max_group: int = 512):
+    def __init__(self, storage: Storage, max_group: int = 512) -> None:
         self.storage = storage
         self.max_group = max_group
-        self._queue: deque[tuple[Action, Future]] = deque()
+        self._queue: deque[tuple[Action, Future[Any]]] = deque()
         self._cond = threading.Condition()
         self._closed = False
         self.groups = 0
@@ -47,8 +48,8 @@ class GroupCommitter:
         self._thread = threading.Thread(target=self._loop, name="group-commit", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Action) -> Future:
-        fut: Future = Future()
+    def submit(self, fn: Callable[[WriteContext], T]) -> Future[T]:
+        fut: Future[T] = Future()
         with self._cond:
             if self._closed:
                 raise RuntimeError("store is closed")
@@ -56,7 +57,7 @@ class GroupCommitter:
             self._cond.notify()
         return fut
 
-    def run(self, fn: Action) -> Any:
+    def run(self, fn: Callable[[WriteContext], T]) -> T:
         """Run ``fn`` in the next group and return its result once that group is durable."""
         return self.submit(fn).result()
 
@@ -79,7 +80,7 @@ class GroupCommitter:
             with gc_paused():
                 self._commit_group(group)
 
-    def _commit_group(self, group: list[tuple[Action, Future]]) -> None:
+    def _commit_group(self, group: list[tuple[Action, Future[Any]]]) -> None:
         while True:
             outcomes: list[tuple[bool, Any]] = []
             try:

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
 
 from kvstore.errors import InvalidArgument, RequestError, SnapviewError, TxnError
@@ -33,7 +34,9 @@ def abort_with(context: grpc.ServicerContext, method: str, exc: BaseException) -
     context.abort(status_code_of(exc), str(exc))
 
 
-def generic_handler(service: str, descriptor, impl: object) -> grpc.GenericRpcHandler:
+def generic_handler(
+    service: str, descriptor: ServiceDescriptor, impl: object
+) -> grpc.GenericRpcHandler:
     """Serve every method of ``descriptor`` (a protobuf ServiceDescriptor) with the same-named
     method of ``impl``. Requests arrive as raw bytes and are parsed here, so a malformed request
     is answered INVALID_ARGUMENT naming the method instead of a framework INTERNAL."""

@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from kvstore.errors import KeyIsLocked, TxnLockNotFound
 from kvstore.mvcc.timestamp import lock_expired
 from kvstore.results import COMMITTED, LOCKED
 
+if TYPE_CHECKING:  # a client resolves locks without loading the engine
+    from kvstore.remote import RemoteStore
+    from kvstore.store import LocalStore
 
-def resolve_lock(store, err: KeyIsLocked) -> bool:
+
+def resolve_lock(store: LocalStore | RemoteStore, err: KeyIsLocked) -> bool:
     """Finish the transaction behind ``err`` if its fate is decided; False if it is alive.
 
     Committed: its locks are committed. Rolled back, or its primary lock's TTL ran out: its

@@ -8,10 +8,12 @@ response are raised as their TxnError.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from tenacity import (
     Retrying,
     retry_if_exception,
@@ -23,13 +25,17 @@ from tenacity import (
 from kvstore import errors, wire
 from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.mvcc.keys import table_id_of, table_prefix
-from kvstore.results import TxnStatusResult
+from kvstore.mvcc.records import Mutation
+from kvstore.results import ChangeRecord, TxnStatusResult
 from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 from snapview_proto.snapview.v1 import kvstore_pb2_grpc as pb_grpc
 
+T = TypeVar("T")
+CallMetadata = tuple[tuple[str, str], ...]
+"""gRPC metadata sent with every call, e.g. (("authorization", "Bearer ..."),)."""
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-_ERRORS = {
+_ERRORS: dict[grpc.StatusCode, type[errors.SnapviewError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
     grpc.StatusCode.NOT_FOUND: errors.NotFound,
     grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
@@ -65,7 +71,7 @@ def _retryable(e: BaseException) -> bool:
     return isinstance(e, grpc.RpcError) and e.code() in RETRYABLE
 
 
-def _class_from_trailer(e: grpc.RpcError) -> type | None:
+def _class_from_trailer(e: grpc.RpcError) -> type[errors.RequestError] | None:
     try:
         md = dict(e.trailing_metadata() or ())
     except Exception:  # noqa: BLE001 - some RpcErrors carry no call
@@ -89,7 +95,7 @@ def translate_rpc_error(e: grpc.RpcError) -> errors.SnapviewError:
 class RpcCaller:
     """Invokes stub methods with retries, metadata and error translation."""
 
-    def __init__(self, policy: RetryPolicy, metadata: tuple = ()):
+    def __init__(self, policy: RetryPolicy, metadata: CallMetadata = ()) -> None:
         self.policy = policy
         self.metadata = metadata
 
@@ -103,7 +109,7 @@ class RpcCaller:
             wait=wait_exponential(multiplier=p.initial_backoff_s, max=p.max_backoff_s),
         )
 
-    def unary(self, method: Callable, request):
+    def unary(self, method: Callable[..., T], request: Message) -> T:
         # The first attempt goes straight out: building a tenacity loop costs more than a
         # loopback RPC, and the retry machinery is only needed once a call has failed.
         try:
@@ -119,8 +125,9 @@ class RpcCaller:
                     )
         except grpc.RpcError as e:
             raise translate_rpc_error(e) from None
+        raise AssertionError("unreachable: the retry loop returns or re-raises")
 
-    def stream(self, method: Callable, request) -> list:
+    def stream(self, method: Callable[..., Iterable[T]], request: Message) -> list[T]:
         """A server-streaming call, collected; retried whole (the calls are read-only)."""
         try:
             for attempt in self._retrying():
@@ -130,14 +137,18 @@ class RpcCaller:
                     )
         except grpc.RpcError as e:
             raise translate_rpc_error(e) from None
+        raise AssertionError("unreachable: the retry loop returns or re-raises")
 
 
 class RemoteStore:
     """The store over a gRPC channel; same methods and errors as LocalStore."""
 
     def __init__(
-        self, channel: grpc.Channel, policy: RetryPolicy | None = None, metadata: tuple = ()
-    ):
+        self,
+        channel: grpc.Channel,
+        policy: RetryPolicy | None = None,
+        metadata: CallMetadata = (),
+    ) -> None:
         self.stub = pb_grpc.KvStoreStub(channel)
         self.rpc = RpcCaller(policy or RetryPolicy(), metadata)
         self._tables: dict[str, TableInfo] = {}
@@ -198,7 +209,7 @@ class RemoteStore:
     # transactional writes
     def prewrite(
         self,
-        mutations,
+        mutations: Sequence[Mutation],
         primary: bytes,
         start_ts: int,
         ttl_ms: int = 3000,
@@ -286,11 +297,11 @@ class RemoteStore:
         info = self.describe_table(table)
         return self.scan(table_prefix(info.id), table_prefix(info.id + 1), version)
 
-    def scan_changes(self, table: str, from_ts: int, to_ts: int) -> list:
+    def scan_changes(self, table: str, from_ts: int, to_ts: int) -> list[ChangeRecord]:
         chunks = self.rpc.stream(
             self.stub.ScanChanges, pb.ScanChangesRequest(table=table, from_ts=from_ts, to_ts=to_ts)
         )
-        out = []
+        out: list[ChangeRecord] = []
         for c in chunks:
             wire.raise_key_error(c.error)
             out.extend(wire.change_from_pb(x) for x in c.changes)

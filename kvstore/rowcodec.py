@@ -50,7 +50,7 @@ _ZERO = {
 class RowCodec:
     """Encodes rows of one table schema and decodes them singly or in bulk into Arrow."""
 
-    def __init__(self, schema: TableSchema):
+    def __init__(self, schema: TableSchema) -> None:
         self.schema = schema
         self.columns = schema.columns
         self.ncols = len(self.columns)
@@ -282,24 +282,22 @@ class RowCodec:
         for i, c in enumerate(self.columns):
             kind = c.type.kind
             nulls = (bitmap[:, i // 8] >> (i % 8)) & 1 == 1 if c.nullable else None
-            has_nulls = nulls is not None and bool(nulls.any())
+            mask = nulls if nulls is not None and bool(nulls.any()) else None  # None: no nulls
             raw = gather(self.offsets[i], FIXED_WIDTH[kind])
             if kind in VARIABLE:
                 sizes = raw.view("<u4").reshape(n).astype(np.int64)
-                arr = self._slice_var(
-                    values, var_off, sizes, c.type.arrow(), nulls if has_nulls else None
-                )
+                arr = self._slice_var(values, var_off, sizes, c.type.arrow(), mask)
                 var_off = var_off + sizes
             elif kind == "BOOLEAN":
-                arr = pa.array(raw.reshape(n) != 0, mask=nulls if has_nulls else None)
+                arr = pa.array(raw.reshape(n) != 0, mask=mask)
             elif kind == "DECIMAL":
-                validity = _validity(nulls) if has_nulls else None
+                validity = _validity(mask) if mask is not None else None
                 arr = pa.Array.from_buffers(
                     c.type.arrow(), n, [validity, pa.py_buffer(raw.tobytes())]
                 )
             else:
                 np_arr = raw.view(_NP[kind]).reshape(n)
-                arr = pa.array(np_arr, type=c.type.arrow(), mask=nulls if has_nulls else None)
+                arr = pa.array(np_arr, type=c.type.arrow(), mask=mask)
             if include_hidden or self.visible[i]:
                 arrays.append(arr)
         return pa.RecordBatch.from_arrays(arrays, schema=schema)

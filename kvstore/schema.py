@@ -87,7 +87,7 @@ def parse_type(text: str, where: str = "") -> DataType:
     """Parse one Spark DDL type name such as ``BIGINT`` or ``DECIMAL(10,2)``."""
     m = re.fullmatch(r"\s*([A-Za-z]+)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*", text)
     kind = _ALIASES.get(m.group(1).upper()) if m else None
-    if kind is None:
+    if m is None or kind is None:
         raise InvalidArgument(
             f"{where}unsupported type {text.strip()!r}; supported: "
             "BIGINT, INT, DOUBLE, BOOLEAN, STRING, DECIMAL(p,s), DATE, TIMESTAMP"
@@ -104,7 +104,9 @@ def parse_type(text: str, where: str = "") -> DataType:
 
 
 def _split_top_level(ddl: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in ddl:
         if ch == "(":
             depth += 1
@@ -155,7 +157,7 @@ class TableSchema:
 
     def __init__(
         self, table: str, columns: list[Column], primary_key: list[str], hidden_row_id: bool = False
-    ):
+    ) -> None:
         self.table = table
         by_name = {c.name: c for c in columns}
         if hidden_row_id:
@@ -273,10 +275,11 @@ def from_storage(col: Column, value: object) -> object:
     if value is None:
         return None
     kind = col.type.kind
+    if kind not in ("DATE", "TIMESTAMP", "DECIMAL"):
+        return value
+    assert isinstance(value, int), f"stored {kind} is an int (to_storage), got {value!r:.80}"
     if kind == "DATE":
         return _EPOCH_DATE + dt.timedelta(days=value)
     if kind == "TIMESTAMP":
         return _EPOCH_DT + dt.timedelta(microseconds=value)
-    if kind == "DECIMAL":
-        return decimal.Decimal(value).scaleb(-col.type.scale)
-    return value
+    return decimal.Decimal(value).scaleb(-col.type.scale)

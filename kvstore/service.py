@@ -9,24 +9,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import grpc
-from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 from kvstore import wire
 from kvstore.errors import InvalidArgument, TxnError
 from kvstore.grpc_errors import generic_handler
 from kvstore.store import LocalStore
+from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.KvStore"
 
 
 class KvStoreService:
-    def __init__(self, store: LocalStore):
+    def __init__(self, store: LocalStore) -> None:
         self.store = store
 
     def handler(self) -> grpc.GenericRpcHandler:
         return generic_handler(SERVICE_NAME, pb.DESCRIPTOR.services_by_name["KvStore"], self)
 
-    def Prewrite(self, req: pb.PrewriteRequest, ctx) -> pb.PrewriteResponse:
+    def Prewrite(self, req: pb.PrewriteRequest, ctx: grpc.ServicerContext) -> pb.PrewriteResponse:
         muts = wire.mutations_from_pb(req.mutations)
         if req.HasField("packed"):
             muts += wire.unpack_mutations(req.packed)
@@ -43,21 +43,23 @@ class KvStoreService:
             return pb.PrewriteResponse(errors=[wire.key_error_to_pb(e)])
         return pb.PrewriteResponse(one_pc_commit_ts=ts)
 
-    def Commit(self, req: pb.CommitRequest, ctx) -> pb.CommitResponse:
+    def Commit(self, req: pb.CommitRequest, ctx: grpc.ServicerContext) -> pb.CommitResponse:
         try:
             self.store.commit(req.start_ts, req.commit_ts, list(req.keys))
         except TxnError as e:
             return pb.CommitResponse(error=wire.key_error_to_pb(e))
         return pb.CommitResponse()
 
-    def Rollback(self, req: pb.RollbackRequest, ctx) -> pb.RollbackResponse:
+    def Rollback(self, req: pb.RollbackRequest, ctx: grpc.ServicerContext) -> pb.RollbackResponse:
         try:
             self.store.rollback(req.start_ts, list(req.keys))
         except TxnError as e:
             return pb.RollbackResponse(error=wire.key_error_to_pb(e))
         return pb.RollbackResponse()
 
-    def CheckTxnStatus(self, req: pb.CheckTxnStatusRequest, ctx) -> pb.CheckTxnStatusResponse:
+    def CheckTxnStatus(
+        self, req: pb.CheckTxnStatusRequest, ctx: grpc.ServicerContext
+    ) -> pb.CheckTxnStatusResponse:
         if not req.primary_key:
             raise InvalidArgument("CheckTxnStatus needs primary_key")
         try:
@@ -66,28 +68,32 @@ class KvStoreService:
             return pb.CheckTxnStatusResponse(error=wire.key_error_to_pb(e))
         return wire.status_to_pb(req.primary_key, r)
 
-    def ResolveLocks(self, req: pb.ResolveLocksRequest, ctx) -> pb.ResolveLocksResponse:
+    def ResolveLocks(
+        self, req: pb.ResolveLocksRequest, ctx: grpc.ServicerContext
+    ) -> pb.ResolveLocksResponse:
         try:
             n = self.store.resolve_locks(req.start_ts, req.commit_ts)
         except TxnError as e:
             return pb.ResolveLocksResponse(error=wire.key_error_to_pb(e))
         return pb.ResolveLocksResponse(resolved_keys=n)
 
-    def TxnHeartbeat(self, req: pb.TxnHeartbeatRequest, ctx) -> pb.TxnHeartbeatResponse:
+    def TxnHeartbeat(
+        self, req: pb.TxnHeartbeatRequest, ctx: grpc.ServicerContext
+    ) -> pb.TxnHeartbeatResponse:
         try:
             ttl = self.store.txn_heartbeat(req.primary_key, req.start_ts, req.advise_ttl_ms)
         except TxnError as e:
             return pb.TxnHeartbeatResponse(error=wire.key_error_to_pb(e))
         return pb.TxnHeartbeatResponse(ttl_ms=ttl)
 
-    def Get(self, req: pb.GetRequest, ctx) -> pb.GetResponse:
+    def Get(self, req: pb.GetRequest, ctx: grpc.ServicerContext) -> pb.GetResponse:
         try:
             v = self.store.get(req.key, req.version)
         except TxnError as e:
             return pb.GetResponse(error=wire.key_error_to_pb(e))
         return pb.GetResponse(found=v is not None, value=v or b"")
 
-    def Scan(self, req: pb.ScanRequest, ctx) -> Iterator[pb.ScanChunk]:
+    def Scan(self, req: pb.ScanRequest, ctx: grpc.ServicerContext) -> Iterator[pb.ScanChunk]:
         try:
             for keys, values in self.store.scan(
                 req.start_key, req.end_key or None, req.version, req.limit, req.chunk_rows
@@ -96,7 +102,9 @@ class KvStoreService:
         except TxnError as e:
             yield pb.ScanChunk(error=wire.key_error_to_pb(e))
 
-    def ScanChanges(self, req: pb.ScanChangesRequest, ctx) -> Iterator[pb.ChangeChunk]:
+    def ScanChanges(
+        self, req: pb.ScanChangesRequest, ctx: grpc.ServicerContext
+    ) -> Iterator[pb.ChangeChunk]:
         try:
             changes = self.store.scan_changes(req.table, req.from_ts, req.to_ts)
         except TxnError as e:
@@ -106,23 +114,29 @@ class KvStoreService:
         for i in range(0, len(changes), step):
             yield pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in changes[i : i + step]])
 
-    def ResolvedTs(self, req: pb.ResolvedTsRequest, ctx) -> pb.ResolvedTsResponse:
+    def ResolvedTs(
+        self, req: pb.ResolvedTsRequest, ctx: grpc.ServicerContext
+    ) -> pb.ResolvedTsResponse:
         return pb.ResolvedTsResponse(resolved_ts=self.store.resolved_ts(req.table))
 
-    def Gc(self, req: pb.GcRequest, ctx) -> pb.GcResponse:
+    def Gc(self, req: pb.GcRequest, ctx: grpc.ServicerContext) -> pb.GcResponse:
         return pb.GcResponse(versions_removed=self.store.gc(req.safepoint))
 
-    def SplitRange(self, req: pb.SplitRangeRequest, ctx) -> pb.SplitRangeResponse:
+    def SplitRange(
+        self, req: pb.SplitRangeRequest, ctx: grpc.ServicerContext
+    ) -> pb.SplitRangeResponse:
         b, n = self.store.split_range(
             req.start_key, req.end_key, req.rows_per_split or 100_000, req.max_splits
         )
         return pb.SplitRangeResponse(boundaries=b, approx_rows=n)
 
-    def ChangeBoundary(self, req: pb.ChangeBoundaryRequest, ctx) -> pb.ChangeBoundaryResponse:
+    def ChangeBoundary(
+        self, req: pb.ChangeBoundaryRequest, ctx: grpc.ServicerContext
+    ) -> pb.ChangeBoundaryResponse:
         ts, n = self.store.change_boundary(req.table, req.from_ts, req.to_ts, req.max_changes)
         return pb.ChangeBoundaryResponse(ts=ts, changes=n)
 
-    def CreateTable(self, req: pb.CreateTableRequest, ctx) -> pb.TableInfo:
+    def CreateTable(self, req: pb.CreateTableRequest, ctx: grpc.ServicerContext) -> pb.TableInfo:
         info = self.store.create_table(
             req.name,
             req.schema,
@@ -133,11 +147,17 @@ class KvStoreService:
         )
         return wire.table_to_pb(info)
 
-    def DropTable(self, req: pb.DropTableRequest, ctx) -> pb.DropTableResponse:
+    def DropTable(
+        self, req: pb.DropTableRequest, ctx: grpc.ServicerContext
+    ) -> pb.DropTableResponse:
         return pb.DropTableResponse(dropped=self.store.drop_table(req.name, req.if_exists))
 
-    def DescribeTable(self, req: pb.DescribeTableRequest, ctx) -> pb.TableInfo:
+    def DescribeTable(
+        self, req: pb.DescribeTableRequest, ctx: grpc.ServicerContext
+    ) -> pb.TableInfo:
         return wire.table_to_pb(self.store.describe_table(req.name))
 
-    def ListTables(self, req: pb.ListTablesRequest, ctx) -> pb.ListTablesResponse:
+    def ListTables(
+        self, req: pb.ListTablesRequest, ctx: grpc.ServicerContext
+    ) -> pb.ListTablesResponse:
         return pb.ListTablesResponse(tables=[wire.table_to_pb(t) for t in self.store.list_tables()])

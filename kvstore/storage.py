@@ -66,7 +66,7 @@ class _ResizeLock:
 class Storage:
     """An open LMDB environment with the snapview column families."""
 
-    def __init__(self, path: str, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True):
+    def __init__(self, path: str, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True) -> None:
         os.makedirs(path, exist_ok=True)
         self.path = path
         self.sync = sync
@@ -91,7 +91,7 @@ class Storage:
         with self._resize.shared(), self.env.begin() as txn:
             yield Reader(self, txn)
 
-    def begin_write(self) -> lmdb.Transaction:
+    def begin_write(self) -> lmdb.Transaction[bytes]:
         return self.env.begin(write=True)
 
     def grow(self) -> int:
@@ -112,13 +112,13 @@ class Storage:
 class Reader:
     """Point and range reads over one LMDB transaction (read-only, or the group's write txn)."""
 
-    def __init__(self, storage: Storage, txn: lmdb.Transaction):
+    def __init__(self, storage: Storage, txn: lmdb.Transaction[bytes]) -> None:
         self.storage = storage
         self.txn = txn
         self.cf = storage.cf
-        self._write_cursor: lmdb.Cursor | None = None
+        self._write_cursor: lmdb.Cursor[bytes] | None = None
 
-    def _writes(self) -> lmdb.Cursor:
+    def _writes(self) -> lmdb.Cursor[bytes]:
         # One cursor for the point lookups of the write CF: opening a cursor costs more than
         # the seek. Only seek_write / iter_writes / find_txn_write use it, and none of their
         # callers interleaves two of them.
@@ -261,7 +261,7 @@ class WriteBuffer:
 
     __slots__ = ("_txn", "_cf")
 
-    def __init__(self, txn: lmdb.Transaction, cfs: dict):
+    def __init__(self, txn: lmdb.Transaction[bytes], cfs: dict[str, lmdb._Database]) -> None:
         self._txn = txn
         self._cf = cfs
 

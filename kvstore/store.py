@@ -17,11 +17,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from operator import itemgetter
+from typing import TypeVar
 
 import numpy as np
 
 from kvstore import actions, planning
-from kvstore.actions.prewrite import Mutation
 from kvstore.catalog import (
     SYSTEM_TABLE_ID,
     Catalog,
@@ -38,16 +38,17 @@ from kvstore.errors import (
     ValueTooLarge,
 )
 from kvstore.failpoints import fail_point
-from kvstore.group_commit import GroupCommitter
+from kvstore.group_commit import GroupCommitter, WriteContext
 from kvstore.lock_resolution import resolve_lock
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
-from kvstore.mvcc.records import LockOp
+from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.results import TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage
 from kvstore.table_info import TableInfo
 from kvstore.validation import check_key, describe_key, repeated_key, validate_rows
 
+T = TypeVar("T")
 DEFAULT_LOCK_TTL_MS = 3000
 MAX_LOCK_TTL_MS = 3_600_000
 DEFAULT_MAX_VALUE_BYTES = 4 << 20
@@ -73,7 +74,7 @@ class LocalStore:
         sync: bool = True,
         clock: Callable[[], int] | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-    ):
+    ) -> None:
         self.storage = Storage(path, map_size=map_size, sync=sync)
         self.committer = GroupCommitter(self.storage)
         self.catalog = Catalog()
@@ -336,7 +337,7 @@ class LocalStore:
             lambda ctx: actions.txn_heartbeat(ctx, primary, start_ts, advise_ttl_ms, now)
         )
 
-    def run_write(self, fn: Callable) -> object:
+    def run_write(self, fn: Callable[[WriteContext], T]) -> T:
         """Run a caller-defined write action in the next group (the coordinator's own state)."""
         return self.committer.run(fn)
 
@@ -442,7 +443,7 @@ class LocalStore:
         if safepoint <= self.safepoint:
             return 0
 
-        def act(ctx):
+        def act(ctx: WriteContext) -> int:
             n = actions.gc(ctx, safepoint)
             ctx.buf.put("meta", GC_SAFEPOINT, str(safepoint).encode())
             return n

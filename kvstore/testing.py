@@ -9,6 +9,9 @@ nothing but the store (no test framework), and nothing in production imports it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from kvstore import actions
 from kvstore.mvcc import Lock, LockOp, Write, WriteKind, versioned_key
 from kvstore.store import LocalStore
@@ -18,7 +21,7 @@ from kvstore.table_info import TableInfo
 class Kv:
     """A table ``kv(k BIGINT, v STRING)`` and helpers that speak in keys 1, 2, 3 ..."""
 
-    def __init__(self, store: LocalStore):
+    def __init__(self, store: LocalStore) -> None:
         self.store = store
         self.info: TableInfo = store.create_table("kv", "k BIGINT, v STRING", ["k"])
 
@@ -33,23 +36,25 @@ class Kv:
 
     # ---------------------------------------------------------------- actions
 
-    def must_prewrite_put(self, k: int, v: str, primary: int, start_ts: int, ttl_ms: int = 3000):
+    def must_prewrite_put(
+        self, k: int, v: str, primary: int, start_ts: int, ttl_ms: int = 3000
+    ) -> None:
         self.store.prewrite(
             [(LockOp.PUT, self.key(k), self.row(k, v))], self.key(primary), start_ts, ttl_ms
         )
 
-    def must_prewrite_delete(self, k: int, primary: int, start_ts: int, ttl_ms: int = 3000):
+    def must_prewrite_delete(self, k: int, primary: int, start_ts: int, ttl_ms: int = 3000) -> None:
         self.store.prewrite(
             [(LockOp.DELETE, self.key(k), b"")], self.key(primary), start_ts, ttl_ms
         )
 
-    def must_commit(self, k: int, start_ts: int, commit_ts: int):
+    def must_commit(self, k: int, start_ts: int, commit_ts: int) -> None:
         self.store.commit(start_ts, commit_ts, [self.key(k)])
 
-    def must_rollback(self, k: int, start_ts: int):
+    def must_rollback(self, k: int, start_ts: int) -> None:
         self.store.rollback(start_ts, [self.key(k)])
 
-    def must_put(self, k: int, v: str, start_ts: int, commit_ts: int):
+    def must_put(self, k: int, v: str, start_ts: int, commit_ts: int) -> None:
         self.must_prewrite_put(k, v, k, start_ts)
         self.must_commit(k, start_ts, commit_ts)
 
@@ -64,20 +69,20 @@ class Kv:
             raw = r.get("write", versioned_key(self.key(k), commit_ts))
         return None if raw is None else Write.parse(raw)
 
-    def must_locked(self, k: int, start_ts: int):
+    def must_locked(self, k: int, start_ts: int) -> None:
         lock = self.lock(k)
         assert lock is not None, f"key {k} is not locked"
         assert lock.start_ts == start_ts
 
-    def must_unlocked(self, k: int):
+    def must_unlocked(self, k: int) -> None:
         assert self.lock(k) is None, f"key {k} is still locked: {self.lock(k)}"
 
-    def must_written(self, k: int, start_ts: int, commit_ts: int, kind: WriteKind):
+    def must_written(self, k: int, start_ts: int, commit_ts: int, kind: WriteKind) -> None:
         w = self.write_at(k, commit_ts)
         assert w is not None, f"no write record for key {k} at {commit_ts}"
         assert (w.kind, w.start_ts) == (kind, start_ts)
 
-    def must_get(self, k: int, ts: int, expected: str | None):
+    def must_get(self, k: int, ts: int, expected: str | None) -> None:
         assert self.value_of(self.store.get(self.key(k), ts)) == expected
 
     def read_raw(self, k: int, ts: int) -> bytes | None:
@@ -85,7 +90,10 @@ class Kv:
             return actions.get(r, self.key(k), ts)
 
 
-def must_err(exc_type, fn, *args, **kwargs):
+E = TypeVar("E", bound=BaseException)
+
+
+def must_err(exc_type: type[E], fn: Callable[..., object], *args: object, **kwargs: object) -> E:
     """Call ``fn`` and return the ``exc_type`` it raises; fail if it raises nothing."""
     try:
         fn(*args, **kwargs)

@@ -31,7 +31,11 @@ def repeated_key(keys: list[bytes]) -> bytes | None:
     if len(set(keys)) == len(keys):
         return None
     seen: set[bytes] = set()
-    return next(k for k in keys if k in seen or seen.add(k))
+    for k in keys:
+        if k in seen:
+            return k
+        seen.add(k)
+    raise AssertionError("unreachable: the set of keys is smaller than the list")
 
 
 def row_key(info: TableInfo, value: bytes) -> bytes:

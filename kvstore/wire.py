@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
+from typing import cast
 
 from kvstore.errors import (
     InvalidArgument,
@@ -13,7 +15,7 @@ from kvstore.errors import (
     TxnRolledBack,
     WriteConflict,
 )
-from kvstore.mvcc.records import Lock, LockOp
+from kvstore.mvcc.records import Lock, LockOp, Mutation
 from kvstore.results import COMMITTED, LOCKED, ROLLED_BACK, ChangeRecord, TxnStatusResult
 from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
@@ -32,11 +34,14 @@ _STATUS_TO_PB = {
 _STATUS_FROM_PB = {v: k for k, v in _STATUS_TO_PB.items()}
 
 
-def mutations_from_pb(ms) -> list[tuple[LockOp, bytes, bytes]]:
-    out = []
+def mutations_from_pb(ms: Iterable[pb.Mutation]) -> list[Mutation]:
+    """The mutations of a request. An op the store does not know is passed on as its int (typed
+    as the LockOp it is not): LocalStore.validate_mutations refuses it by name before anything
+    else reads it."""
+    out: list[Mutation] = []
     for m in ms:
         op = _OP_FROM_PB.get(m.op)
-        out.append((op if op is not None else m.op, m.key, m.value))
+        out.append((op if op is not None else cast(LockOp, m.op), m.key, m.value))
     return out
 
 
@@ -45,12 +50,12 @@ _OP_BYTE = {
     LockOp.DELETE: pb.Mutation.DELETE,
     LockOp.LOCK: pb.Mutation.LOCK,
 }
-_OP_OF_BYTE = [None] * 256
+_OP_OF_BYTE: list[LockOp | None] = [None] * 256
 for _op, _b in _OP_BYTE.items():
     _OP_OF_BYTE[_b] = _op
 
 
-def pack_mutations(mutations) -> pb.MutationBatch:
+def pack_mutations(mutations: Sequence[Mutation]) -> pb.MutationBatch:
     keys = [k for _, k, _ in mutations]
     values = [v for _, _, v in mutations]
     return pb.MutationBatch(
@@ -62,16 +67,16 @@ def pack_mutations(mutations) -> pb.MutationBatch:
     )
 
 
-def _split(blob: bytes, sizes) -> list[bytes]:
+def _split(blob: bytes, sizes: Sequence[int]) -> list[bytes]:
     ends = list(accumulate(sizes))
     if (ends[-1] if ends else 0) != len(blob):
         raise InvalidArgument("packed mutations: sizes do not add up to the bytes sent")
     return [blob[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
-def unpack_mutations(batch: pb.MutationBatch) -> list[tuple]:
-    """The mutations of a MutationBatch; an unknown op byte is kept as an int (validation then
-    refuses it by name)."""
+def unpack_mutations(batch: pb.MutationBatch) -> list[Mutation]:
+    """The mutations of a MutationBatch; an unknown op byte is kept as an int, typed as a LockOp
+    like in ``mutations_from_pb`` (validation then refuses it by name)."""
     n = len(batch.ops)
     if len(batch.key_sizes) != n or len(batch.value_sizes) != n:
         raise InvalidArgument(
@@ -81,7 +86,7 @@ def unpack_mutations(batch: pb.MutationBatch) -> list[tuple]:
     keys = _split(batch.keys, batch.key_sizes)
     values = _split(batch.values, batch.value_sizes)
     ops = [_OP_OF_BYTE[b] or b for b in batch.ops]
-    return list(zip(ops, keys, values, strict=True))
+    return cast(list[Mutation], list(zip(ops, keys, values, strict=True)))
 
 
 def key_error_to_pb(e: TxnError) -> pb.KeyError:
@@ -123,19 +128,19 @@ def key_error_from_pb(ke: pb.KeyError) -> TxnError | None:
     if kind is None:
         return None
     if kind == "locked":
-        x = ke.locked
-        return KeyIsLocked(x.key, x.primary, x.start_ts, x.ttl_ms, 0, x.txn_size)
+        lk = ke.locked
+        return KeyIsLocked(lk.key, lk.primary, lk.start_ts, lk.ttl_ms, 0, lk.txn_size)
     if kind == "conflict":
-        x = ke.conflict
+        wc = ke.conflict
         return WriteConflict(
-            x.key, x.primary, x.start_ts, x.conflict_start_ts, x.conflict_commit_ts
+            wc.key, wc.primary, wc.start_ts, wc.conflict_start_ts, wc.conflict_commit_ts
         )
     if kind == "lock_not_found":
         return TxnLockNotFound(ke.lock_not_found.key, ke.lock_not_found.start_ts)
     if kind == "rolled_back":
         return TxnRolledBack(ke.rolled_back.key, ke.rolled_back.start_ts)
-    x = ke.already_committed
-    return TxnAlreadyCommitted(x.key, x.start_ts, x.commit_ts)
+    ac = ke.already_committed
+    return TxnAlreadyCommitted(ac.key, ac.start_ts, ac.commit_ts)
 
 
 def raise_key_error(ke: pb.KeyError) -> None:

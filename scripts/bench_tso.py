@@ -23,11 +23,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import grpc  # noqa: E402
-from snapview_proto.snapview.v1 import coordinator_pb2 as cpb  # noqa: E402
-from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc  # noqa: E402
 
 import coordinator  # noqa: E402
 from snapview.embedded import EmbeddedServer  # noqa: E402
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb  # noqa: E402
+from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc  # noqa: E402
 
 ACCOUNTS = 1000
 

@@ -21,8 +21,13 @@ import re
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING, Any
 
 from kvstore.errors import SnapviewError
+
+if TYPE_CHECKING:  # the commands load what they use when they run
+    from coordinator.client import Client
+    from snapview_proto.snapview.v1.coordinator_pb2 import TopologyResponse
 
 
 def parse_duration(text: str) -> float:
@@ -116,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _connect(args):
+def _connect(args: argparse.Namespace) -> Client:
     import coordinator
 
     # A person is waiting: give up on an unreachable server after a few seconds, not thirty.
@@ -128,7 +133,7 @@ def _connect(args):
     )
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     from coordinator.server.serve import ServeConfig, SnapviewServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -160,7 +165,7 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def cmd_status(args) -> int:
+def cmd_status(args: argparse.Namespace) -> int:
     with _connect(args) as c:
         s = c.status()
     fields = {
@@ -183,10 +188,10 @@ def cmd_status(args) -> int:
     return 0
 
 
-def cmd_tables(args) -> int:
+def cmd_tables(args: argparse.Namespace) -> int:
     with _connect(args) as c:
         tables = c.tables()
-    rows = [
+    rows: list[dict[str, Any]] = [  # JSON objects
         {
             "name": t.name,
             "id": t.id,
@@ -207,7 +212,7 @@ def cmd_tables(args) -> int:
     return 0
 
 
-def cmd_read(args) -> int:
+def cmd_read(args: argparse.Namespace) -> int:
     with _connect(args) as c:
         at = args.at
         if args.consistent or args.barrier:
@@ -227,7 +232,7 @@ def cmd_read(args) -> int:
     return 0
 
 
-def topology_dot(topo) -> str:
+def topology_dot(topo: TopologyResponse) -> str:
     """Graphviz DOT of the lineage: tables are nodes (views double-circled), each job an edge
     from every source to its sink, labelled with the job."""
     lines = ["digraph snapview {", "  rankdir=LR;"]
@@ -241,13 +246,13 @@ def topology_dot(topo) -> str:
     return "\n".join(lines)
 
 
-def cmd_topology(args) -> int:
+def cmd_topology(args: argparse.Namespace) -> int:
     with _connect(args) as c:
         topo = c.topology()
     if args.dot:
         print(topology_dot(topo))
         return 0
-    jobs = [
+    jobs: list[dict[str, Any]] = [  # JSON objects
         {
             "job": j.job,
             "kind": j.kind,
@@ -272,7 +277,7 @@ def cmd_topology(args) -> int:
     return 0
 
 
-def cmd_delay(args) -> int:
+def cmd_delay(args: argparse.Namespace) -> int:
     with _connect(args) as c:
         d = c.delay()
     rows = [
@@ -300,7 +305,7 @@ def cmd_delay(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     # The one place the coordinator package reaches up the layers, lazily: a demo runs the
     # whole stack (Spark views included), and the CLI is where users start it.
     from snapview.demos.bank import run_bank_demo
@@ -315,7 +320,7 @@ def cmd_demo(args) -> int:
     )
 
 
-def cmd_chaos(args) -> int:
+def cmd_chaos(args: argparse.Namespace) -> int:
     # Like demo, the chaos runner uses every layer; it lives with its workloads in tests/chaos.
     from snapview.chaos.nemesis import FAULTS
     from snapview.chaos.runner import ChaosConfig, run

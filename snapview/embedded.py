@@ -10,6 +10,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 
 READY_PREFIX = "snapview serving on "
 
@@ -24,10 +25,10 @@ class EmbeddedServer:
         self,
         data_dir: str | None = None,
         port: int = 0,
-        extra_args: list[str] = (),
-        env: dict | None = None,
+        extra_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
         log_path: str | None = None,
-    ):
+    ) -> None:
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="snapview-")
         self.port = port
         self.extra_args = list(extra_args)
@@ -56,12 +57,15 @@ class EmbeddedServer:
         env = {**os.environ, **(self.env or {})}
         os.makedirs(self.data_dir, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child's lifetime
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
+        proc = self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=log, env=env, text=True
+        )
         log.close()
         line: list[str] = []
 
-        def read_ready():
-            for ln in self.proc.stdout:
+        def read_ready() -> None:
+            assert proc.stdout is not None  # stdout=PIPE
+            for ln in proc.stdout:
                 if ln.startswith(READY_PREFIX):
                     line.append(ln)
                     return
@@ -97,10 +101,12 @@ class EmbeddedServer:
         return self.start(timeout)
 
     def wait_dead(self, timeout: float = 10.0) -> bool:
+        proc = self.proc
+        assert proc is not None, "the server was never started"
         deadline = time.monotonic() + timeout
-        while self.proc.poll() is None and time.monotonic() < deadline:
+        while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        return self.proc.poll() is not None
+        return proc.poll() is not None
 
     def __enter__(self) -> EmbeddedServer:
         return self.start()

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pyspark is loaded when a session is asked for
+    from pyspark.sql import SparkSession
 
 
 def local_session(
     master: str = "local[2]", app_name: str = "snapview", shuffle_partitions: int = 2
-):
+) -> SparkSession:
     """A SparkSession (``getOrCreate``) on ``master``: Python workers run this interpreter, no UI
     and no console progress bars, session time zone UTC, Spark's own logs at ERROR."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

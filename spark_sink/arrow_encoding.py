@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvstore.errors import SchemaMismatch
-from kvstore.mvcc.records import LockOp
+from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.rowcodec import ROW_VERSION
 from kvstore.schema import FIXED_WIDTH, ROW_ID_COLUMN, VARIABLE, Column
 from kvstore.table_info import TableInfo
@@ -40,7 +40,7 @@ def row_ids(epoch: int, partition: int, first_index: int, n: int) -> pa.Array:
 class ArrowEncoder:
     """Encodes batches of one table; column order and types come from the table, not the batch."""
 
-    def __init__(self, info: TableInfo):
+    def __init__(self, info: TableInfo) -> None:
         self.info = info
         self.codec = info.row_codec
         self.columns = info.table_schema.columns
@@ -176,7 +176,7 @@ class ArrowEncoder:
         epoch: int = 0,
         partition: int = 0,
         first_index: int = 0,
-    ) -> list[tuple[LockOp, bytes, bytes]]:
+    ) -> list[Mutation]:
         """Mutations for ``mode``: upsert (PUT by primary key), delete (DELETE the keys the rows
         name), append (PUT with hidden row ids (epoch, partition, index))."""
         self.check_columns([c for c in batch.schema.names])
@@ -199,14 +199,13 @@ class ArrowEncoder:
 
 
 def _var_pieces(arr: pa.Array, nulls: np.ndarray | None) -> tuple[np.ndarray, list[bytes]]:
-    if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type):
-        off_dtype = np.int64
-    else:
-        off_dtype = np.int32
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    off_dtype = np.dtype(np.int64) if large else np.dtype(np.int32)
     n = len(arr)
     offs = np.frombuffer(arr.buffers()[1], dtype=off_dtype)[arr.offset : arr.offset + n + 1]
     offs = offs.astype(np.int64)
-    starts, ends = offs[:-1], offs[1:]
+    starts: np.ndarray = offs[:-1]
+    ends: np.ndarray = offs[1:]
     if nulls is not None:
         ends = np.where(nulls, starts, ends)  # a null slot may still span bytes in Arrow
     data = arr.buffers()[2]

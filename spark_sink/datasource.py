@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pyspark.sql.types import StructType
+
 from spark_sink.stream_writer import SnapviewStreamWriter
 from spark_source.datasource import SnapviewDataSource
 
@@ -9,7 +11,7 @@ from spark_source.datasource import SnapviewDataSource
 class SnapviewSinkDataSource(SnapviewDataSource):
     """``format("snapview")`` for reads and for ``writeStream`` (options mode, job, table)."""
 
-    def streamWriter(self, schema, overwrite: bool) -> SnapviewStreamWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> SnapviewStreamWriter:
         from spark_sink.arrow_encoding import ArrowEncoder
 
         info = self._info()

@@ -21,6 +21,7 @@ a sink's (its batch, its rows and the change-feed high-water it consumed up to).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -34,7 +35,7 @@ from spark_sink.partition_writer import DirectInfo, EpochTarget, Heartbeat
 class EpochAttempt:
     """One attempt at (job, epoch). Not thread-safe; one per epoch attempt, on the driver."""
 
-    def __init__(self, client: Client, info: EpochInfo, ttl_ms: int):
+    def __init__(self, client: Client, info: EpochInfo, ttl_ms: int) -> None:
         self.client = client
         self.info = info  # as opened; after commit(), as committed
         self.ttl_ms = ttl_ms
@@ -131,11 +132,21 @@ class EpochAttempt:
             pass
 
 
-UNKNOWN = object()  # feed_metadata's ``prev`` when the previous epoch's high-water is not known
+class _Unknown(enum.Enum):
+    UNKNOWN = "unknown"
+
+
+UNKNOWN = _Unknown.UNKNOWN  # feed_metadata's ``prev`` when the previous epoch's high-water is
+# not known
 
 
 def feed_metadata(
-    client: Client, job: str, batch: str | int, rows: int, high: int, prev: object = UNKNOWN
+    client: Client,
+    job: str,
+    batch: str | int,
+    rows: int,
+    high: int,
+    prev: int | None | _Unknown = UNKNOWN,
 ) -> EpochMetadata:
     """What a sink commits with an epoch: its batch, its row count, and the feed high-water:
     ``high`` if the batch saw feed rows (``high`` >= 0), else the previous epoch's carried

@@ -17,15 +17,23 @@ Any failure before the commit aborts the attempt: nothing of the batch becomes v
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterator
 
-from pyspark import TaskContext
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from coordinator.jobs import EpochInfo
 from kvstore.errors import SnapviewError
 from kvstore.failpoints import fail_point
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import UNKNOWN, EpochAttempt, feed_metadata
-from spark_sink.partition_writer import EpochTarget, direct_info, write_batches
+from spark_sink.partition_writer import (
+    DirectInfo,
+    EpochTarget,
+    direct_info,
+    task_context,
+    write_batches,
+)
 from spark_source.connection import client_for
 
 DEFAULT_TTL_MS = 20_000
@@ -33,11 +41,11 @@ MODES = ("upsert", "delete", "append")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 
-def _partition_fn(target: EpochTarget):
-    import pyarrow as pa
-
-    def run(batches):
-        rows, high = write_batches(target, batches, TaskContext.get().partitionId())
+def _partition_fn(
+    target: EpochTarget,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows, high = write_batches(target, batches, task_context().partitionId())
         yield pa.RecordBatch.from_pydict({"rows": [rows], "high": [high]})
 
     return run
@@ -63,7 +71,7 @@ class EpochWriter:
         lock_ttl_ms: int = DEFAULT_TTL_MS,
         token: str | None = None,
         direct: bool = True,
-    ):
+    ) -> None:
         if mode not in MODES:
             raise SnapviewError(f"table {table!r}: mode {mode!r} is not one of {MODES}")
         self.coordinator, self.table, self.mode = coordinator, table, mode
@@ -71,9 +79,9 @@ class EpochWriter:
         self.lock_ttl_ms = lock_ttl_ms
         self.token = token
         self.direct = direct  # executors on the server's host may prewrite into LMDB directly
-        self._direct_info = None
+        self._direct_info: DirectInfo | None = None
         self._registered = False
-        self.last_epoch = None  # the EpochInfo of the newest batch this writer handled
+        self.last_epoch: EpochInfo | None = None  # the newest batch this writer handled
         # (epoch, feed high-water) of the last epoch this writer committed: the next epoch
         # carries the high-water forward without reading it back from the coordinator.
         self._carried: tuple[int, int | None] | None = None

@@ -33,8 +33,9 @@ import logging
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from coordinator.errors import BarrierNotReached, SecondWriter
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
@@ -46,7 +47,7 @@ from spark_sink.query_analysis import (
     register_sources,
     view_shape,
 )
-from spark_sink.view_maintenance import FULL_RECOMPUTE, STRATEGIES, ViewSpec
+from spark_sink.view_maintenance import FULL_RECOMPUTE, STRATEGIES, FullRecompute, ViewSpec
 from spark_source.connection import client_for
 
 log = logging.getLogger("snapview.view")
@@ -61,7 +62,7 @@ def _interval(text: str | float | int) -> str:
 class MaterializedViewBuilder:
     """Chainable options; ``build()`` validates them and prepares the target table."""
 
-    def __init__(self, spark: SparkSession):
+    def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
         self._o: dict = {
             "coordinator": None,
@@ -80,7 +81,7 @@ class MaterializedViewBuilder:
             "job": None,
         }
 
-    def _set(self, key, value) -> MaterializedViewBuilder:
+    def _set(self, key: str, value: object) -> MaterializedViewBuilder:
         self._o[key] = value
         return self
 
@@ -94,11 +95,11 @@ class MaterializedViewBuilder:
     def target(self, table: str) -> MaterializedViewBuilder:
         return self._set("target", table)
 
-    def primary_key(self, *columns) -> MaterializedViewBuilder:
+    def primary_key(self, *columns: str | Sequence[str]) -> MaterializedViewBuilder:
         cols = columns[0] if len(columns) == 1 and isinstance(columns[0], list | tuple) else columns
         return self._set("primary_key", [str(c) for c in cols])
 
-    def column_names(self, *names) -> MaterializedViewBuilder:
+    def column_names(self, *names: str | Sequence[str]) -> MaterializedViewBuilder:
         """Rename the query's output columns, in order."""
         cols = names[0] if len(names) == 1 and isinstance(names[0], list | tuple) else names
         return self._set("column_names", [str(c) for c in cols])
@@ -155,7 +156,7 @@ class MaterializedView:
     def builder(spark: SparkSession) -> MaterializedViewBuilder:
         return MaterializedViewBuilder(spark)
 
-    def __init__(self, spark: SparkSession, options: dict):
+    def __init__(self, spark: SparkSession, options: dict) -> None:
         import spark_sink
 
         self.options = options
@@ -274,7 +275,7 @@ class MaterializedView:
 class ViewJob:
     """A running MaterializedView: ``stop()``, ``await_barrier(ts, timeout)``, ``progress()``."""
 
-    def __init__(self, view: MaterializedView, strategy):
+    def __init__(self, view: MaterializedView, strategy: FullRecompute) -> None:
         self.view = view
         self.strategy = strategy
         o = view.options
@@ -303,7 +304,7 @@ class ViewJob:
             .start()
         )
 
-    def _on_batch(self, df, batch_id: int) -> None:
+    def _on_batch(self, df: DataFrame, batch_id: int) -> None:
         if self._stopping:
             return
         rows = sorted(df.collect(), key=lambda r: r["barrier"])

@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 
+from coordinator.client import Client
 from kvstore.errors import TxnError
 from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
+from kvstore.mvcc.records import Mutation
 from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_source.connection import client_for
@@ -69,7 +72,14 @@ def direct_prewriter(target: EpochTarget) -> DirectPrewriter | None:
     return _direct[key]
 
 
-def direct_info(client) -> DirectInfo | None:
+def task_context() -> TaskContext:
+    """The running Spark task's context (the caller runs in a task, on an executor)."""
+    tc = TaskContext.get()
+    assert tc is not None, "not in a Spark task"
+    return tc
+
+
+def direct_info(client: Client) -> DirectInfo | None:
     """What EpochTarget.direct needs, from the server's status (None for an older server)."""
     st = client.status()
     if not st.instance_id or not st.lmdb_path:
@@ -80,7 +90,7 @@ def direct_info(client) -> DirectInfo | None:
 class Heartbeat:
     """Keeps an epoch's primary lock alive while work on it goes on (every ttl/3)."""
 
-    def __init__(self, target: EpochTarget):
+    def __init__(self, target: EpochTarget) -> None:
         self.target = target
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="epoch-heartbeat", daemon=True)
@@ -117,7 +127,9 @@ def strip_feed_columns(batch: pa.RecordBatch, info: TableInfo) -> tuple[pa.Recor
     return batch, high
 
 
-def prewrite_chunk(client, direct: DirectPrewriter | None, target: EpochTarget, muts) -> None:
+def prewrite_chunk(
+    client: Client, direct: DirectPrewriter | None, target: EpochTarget, muts: list[Mutation]
+) -> None:
     """Prewrite ArrowEncoder output: straight into LMDB in one write transaction when allowed,
     else (or when the direct path hands it back: a lock or conflict in the way, a full map)
     through the server in requests of PREWRITE_CHUNK, which validates every row it receives."""
@@ -134,7 +146,7 @@ def prewrite_chunk(client, direct: DirectPrewriter | None, target: EpochTarget, 
     prewrite_remote(client, target, muts)
 
 
-def prewrite_remote(client, target: EpochTarget, muts) -> None:
+def prewrite_remote(client: Client, target: EpochTarget, muts: list[Mutation]) -> None:
     """Prewrite ``muts`` through the server, PREWRITE_CHUNK mutations per request."""
     for i in range(0, len(muts), PREWRITE_CHUNK):
         client.prewrite(
@@ -157,7 +169,7 @@ def write_batches(
     direct = direct_prewriter(target) if target.mode != "delete" else None
     group = DIRECT_TXN_ROWS if direct is not None else PREWRITE_CHUNK
     rows, high, settled = 0, -1, 0
-    in_flight: Future | None = None
+    in_flight: Future[None] | None = None
 
     def settle() -> None:
         nonlocal in_flight, settled

@@ -14,6 +14,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from coordinator.client import Client
 from kvstore.errors import InvalidArgument, SchemaMismatch
 from kvstore.mvcc.keys import table_prefix
 from spark_source.connection import client_for
@@ -51,7 +52,7 @@ def mentioned_tables(query: str, names: list[str]) -> list[str]:
     return [n for n in names if n.lower() in words]
 
 
-def read_small(client, table: str, ts: int, limit: int) -> pa.Table | None:
+def read_small(client: Client, table: str, ts: int, limit: int) -> pa.Table | None:
     """``table`` as of ``ts`` if it has at most ``limit`` rows, else None (reads <= limit+1)."""
     info = client.describe_table(table)
     end = table_prefix(info.id + 1)

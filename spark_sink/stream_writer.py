@@ -10,16 +10,18 @@ crashed run (another owner) is rolled back and reopened. The driver then commits
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pyspark import TaskContext
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from coordinator.client import Client
 from kvstore.errors import FailedPrecondition
 from kvstore.table_info import TableInfo
 from spark_sink.epoch_attempt import EpochAttempt, feed_metadata
 from spark_sink.epoch_writer import DEFAULT_TTL_MS, QUERY_ID_PROPERTY
-from spark_sink.partition_writer import direct_info, write_batches
+from spark_sink.partition_writer import direct_info, task_context, write_batches
 from spark_source.connection import client_for
 from spark_source.options import SourceOptions
 
@@ -36,18 +38,18 @@ class EpochMessage(WriterCommitMessage):
 
 
 class SnapviewStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, opts: SourceOptions, info: TableInfo):
+    def __init__(self, opts: SourceOptions, info: TableInfo) -> None:
         self.opts, self.info = opts, info
         self.job = opts.job or info.name
         self.owner = uuid.uuid4().hex  # one per writer instance: a restarted query gets another
         # One writer per table: a second job writing it is refused here, before any epoch.
         self._client().jobs.register_job(self.job, info.name, [], kind="sink")
 
-    def _client(self):
+    def _client(self) -> Client:
         return client_for(self.opts.coordinator, self.opts.auth_token)
 
-    def write(self, iterator) -> EpochMessage:
-        tc = TaskContext.get()
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> EpochMessage:
+        tc = task_context()
         batch = f"{tc.getLocalProperty(QUERY_ID_PROPERTY)}:{tc.getLocalProperty(BATCH_ID_PROPERTY)}"
         client = self._client()
         attempt = EpochAttempt.open(
@@ -67,7 +69,7 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
         rows, high = write_batches(target, iterator, tc.partitionId())
         return EpochMessage(attempt.epoch, attempt.start_ts, rows, high)
 
-    def commit(self, messages, batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         done = [m for m in messages if isinstance(m, EpochMessage) and not m.skipped]
         if not done:
             return
@@ -83,7 +85,7 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
         meta = feed_metadata(client, self.job, batchId, rows, high)
         EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).commit(meta)
 
-    def abort(self, messages, batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         client = self._client()
         for epoch, start_ts in {
             (m.epoch, m.start_ts) for m in messages if isinstance(m, EpochMessage)

@@ -17,16 +17,19 @@ import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 
+from coordinator.client import Client
 from coordinator.jobs import EpochMetadata
 from kvstore.errors import Aborted, SchemaMismatch
 from kvstore.failpoints import fail_point
-from kvstore.mvcc.records import LockOp
+from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
 from spark_sink.partition_writer import (
     DIRECT_TXN_ROWS,
+    DirectInfo,
     EpochTarget,
     direct_prewriter,
     prewrite_chunk,
@@ -99,7 +102,9 @@ class FullRecompute:
 
     name = FULL_RECOMPUTE
 
-    def __init__(self, spec: ViewSpec, session, direct_info=None):
+    def __init__(
+        self, spec: ViewSpec, session: SparkSession, direct_info: DirectInfo | None = None
+    ) -> None:
         self.spec = spec
         self.session = session
         self.direct_info = direct_info
@@ -142,7 +147,7 @@ class FullRecompute:
         target = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
         changed = self._recompute_next or any(c for _, c in reads.values())
         with attempt.running(target):
-            muts = []
+            muts: list[Mutation] = []
             if changed:
                 new = self.compute({t: ts for t, (ts, _) in reads.items()})
                 t1 = time.perf_counter()
@@ -182,7 +187,7 @@ class FullRecompute:
         spec = self.spec
         t0 = time.perf_counter()
         client = client_for(spec.coordinator, spec.token)
-        local = {}
+        local: dict[str, pa.Table] = {}
         for table, ts in reads.items():
             if self._large.get(table, 0) > 0:
                 self._large[table] -= 1
@@ -203,7 +208,7 @@ class FullRecompute:
         self.progress.last_steps = {"load": t1 - t0, "analyze": t2 - t1, "run": t3 - t2}
         return out
 
-    def diff(self, client, info: TableInfo, new: pa.Table, read_ts: int) -> list:
+    def diff(self, client: Client, info: TableInfo, new: pa.Table, read_ts: int) -> list[Mutation]:
         """Mutations turning the view as of ``read_ts`` into ``new``: a PUT for every row that
         is new or different, a DELETE for every key that is gone."""
         enc = ArrowEncoder(info)
@@ -230,11 +235,11 @@ class FullRecompute:
         chunks = client.with_lock_wait(lambda: list(client.store.scan_table(spec.target, read_ts)))
         for keys, values in chunks:
             old.update(zip(keys, values, strict=True))
-        muts = [(LockOp.PUT, k, v) for k, v in new_rows.items() if old.get(k) != v]
+        muts: list[Mutation] = [(LockOp.PUT, k, v) for k, v in new_rows.items() if old.get(k) != v]
         muts += [(LockOp.DELETE, k, b"") for k in old if k not in new_rows]
         return muts
 
-    def write(self, client, target: EpochTarget, muts: list) -> None:
+    def write(self, client: Client, target: EpochTarget, muts: list[Mutation]) -> None:
         """Prewrite ``muts`` as secondaries of the epoch (directly into LMDB when allowed)."""
         direct = direct_prewriter(target)
         puts = [m for m in muts if m[0] is LockOp.PUT]

@@ -9,6 +9,7 @@ which registers the same name with writers added.
 """
 
 from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource
 
 from spark_source.barrier_source import BarrierDataSource
 from spark_source.datasource import SnapviewDataSource
@@ -28,7 +29,7 @@ def register(spark: SparkSession) -> None:
     register_source(spark, BarrierDataSource)
 
 
-def register_source(spark: SparkSession, source) -> None:
+def register_source(spark: SparkSession, source: type[DataSource]) -> None:
     """Register ``source`` in ``spark``; a session that already has that name keeps the one it
     has (Spark refuses to replace a data source in a session cloned by ``newSession``)."""
     from pyspark.errors import AnalysisException

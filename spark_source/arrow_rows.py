@@ -30,18 +30,22 @@ def snapshot_as_changes(info: TableInfo, values: list[bytes], ts: int) -> pa.Rec
 
 def changes_to_arrow(info: TableInfo, changes: list[ChangeRecord]) -> pa.RecordBatch:
     """Delta-CDF-shaped rows: insert, update_preimage + update_postimage, or delete per key."""
-    images, kinds, tss = [], [], []
+    images: list[bytes] = []
+    kinds: list[str] = []
+    tss: list[int] = []
     for c in changes:
-        if c.old is None:
-            images.append(c.new)
+        old, new = c.old, c.new
+        if old is None:
+            assert new is not None, "a net change has an old or a new value"
+            images.append(new)
             kinds.append(INSERT)
             tss.append(c.commit_ts)
-        elif c.new is None:
-            images.append(c.old)
+        elif new is None:
+            images.append(old)
             kinds.append(DELETE)
             tss.append(c.commit_ts)
         else:
-            images += [c.old, c.new]
+            images += [old, new]
             kinds += [PRE, POST]
             tss += [c.commit_ts, c.commit_ts]
     batch = info.row_codec.decode_arrow(images)

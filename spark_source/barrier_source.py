@@ -16,10 +16,13 @@ and planning it is one coordinator call.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from coordinator.client import Client
+from coordinator.jobs import BarrierPlan
 from kvstore.errors import InvalidArgument
 from spark_source.connection import client_for
 
@@ -33,7 +36,7 @@ SCHEMA = StructType(
 MAX_BARRIERS_PER_BATCH = 64
 
 
-def plan_rows(plans) -> list[tuple[int, str, int]]:
+def plan_rows(plans: Iterable[BarrierPlan]) -> list[tuple[int, str, int]]:
     return [
         (
             p.barrier,
@@ -45,16 +48,16 @@ def plan_rows(plans) -> list[tuple[int, str, int]]:
 
 
 class BarrierStreamReader(SimpleDataSourceStreamReader):
-    def __init__(self, coordinator: str, job: str, token: str | None, limit: int):
+    def __init__(self, coordinator: str, job: str, token: str | None, limit: int) -> None:
         self.coordinator, self.job, self.token, self.limit = coordinator, job, token, limit
 
-    def _client(self):
+    def _client(self) -> Client:
         return client_for(self.coordinator, self.token)
 
     def initialOffset(self) -> dict:
         return {"barrier": self._client().jobs.plan_barriers(self.job, limit=1).last_committed}
 
-    def read(self, start: dict):
+    def read(self, start: dict) -> tuple[Iterator[tuple[int, str, int]], dict]:
         """The ready barriers after ``start`` (for a job that never committed: the newest one
         every source has), and the offset after them."""
         after = int(start["barrier"])
@@ -63,7 +66,7 @@ class BarrierStreamReader(SimpleDataSourceStreamReader):
             return iter([]), start
         return iter(plan_rows(plans)), {"barrier": plans[-1].barrier}
 
-    def readBetweenOffsets(self, start: dict, end: dict):
+    def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[tuple[int, str, int]]:
         """The same barriers again (a replayed batch): those in (start, end]."""
         after, upto = int(start["barrier"]), int(end["barrier"])
         if upto <= after:
@@ -80,10 +83,10 @@ class BarrierDataSource(DataSource):
     def name(cls) -> str:
         return "snapview_barriers"
 
-    def schema(self):
+    def schema(self) -> StructType:
         return SCHEMA
 
-    def simpleStreamReader(self, schema):
+    def simpleStreamReader(self, schema: StructType) -> BarrierStreamReader:
         coordinator = self.options.get("coordinator")
         job = self.options.get("job")
         if not coordinator or not job:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+
 from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
 
 from kvstore.errors import InvalidArgument
 from kvstore.table_info import TableInfo
@@ -22,7 +25,7 @@ class SnapviewDataSource(DataSource):
     its schema without saying whether the read is a stream, so a stream must ask for the change
     columns explicitly."""
 
-    def __init__(self, options):
+    def __init__(self, options: MutableMapping[str, str]) -> None:
         super().__init__(options)
         self.opts = SourceOptions.parse(options)
         self.read_change_feed = str(self.options.get("readChangeFeed", "false")).lower() == "true"
@@ -36,11 +39,11 @@ class SnapviewDataSource(DataSource):
             self.opts.table, refresh=True
         )
 
-    def schema(self):
+    def schema(self) -> StructType:
         with_changes = self.read_change_feed or self.opts.changes_from is not None
         return table_struct(self._info(), with_changes)
 
-    def reader(self, schema):
+    def reader(self, schema: StructType) -> SnapshotReader | ChangeReader:
         info = self._info()
         if self.opts.changes_from is not None:
             return ChangeReader(self.opts, info)
@@ -55,7 +58,7 @@ class SnapviewDataSource(DataSource):
             return client.snapshot([o.table], barrier=o.barrier or 0).read_ts(o.table)
         return o.at or client.tso()
 
-    def streamReader(self, schema):
+    def streamReader(self, schema: StructType) -> ChangeFeedStreamReader:
         if not self.read_change_feed:
             raise InvalidArgument(
                 f"table {self.opts.table!r}: a snapview stream is a change feed; add "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import overload
 
 from kvstore.errors import InvalidArgument
 
@@ -10,7 +12,19 @@ CHANGE_TYPE = "_change_type"
 COMMIT_TS = "_commit_ts"
 
 
-def _int(opts: dict, name: str, default: int | None = None, minimum: int = 0) -> int | None:
+@overload
+def _int(opts: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int: ...
+
+
+@overload
+def _int(
+    opts: Mapping[str, str], name: str, default: None = None, minimum: int = 0
+) -> int | None: ...
+
+
+def _int(
+    opts: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0
+) -> int | None:
     raw = opts.get(name.lower())
     if raw is None or raw == "":
         return default
@@ -60,7 +74,7 @@ class SourceOptions:
     job: str | None = None
 
     @classmethod
-    def parse(cls, options) -> SourceOptions:
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         import os
 
         opts = {str(k).lower(): v for k, v in dict(options).items()}
@@ -71,7 +85,7 @@ class SourceOptions:
         changes_to = _int(opts, "changes_to")
         if (changes_from is None) != (changes_to is None):
             raise InvalidArgument(f"table {table!r}: changes_from and changes_to go together")
-        if changes_from is not None and changes_from >= changes_to:
+        if changes_from is not None and changes_to is not None and changes_from >= changes_to:
             raise InvalidArgument(
                 f"table {table!r}: changes_from ({changes_from}) must be below "
                 f"changes_to ({changes_to})"

@@ -6,9 +6,11 @@ snapshot) and read on executors, which reach the store over gRPC.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from kvstore.table_info import TableInfo
 from spark_source.arrow_rows import changes_to_arrow, snapshot_as_changes
@@ -55,7 +57,7 @@ def plan_ranges(
     return parts
 
 
-def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition):
+def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches of one key range at p.ts (executor side)."""
     client = client_for(opts.coordinator, opts.auth_token)
     chunks = client.with_lock_wait(
@@ -68,7 +70,9 @@ def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition):
             yield info.row_codec.decode_arrow(values)
 
 
-def read_changes(opts: SourceOptions, info: TableInfo, p: ChangePartition):
+def read_changes(
+    opts: SourceOptions, info: TableInfo, p: ChangePartition
+) -> Iterator[pa.RecordBatch]:
     client = client_for(opts.coordinator, opts.auth_token)
     changes = client.with_lock_wait(
         lambda: client.store.scan_changes(info.name, p.from_ts, p.to_ts)
@@ -80,30 +84,35 @@ class SnapshotReader(DataSourceReader):
     """``spark.read.format("snapview")``: the table as of one timestamp, in key-range partitions.
     Filters on a single-column primary key (=, <, <=, >, >=, IN) narrow the ranges read."""
 
-    def __init__(self, opts: SourceOptions, info: TableInfo, ts: int):
+    def __init__(self, opts: SourceOptions, info: TableInfo, ts: int) -> None:
         self.opts, self.info, self.ts = opts, info, ts
         self.ranges = [full_range(info)]
 
-    def pushFilters(self, filters):
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self.ranges, remaining = push_key_filters(self.info, filters)
         return remaining
 
-    def partitions(self):
+    def partitions(self) -> list[RangePartition]:
         # Filters that exclude every key leave no range: one empty partition keeps Spark happy.
         return plan_ranges(self.opts, self.ranges, self.ts) or [RangePartition([], self.ts)]
 
-    def read(self, partition: RangePartition):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)  # one of partitions()
         return read_range(self.opts, self.info, partition)
 
 
 class ChangeReader(DataSourceReader):
     """``.option("changes_from", t0).option("changes_to", t1)``: net changes in (t0, t1]."""
 
-    def __init__(self, opts: SourceOptions, info: TableInfo):
+    def __init__(self, opts: SourceOptions, info: TableInfo) -> None:
         self.opts, self.info = opts, info
 
-    def partitions(self):
-        return [ChangePartition(self.opts.changes_from, self.opts.changes_to)]
+    def partitions(self) -> list[ChangePartition]:
+        o = self.opts
+        # SourceOptions.parse sets both or neither; SnapviewDataSource.reader saw them set.
+        assert o.changes_from is not None and o.changes_to is not None
+        return [ChangePartition(o.changes_from, o.changes_to)]
 
-    def read(self, partition: ChangePartition):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ChangePartition)  # one of partitions()
         return read_changes(self.opts, self.info, partition)

@@ -10,9 +10,13 @@ commit boundary. A restart resumes from Spark's checkpointed offset; without a c
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSourceStreamReader
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from collections.abc import Iterator, Sequence
 
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from coordinator.client import Client
 from kvstore.table_info import TableInfo
 from spark_source.connection import client_for
 from spark_source.key_ranges import full_range
@@ -27,10 +31,10 @@ from spark_source.readers import (
 
 
 class ChangeFeedStreamReader(DataSourceStreamReader):
-    def __init__(self, opts: SourceOptions, info: TableInfo):
+    def __init__(self, opts: SourceOptions, info: TableInfo) -> None:
         self.opts, self.info = opts, info
 
-    def _client(self):
+    def _client(self) -> Client:
         return client_for(self.opts.coordinator, self.opts.auth_token)
 
     def initialOffset(self) -> dict:
@@ -41,11 +45,11 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
                 return {"ts": ts}
         return {"ts": 0}
 
-    def getDefaultReadLimit(self):
+    def getDefaultReadLimit(self) -> ReadLimit:
         n = self.opts.max_rows_per_trigger
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
-    def latestOffset(self, start: dict, limit) -> dict:
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """Up to the resolved ts; with ReadMaxRows, about that many changes (never splitting a
         commit); unchanged while the table has no new change. The snapshot batch is whole."""
         s = int(start["ts"])
@@ -62,7 +66,7 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
     def reportLatestOffset(self) -> dict:
         return {"ts": self._client().resolved_ts(self.info.name)}
 
-    def partitions(self, start: dict, end: dict):
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         s, e = int(start["ts"]), int(end["ts"])
         if s >= e:
             return []
@@ -70,9 +74,10 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
             return plan_ranges(self.opts, [full_range(self.info)], e, as_changes=True)
         return [ChangePartition(s, e)]
 
-    def read(self, partition):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, RangePartition):
             return read_range(self.opts, self.info, partition)
+        assert isinstance(partition, ChangePartition)  # one of partitions()
         return read_changes(self.opts, self.info, partition)
 
     def commit(self, end: dict) -> None:

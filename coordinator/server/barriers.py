@@ -37,11 +37,12 @@ from coordinator.server.meta import (
     view_version_key,
     view_version_prefix,
 )
-from coordinator.server.registry import Registry
+from coordinator.server.registry import Registry, Topology
 from coordinator.server.tso import TimestampOracle
 from kvstore.actions.resolve_locks import has_secondaries
 from kvstore.errors import InvalidArgument
 from kvstore.failpoints import fail_point
+from kvstore.group_commit import WriteContext
 from kvstore.storage import Reader
 from kvstore.store import LocalStore
 
@@ -76,7 +77,7 @@ class Barriers:
         registry: Registry,
         interval_s: float = 1.0,
         retention_s: float = DEFAULT_RETENTION_S,
-    ):
+    ) -> None:
         if interval_s <= 0:
             raise InvalidArgument(f"barrier interval must be positive, got {interval_s}s")
         self.store, self.tso, self.registry = store, tso, registry
@@ -168,7 +169,7 @@ class Barriers:
                 return 0
             cut = old[-1] + 1
 
-        def act(ctx):
+        def act(ctx: WriteContext) -> int:
             n = 0
             for t in old:
                 ctx.buf.delete("meta", barrier_key(t))
@@ -231,7 +232,7 @@ class Barriers:
         return self._root_reached.get(table, (0, 0))
 
     @staticmethod
-    def is_view_table(table: str, kind: str, topo) -> bool:
+    def is_view_table(table: str, kind: str, topo: Topology) -> bool:
         """View semantics (versions only at committed barriers) for tables of kind view and for
         any table a MaterializedView job writes."""
         if kind == "view":
@@ -261,7 +262,7 @@ class Barriers:
             )
 
     def record_view_barrier(
-        self, ctx, job: str, epoch: int, start_ts: int, commit_ts: int, primary: bytes
+        self, ctx: WriteContext, job: str, epoch: int, start_ts: int, commit_ts: int, primary: bytes
     ) -> None:
         """Inside the commit action of (job, epoch): record the view's version at barrier
         ``epoch`` (its read ts is ``commit_ts``). A no-op for jobs that are not views."""

@@ -25,6 +25,7 @@ import re
 import threading
 from dataclasses import replace
 
+from coordinator.server.barriers import Barriers
 from coordinator.server.meta import (
     ABORTED,
     COMMITTED,
@@ -46,7 +47,9 @@ from kvstore.errors import (
     TxnRolledBack,
 )
 from kvstore.failpoints import fail_point
+from kvstore.group_commit import WriteContext
 from kvstore.mvcc.records import LockOp, WriteKind
+from kvstore.storage import Reader
 from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
 
 log = logging.getLogger("snapview.epochs")
@@ -58,7 +61,9 @@ class EpochManager:
     that is not an issued barrier is refused, and committing one records the view's version at
     it in the same LMDB transaction as the primary's commit."""
 
-    def __init__(self, store: LocalStore, tso: TimestampOracle, barriers=None):
+    def __init__(
+        self, store: LocalStore, tso: TimestampOracle, barriers: Barriers | None = None
+    ) -> None:
         self.store = store
         self.tso = tso
         self.barriers = barriers
@@ -71,21 +76,21 @@ class EpochManager:
 
     # ------------------------------------------------------------------ state
 
-    def _load(self, reader, job: str, epoch: int) -> EpochRecord | None:
+    def _load(self, reader: Reader, job: str, epoch: int) -> EpochRecord | None:
         raw = reader.get("meta", epoch_key(job, epoch))
         return None if raw is None else EpochRecord.from_json(raw)
 
-    def _job(self, reader, job: str) -> dict:
+    def _job(self, reader: Reader, job: str) -> dict:
         raw = reader.get("meta", job_state_key(job))
         return json.loads(raw) if raw else {"last_committed": 0, "open_epoch": 0}
 
     @staticmethod
-    def _save(ctx, info: EpochRecord, job_state: dict) -> None:
+    def _save(ctx: WriteContext, info: EpochRecord, job_state: dict) -> None:
         ctx.buf.put("meta", epoch_key(info.job, info.epoch), info.to_json())
         ctx.buf.put("meta", job_state_key(info.job), json.dumps(job_state).encode())
 
     @staticmethod
-    def _settle(ctx, info: EpochRecord) -> EpochRecord:
+    def _settle(ctx: WriteContext, info: EpochRecord) -> EpochRecord:
         """Decide a PREWRITE attempt's fate through its primary, never by guessing: a committed
         primary means the attempt committed (its secondaries are committed too); otherwise the
         primary is rolled back first (so it can never commit later) and then the secondaries."""
@@ -173,7 +178,7 @@ class EpochManager:
         start_ts = self.tso.now()
         key = epoch_primary_key(job, epoch)
 
-        def act(ctx):
+        def act(ctx: WriteContext) -> EpochRecord:
             info = self._load(ctx.reader, job, epoch)
             if info is not None and info.state == COMMITTED:
                 return info
@@ -238,7 +243,7 @@ class EpochManager:
                 )
             commit_ts = self.tso.now()
 
-            def act(ctx):
+            def act(ctx: WriteContext) -> EpochRecord:
                 if self.barriers is not None:
                     # Before the primary commits: it looks at the epoch's indexed locks.
                     self.barriers.record_view_barrier(
@@ -285,7 +290,7 @@ class EpochManager:
         fail_point("epoch.commit.resolved")
 
     def _mark_aborted(self, info: EpochRecord) -> EpochRecord:
-        def act(ctx):
+        def act(ctx: WriteContext) -> EpochRecord:
             settled = self._settle(ctx, info)
             st = self._job(ctx.reader, info.job)
             if st["open_epoch"] == info.epoch:

@@ -27,6 +27,7 @@ from coordinator.server.meta import (
 )
 from kvstore.catalog import Catalog
 from kvstore.errors import FailedPrecondition, InvalidArgument, NotFound
+from kvstore.group_commit import WriteContext
 from kvstore.storage import Reader
 from kvstore.store import LocalStore
 
@@ -62,7 +63,7 @@ class Topology:
 
 
 class Registry:
-    def __init__(self, store: LocalStore):
+    def __init__(self, store: LocalStore) -> None:
         self.store = store
 
     @staticmethod
@@ -114,7 +115,7 @@ class Registry:
             catalog.get(s)
         sources = list(dict.fromkeys(sources))
 
-        def act(ctx):
+        def act(ctx: WriteContext) -> JobRecord:
             topo = self.load(ctx.reader)
             old = topo.jobs.get(job)
             if old is not None and old.sink != sink:
@@ -160,7 +161,7 @@ class Registry:
     def unregister(self, job: str) -> JobRecord:
         """Forget ``job`` (its epochs stay); its sink may then get another writer."""
 
-        def act(ctx):
+        def act(ctx: WriteContext) -> JobRecord:
             rec = self.get_in(ctx.reader, job)
             if rec is None:
                 raise NotFound(f"job {job!r} is not registered")

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -71,10 +72,10 @@ def is_loopback(host: str) -> bool:
 
 
 class _TokenInterceptor(grpc.ServerInterceptor):
-    def __init__(self, token: str):
+    def __init__(self, token: str) -> None:
         self._expected = f"Bearer {token}"
 
-        def deny(request, context):
+        def deny(request: bytes, context: grpc.ServicerContext) -> None:
             context.abort(
                 grpc.StatusCode.UNAUTHENTICATED,
                 "missing or wrong auth token (send 'authorization: Bearer TOKEN')",
@@ -82,7 +83,11 @@ class _TokenInterceptor(grpc.ServerInterceptor):
 
         self._deny = grpc.unary_unary_rpc_method_handler(deny)
 
-    def intercept_service(self, continuation, details):
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
         if details.method.startswith(_HEALTH_PREFIX):
             return continuation(details)
         md = dict(details.invocation_metadata or ())
@@ -94,7 +99,7 @@ class _TokenInterceptor(grpc.ServerInterceptor):
 class SnapviewServer:
     """A running ``snapview serve``; ``port`` is the bound port (useful with port 0)."""
 
-    def __init__(self, cfg: ServeConfig):
+    def __init__(self, cfg: ServeConfig) -> None:
         if (cfg.tls_cert is None) != (cfg.tls_key is None):
             raise InvalidArgument("--tls-cert and --tls-key go together")
         token = None
@@ -120,14 +125,19 @@ class SnapviewServer:
         self.cfg = cfg
         self.instance_id = uuid.uuid4().hex
         write_instance_id(cfg.data_dir, self.instance_id)
-        self.tso: TimestampOracle | None = None
+        tso: TimestampOracle | None = None  # the store's clock, once the store is open
+
+        def clock() -> int:
+            assert tso is not None, "the store asked for a timestamp before the TSO was up"
+            return tso.now()
+
         self.store = LocalStore(
             os.path.join(cfg.data_dir, "lmdb"),
             map_size=cfg.map_size,
             sync=cfg.sync,
-            clock=lambda: self.tso.now(),
+            clock=clock,
         )
-        self.tso = TimestampOracle(self.store)
+        self.tso = tso = TimestampOracle(self.store)
         self.registry = Registry(self.store)
         self.barriers = Barriers(self.store, self.tso, self.registry, cfg.barrier_interval_s)
         self.epochs = EpochManager(self.store, self.tso, self.barriers)
@@ -168,6 +178,7 @@ class SnapviewServer:
         )
         addr = f"{cfg.host}:{cfg.port}"
         if cfg.tls_cert:
+            assert cfg.tls_key is not None  # checked above: they go together
             with open(cfg.tls_cert, "rb") as c, open(cfg.tls_key, "rb") as k:
                 creds = grpc.ssl_server_credentials([(k.read(), c.read())])
             self.port = self.grpc.add_secure_port(addr, creds)

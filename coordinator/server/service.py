@@ -6,7 +6,6 @@ import time
 from collections.abc import Iterator
 
 import grpc
-from snapview_proto.snapview.v1 import coordinator_pb2 as pb
 
 from coordinator.server.delay import delay_report
 from coordinator.server.epochs import EpochManager
@@ -18,6 +17,7 @@ from kvstore.errors import InvalidArgument
 from kvstore.grpc_errors import generic_handler
 from kvstore.mvcc.timestamp import LOGICAL_MASK
 from kvstore.store import LocalStore
+from snapview_proto.snapview.v1 import coordinator_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.Coordinator"
 VERSION = "0.1.0"
@@ -48,9 +48,10 @@ class CoordinatorService:
         epochs: EpochManager,
         data_dir: str,
         instance_id: str = "",
-        registry: Registry | None = None,
-        planner: SnapshotPlanner | None = None,
-    ):
+        *,
+        registry: Registry,
+        planner: SnapshotPlanner,
+    ) -> None:
         self.store, self.tso, self.epochs, self.data_dir = store, tso, epochs, data_dir
         self.instance_id = instance_id
         self.registry, self.planner = registry, planner
@@ -59,36 +60,46 @@ class CoordinatorService:
     def handler(self) -> grpc.GenericRpcHandler:
         return generic_handler(SERVICE_NAME, pb.DESCRIPTOR.services_by_name["Coordinator"], self)
 
-    def Tso(self, req: pb.TsoRequest, ctx) -> pb.TsoResponse:
+    def Tso(self, req: pb.TsoRequest, ctx: grpc.ServicerContext) -> pb.TsoResponse:
         count = req.count or 1
         if count > LOGICAL_MASK:
             raise InvalidArgument(f"Tso: count {count} exceeds {LOGICAL_MASK}")
         return pb.TsoResponse(first=self.tso.allocate(count), count=count)
 
-    def TsoStream(self, requests: Iterator[pb.TsoRequest], ctx) -> Iterator[pb.TsoResponse]:
+    def TsoStream(
+        self, requests: Iterator[pb.TsoRequest], ctx: grpc.ServicerContext
+    ) -> Iterator[pb.TsoResponse]:
         for req in requests:
             yield self.Tso(req, ctx)
 
-    def OpenTransaction(self, req: pb.OpenTransactionRequest, ctx) -> pb.EpochInfo:
+    def OpenTransaction(
+        self, req: pb.OpenTransactionRequest, ctx: grpc.ServicerContext
+    ) -> pb.EpochInfo:
         if req.epoch == 0:
             return epoch_to_pb(
                 self.epochs.open_batch(req.job, req.batch, req.owner, req.lock_ttl_ms)
             )
         return epoch_to_pb(self.epochs.open(req.job, req.epoch, req.lock_ttl_ms))
 
-    def CommitTransaction(self, req: pb.CommitTransactionRequest, ctx) -> pb.EpochInfo:
+    def CommitTransaction(
+        self, req: pb.CommitTransactionRequest, ctx: grpc.ServicerContext
+    ) -> pb.EpochInfo:
         return epoch_to_pb(self.epochs.commit(req.job, req.epoch, req.start_ts, req.metadata))
 
-    def AbortTransaction(self, req: pb.AbortTransactionRequest, ctx) -> pb.EpochInfo:
+    def AbortTransaction(
+        self, req: pb.AbortTransactionRequest, ctx: grpc.ServicerContext
+    ) -> pb.EpochInfo:
         return epoch_to_pb(self.epochs.abort(req.job, req.epoch, req.start_ts))
 
-    def HeartbeatTransaction(self, req: pb.HeartbeatTransactionRequest, ctx) -> pb.EpochInfo:
+    def HeartbeatTransaction(
+        self, req: pb.HeartbeatTransactionRequest, ctx: grpc.ServicerContext
+    ) -> pb.EpochInfo:
         return epoch_to_pb(self.epochs.heartbeat(req.job, req.epoch, req.start_ts, req.ttl_ms))
 
-    def GetEpoch(self, req: pb.GetEpochRequest, ctx) -> pb.EpochInfo:
+    def GetEpoch(self, req: pb.GetEpochRequest, ctx: grpc.ServicerContext) -> pb.EpochInfo:
         return epoch_to_pb(self.epochs.get(req.job, req.epoch))
 
-    def Status(self, req: pb.StatusRequest, ctx) -> pb.StatusResponse:
+    def Status(self, req: pb.StatusRequest, ctx: grpc.ServicerContext) -> pb.StatusResponse:
         st = self.store.stats()
         return pb.StatusResponse(
             version=VERSION,
@@ -119,16 +130,16 @@ class CoordinatorService:
             last_committed=self.epochs.last_committed(rec.job),
         )
 
-    def RegisterJob(self, req: pb.RegisterJobRequest, ctx) -> pb.JobInfo:
+    def RegisterJob(self, req: pb.RegisterJobRequest, ctx: grpc.ServicerContext) -> pb.JobInfo:
         rec = self.registry.register(
             req.job, req.sink, list(req.sources), req.kind or "sink", req.query, req.strategy
         )
         return self._job_pb(rec)
 
-    def UnregisterJob(self, req: pb.UnregisterJobRequest, ctx) -> pb.JobInfo:
+    def UnregisterJob(self, req: pb.UnregisterJobRequest, ctx: grpc.ServicerContext) -> pb.JobInfo:
         return self._job_pb(self.registry.unregister(req.job))
 
-    def Topology(self, req: pb.TopologyRequest, ctx) -> pb.TopologyResponse:
+    def Topology(self, req: pb.TopologyRequest, ctx: grpc.ServicerContext) -> pb.TopologyResponse:
         topo = self.registry.topology()
         tables = []
         for info in self.store.list_tables():
@@ -139,7 +150,7 @@ class CoordinatorService:
             tables=tables,
         )
 
-    def Snapshot(self, req: pb.SnapshotRequest, ctx) -> pb.SnapshotResponse:
+    def Snapshot(self, req: pb.SnapshotRequest, ctx: grpc.ServicerContext) -> pb.SnapshotResponse:
         plan = self.planner.snapshot(list(req.tables), req.mode, req.barrier)
         return pb.SnapshotResponse(
             barrier=plan.barrier,
@@ -148,7 +159,9 @@ class CoordinatorService:
             barrier_wall_ms=plan.barrier_wall_ms,
         )
 
-    def PlanBarriers(self, req: pb.PlanBarriersRequest, ctx) -> pb.PlanBarriersResponse:
+    def PlanBarriers(
+        self, req: pb.PlanBarriersRequest, ctx: grpc.ServicerContext
+    ) -> pb.PlanBarriersResponse:
         plans = self.planner.plan_barriers(req.job, req.limit, req.after, req.upto)
         return pb.PlanBarriersResponse(
             barriers=[
@@ -159,7 +172,7 @@ class CoordinatorService:
             newest_barrier=plans.newest_barrier,
         )
 
-    def Delay(self, req: pb.DelayRequest, ctx) -> pb.DelayResponse:
+    def Delay(self, req: pb.DelayRequest, ctx: grpc.ServicerContext) -> pb.DelayResponse:
         newest, rows = delay_report(self.store, self.planner.barriers, self.registry)
         return pb.DelayResponse(
             newest_barrier=newest,

@@ -20,6 +20,7 @@ from coordinator.server.epochs import EpochManager
 from coordinator.server.registry import Registry, Topology
 from coordinator.server.tso import TimestampOracle
 from kvstore.errors import InvalidArgument, NotFound
+from kvstore.storage import Reader
 from kvstore.store import LocalStore
 
 SNAPSHOT, LATEST = "snapshot", "latest"
@@ -39,11 +40,11 @@ class SnapshotPlan:
 class _Tables:
     """Per-call view of the tables involved: which are views, and each one's newest barrier."""
 
-    def __init__(self, planner: SnapshotPlanner, names: list[str]):
+    def __init__(self, planner: SnapshotPlanner, names: list[str]) -> None:
         self.p = planner
         self.topo: Topology = planner.registry.topology()
         self.names = names
-        self.view = {}
+        self.view: dict[str, bool] = {}
         for n in names:
             info = planner.store.catalog.get(n)  # TableNotFound names it
             self.view[n] = Barriers.is_view_table(n, info.kind, self.topo)
@@ -54,12 +55,12 @@ class _Tables:
             self._resolved[table] = self.p.store.resolved_ts(table)
         return self._resolved[table]
 
-    def newest(self, reader, table: str) -> int:
+    def newest(self, reader: Reader, table: str) -> int:
         if self.view[table]:
             return Barriers.view_newest(reader, table)
         return self.p.barriers.root_newest(table, self.resolved(table))
 
-    def read_at(self, reader, table: str, barrier: int) -> int | None:
+    def read_at(self, reader: Reader, table: str, barrier: int) -> int | None:
         """The table's read ts at ``barrier``, or None if it does not have it."""
         if self.view[table]:
             v = Barriers.view_version(reader, table, barrier)
@@ -75,7 +76,7 @@ class SnapshotPlanner:
         barriers: Barriers,
         registry: Registry,
         epochs: EpochManager,
-    ):
+    ) -> None:
         self.store, self.tso, self.barriers = store, tso, barriers
         self.registry, self.epochs = registry, epochs
 
@@ -104,25 +105,26 @@ class SnapshotPlanner:
                     )
                 reads = []
                 for n in names:
-                    ts = t.read_at(r, n, barrier)
-                    if ts is None:
+                    read_ts = t.read_at(r, n, barrier)
+                    if read_ts is None:
                         raise BarrierNotReached(
                             f"table {n!r} has no version at barrier {barrier} (its newest is "
                             f"{t.newest(r, n)})"
                         )
-                    reads.append(TableRead(n, ts))
+                    reads.append(TableRead(n, read_ts))
                 return SnapshotPlan(barrier, SNAPSHOT, tuple(reads), self.barriers.wall_ms(barrier))
             newest = {n: t.newest(r, n) for n in names}
             cap = min(newest.values())
             if cap:
                 views = [n for n in names if t.view[n]]
                 for b in self.barriers.issued_at_or_below(cap, MAX_BARRIER_SEARCH):
-                    reads = [t.read_at(r, n, b) for n in names]
-                    if all(x is not None for x in reads):
+                    found = [t.read_at(r, n, b) for n in names]
+                    at = [x for x in found if x is not None]
+                    if len(at) == len(names):  # every table has barrier b
                         return SnapshotPlan(
                             b,
                             SNAPSHOT,
-                            tuple(TableRead(n, x) for n, x in zip(names, reads, strict=True)),
+                            tuple(TableRead(n, x) for n, x in zip(names, at, strict=True)),
                             self.barriers.wall_ms(b),
                         )
                     if not views:
@@ -173,7 +175,7 @@ class SnapshotPlanner:
                 prev = b
         return out
 
-    def _changed(self, reader, t: _Tables, table: str, prev: int, barrier: int) -> bool:
+    def _changed(self, reader: Reader, t: _Tables, table: str, prev: int, barrier: int) -> bool:
         """Conservative: True unless the table provably has the same contents at ``barrier``
         as at ``prev``."""
         if not prev:

@@ -14,6 +14,7 @@ import time
 
 from coordinator.server.meta import TSO_HIGH_WATER
 from kvstore.failpoints import fail_point
+from kvstore.group_commit import WriteContext
 from kvstore.mvcc.timestamp import LOGICAL_MASK, compose
 from kvstore.store import LocalStore
 
@@ -21,7 +22,7 @@ WINDOW_MS = 3000
 
 
 class TimestampOracle:
-    def __init__(self, store: LocalStore, window_ms: int = WINDOW_MS):
+    def __init__(self, store: LocalStore, window_ms: int = WINDOW_MS) -> None:
         self.store = store
         self.window_ms = window_ms
         self._lock = threading.Lock()
@@ -34,7 +35,7 @@ class TimestampOracle:
         self._persist(self._physical + window_ms)
 
     def _persist(self, high_water: int) -> None:
-        def act(ctx):
+        def act(ctx: WriteContext) -> None:
             ctx.buf.put("meta", TSO_HIGH_WATER, str(high_water).encode())
 
         self.store.run_write(act)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kvstore.actions.prewrite import Mutation, check_prewrite, stage_value
+from kvstore.actions.prewrite import check_prewrite, stage_value
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import changes_key, versioned_key
-from kvstore.mvcc.records import LockOp, Write, WriteKind
+from kvstore.mvcc.records import LockOp, Mutation, Write, WriteKind
 
 _KIND = {LockOp.PUT: WriteKind.PUT, LockOp.DELETE: WriteKind.DELETE, LockOp.LOCK: WriteKind.LOCK}
 

@@ -8,10 +8,8 @@ from operator import itemgetter
 from kvstore.errors import KeyIsLocked, KeyPrewrittenTwice, TxnRolledBack, WriteConflict
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import decode_ts, encode_ts, versioned_key
-from kvstore.mvcc.records import SHORT_VALUE_MAX, VALUE_TAG, Lock, LockOp, WriteKind
-from kvstore.storage import Reader
-
-Mutation = tuple[LockOp, bytes, bytes]
+from kvstore.mvcc.records import SHORT_VALUE_MAX, VALUE_TAG, Lock, LockOp, Mutation, WriteKind
+from kvstore.storage import Reader, WriteBuffer
 
 # A bulk prewrite of at least this many keys indexes its locks by one txn_ranges entry (first
 # key -> last key) instead of one txn_locks entry per key: half the writes per row, and no
@@ -46,7 +44,9 @@ def check_prewrite(reader: Reader, key: bytes, primary: bytes, start_ts: int) ->
     return True
 
 
-def check_same_mutation(reader: Reader, key: bytes, start_ts: int, op: LockOp, value: bytes):
+def check_same_mutation(
+    reader: Reader, key: bytes, start_ts: int, op: LockOp, value: bytes
+) -> None:
     """A txn prewriting a key again must bring the same mutation (a retried request does);
     anything else is two rows for one key in one transaction: KeyPrewrittenTwice."""
     lock = reader.get_lock(key)
@@ -60,7 +60,9 @@ def check_same_mutation(reader: Reader, key: bytes, start_ts: int, op: LockOp, v
         raise KeyPrewrittenTwice.of(key, start_ts)
 
 
-def stage_value(buf, op: LockOp, key: bytes, value: bytes, start_ts: int) -> bytes | None:
+def stage_value(
+    buf: WriteBuffer, op: LockOp, key: bytes, value: bytes, start_ts: int
+) -> bytes | None:
     """Where a mutation's value lives: returned to ride inline (short values), or written to the
     data CF under (key, start_ts) when longer than SHORT_VALUE_MAX (None is returned then)."""
     if op is not LockOp.PUT:

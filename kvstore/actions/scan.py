@@ -142,7 +142,7 @@ def _select_fixed(
             values.append(
                 v[WRITE_VALUE_OFFSET:]
                 if len(v) >= WRITE_VALUE_OFFSET
-                else reader.get_data(k[:-8], _TS.unpack_from(v, 1)[0])
+                else _data(reader, k[:-8], _TS.unpack_from(v, 1)[0])
             )
     return last
 
@@ -152,4 +152,11 @@ def _emit(reader: Reader, uk: bytes, v: bytes, keys: list[bytes], values: list[b
     if len(v) >= WRITE_VALUE_OFFSET:
         values.append(v[WRITE_VALUE_OFFSET:])
     else:
-        values.append(reader.get_data(uk, _TS.unpack_from(v, 1)[0]))
+        values.append(_data(reader, uk, _TS.unpack_from(v, 1)[0]))
+
+
+def _data(reader: Reader, key: bytes, start_ts: int) -> bytes:
+    """The value a Put record keeps in the data CF (one too large to sit in the record)."""
+    value = reader.get_data(key, start_ts)
+    assert value is not None, f"a committed Put of {key.hex()} has no data at {start_ts}"
+    return value

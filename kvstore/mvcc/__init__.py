@@ -12,12 +12,13 @@ from kvstore.mvcc.keys import (
     txn_lock_key,
     versioned_key,
 )
-from kvstore.mvcc.records import Lock, LockOp, Write, WriteKind
+from kvstore.mvcc.records import Lock, LockOp, Mutation, Write, WriteKind
 
 __all__ = [
     "KeyCodec",
     "Lock",
     "LockOp",
+    "Mutation",
     "Write",
     "WriteKind",
     "changes_key",

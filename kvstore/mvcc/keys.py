@@ -91,7 +91,7 @@ def _unescape_bytes(b: bytes, pos: int) -> tuple[bytes, int]:
 class KeyCodec:
     """Memcomparable encoding of one table's primary key (order-preserving, prefix-free)."""
 
-    def __init__(self, table_id: int, schema: TableSchema):
+    def __init__(self, table_id: int, schema: TableSchema) -> None:
         self.table_id = table_id
         self.schema = schema
         self.prefix = table_prefix(table_id)

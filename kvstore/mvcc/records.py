@@ -37,6 +37,10 @@ class LockOp(enum.Enum):
     LOCK = b"L"
 
 
+Mutation = tuple[LockOp, bytes, bytes]
+"""One change a transaction prewrites: (op, user key, encoded row; b"" for DELETE and LOCK)."""
+
+
 class WriteKind(enum.Enum):
     PUT = b"P"
     DELETE = b"D"

@@ -58,7 +58,7 @@ def check_transfers(ops: list[Op], state: BankState) -> list[Violation]:
         if tid not in known:
             out.append(Violation("phantom-write", f"ledger row {tid} was never invoked"))
     # Balances follow from the ledger: a half-applied or twice-applied transfer breaks this.
-    expect = defaultdict(lambda: state.start_balance)
+    expect: defaultdict[int, int] = defaultdict(lambda: state.start_balance)
     for t in state.ledger.values():
         expect[t["src"]] -= t["amount"]
         expect[t["dst"]] += t["amount"]

@@ -29,7 +29,7 @@ class Op:
 class Recorder:
     """Appends the ops of one process to ``path``."""
 
-    def __init__(self, path: str, process: str):
+    def __init__(self, path: str, process: str) -> None:
         self.process = process
         self._f = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
 

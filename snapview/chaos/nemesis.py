@@ -21,8 +21,14 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import coordinator
+
+if TYPE_CHECKING:
+    import random
+
+    from snapview.embedded import EmbeddedServer
 
 FAULTS = (
     "kill-server",
@@ -58,7 +64,7 @@ class Cluster:
 
     def __init__(
         self,
-        server,
+        server: EmbeddedServer,
         history_dir: str,
         work_dir: str,
         rate: float,
@@ -66,7 +72,7 @@ class Cluster:
         seed: int,
         driver_args: list[str],
         probe_job: str,
-    ):
+    ) -> None:
         self.server = server
         self.driver_args = driver_args  # `python -m` arguments of the job driver, less STOP_FILE
         self.probe_job = probe_job  # the job whose next commit marks a recovery
@@ -87,7 +93,7 @@ class Cluster:
         if os.path.exists(self.stop_file):
             os.remove(self.stop_file)
         log = open(os.path.join(self.work_dir, "view-driver.log"), "ab")  # noqa: SIM115
-        self.view_driver = subprocess.Popen(
+        proc = self.view_driver = subprocess.Popen(
             [sys.executable, "-m", *self.driver_args, self.stop_file],
             stdout=subprocess.PIPE,
             stderr=log,
@@ -96,7 +102,8 @@ class Cluster:
             env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         )
         log.close()
-        line = self.view_driver.stdout.readline().strip()
+        assert proc.stdout is not None  # stdout=PIPE
+        line = proc.stdout.readline().strip()
         if line != "STARTED":
             raise RuntimeError(f"view driver did not start: {line!r}")
 
@@ -182,7 +189,7 @@ def wait_recovered(cluster: Cluster, since: int, t0: float, bound: float = 120) 
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, rng, faults: list[str]):
+    def __init__(self, cluster: Cluster, rng: random.Random, faults: list[str]) -> None:
         self.c = cluster
         self.rng = rng
         self.faults = faults
@@ -226,7 +233,9 @@ class Nemesis:
         return f"kill -9 of writer {name}, new writer {new}"
 
     def _pause_server(self) -> str:
-        pid = self.c.server.proc.pid
+        proc = self.c.server.proc
+        assert proc is not None  # the cluster's server is running
+        pid = proc.pid
         os.kill(pid, signal.SIGSTOP)
         time.sleep(PAUSE_S)
         os.kill(pid, signal.SIGCONT)

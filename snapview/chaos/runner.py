@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import coordinator
@@ -109,7 +110,8 @@ def _view_checks(c, first: dict[str, int]) -> tuple[int, list[tuple[str, int, st
     start = max(first.values())
     last = c.snapshot(list(TABLES)).barrier
     plans = c.jobs.plan_barriers("total_from_branches", after=start - 1, upto=last, limit=1 << 20)
-    expected, n = None, None
+    expected: int | None = None
+    n = 0  # the number of accounts, read with ``expected``
     checked, bad = 0, []
     for p in plans.barriers:
         try:
@@ -146,7 +148,7 @@ def _store_facts(lmdb_path: str) -> tuple[list[int], dict[str, list[int]], list]
     return issued, versions, locks
 
 
-def run(cfg: ChaosConfig, out=print) -> Summary:
+def run(cfg: ChaosConfig, out: Callable[[str], object] = print) -> Summary:
     if cfg.workload not in WORKLOADS:
         raise ValueError(f"unknown workload {cfg.workload!r} ({', '.join(WORKLOADS)})")
     rng = random.Random(cfg.seed)

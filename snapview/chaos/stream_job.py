@@ -9,19 +9,24 @@ whole process group, JVM included) at fail points and start it again on the same
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from snapview.local_spark import local_session
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
 
 def start_append_stream(
-    spark,
+    spark: SparkSession,
     address: str,
     table: str,
     input_dir: str,
     checkpoint: str,
     files_per_batch: int,
-    **trigger,
-):
+    **trigger: str,
+) -> StreamingQuery:
     """JSON files of (id, v) under ``input_dir`` -> EpochWriter in append mode, in two
     partitions per batch; ``trigger`` as for DataStreamWriter.trigger (none: as fast as it can)."""
     from spark_sink import EpochWriter

@@ -12,8 +12,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from snapview.local_spark import local_session
+
+if TYPE_CHECKING:
+    from spark_sink import ViewJob
 
 
 def main() -> int:
@@ -45,7 +49,7 @@ def main() -> int:
     return 0
 
 
-def json_progress(job) -> str:
+def json_progress(job: ViewJob) -> str:
     import json
 
     return json.dumps(job.strategy.progress.as_dict())

@@ -22,10 +22,23 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import coordinator
 from snapview.local_spark import local_session
+
+if TYPE_CHECKING:
+    from multiprocessing.context import SpawnProcess
+    from multiprocessing.sharedctypes import Synchronized
+    from multiprocessing.synchronize import Event
+
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from coordinator.snapshot import Snapshot
+    from spark_sink import ViewJob
 
 BRANCHES = 10
 START_BALANCE = 1000
@@ -40,7 +53,7 @@ VIEWS = {
 }
 
 
-def create_accounts(client, accounts: int, table: str = "accounts") -> int:
+def create_accounts(client: coordinator.Client, accounts: int, table: str = "accounts") -> int:
     """Create ``table`` with ``accounts`` accounts of START_BALANCE; returns the total."""
     client.create_table(table, "id BIGINT, branch INT, balance BIGINT", primary_key=["id"])
     for lo in range(0, accounts, 2000):
@@ -50,7 +63,9 @@ def create_accounts(client, accounts: int, table: str = "accounts") -> int:
     return accounts * START_BALANCE
 
 
-def transfer(client, rng: random.Random, accounts: int, table: str = "accounts") -> int | None:
+def transfer(
+    client: coordinator.Client, rng: random.Random, accounts: int, table: str = "accounts"
+) -> int | None:
     """One transfer between two random accounts; its commit ts, or None if it did not commit
     (a conflict or too little money)."""
     a, b = rng.sample(range(accounts), 2)
@@ -59,6 +74,7 @@ def transfer(client, rng: random.Random, accounts: int, table: str = "accounts")
         with client.transaction() as t:
             ra = t.get(table, {"id": a})
             rb = t.get(table, {"id": b})
+            assert ra is not None and rb is not None  # create_accounts made every account
             if ra["balance"] < amount:
                 return None
             t.put(table, {**ra, "balance": ra["balance"] - amount})
@@ -68,7 +84,14 @@ def transfer(client, rng: random.Random, accounts: int, table: str = "accounts")
         return None
 
 
-def transfer_worker(address: str, accounts: int, seed: int, stop, done, rate: float = 0) -> None:
+def transfer_worker(
+    address: str,
+    accounts: int,
+    seed: int,
+    stop: Event,
+    done: Synchronized[int],
+    rate: float = 0,
+) -> None:
     """Transfer until ``stop`` is set (at most ``rate`` per second if given)."""
     rng = random.Random(seed)
     c = coordinator.connect(address)
@@ -85,7 +108,9 @@ def transfer_worker(address: str, accounts: int, seed: int, stop, done, rate: fl
     c.close()
 
 
-def start_transfers(address: str, accounts: int, writers: int, rate: float = 0):
+def start_transfers(
+    address: str, accounts: int, writers: int, rate: float = 0
+) -> tuple[Event, Synchronized[int], list[SpawnProcess]]:
     """``writers`` transfer processes; returns (stop event, done counter, processes)."""
     ctx = mp.get_context("spawn")
     stop, done = ctx.Event(), ctx.Value("q", 0)
@@ -102,7 +127,7 @@ def start_transfers(address: str, accounts: int, writers: int, rate: float = 0):
     return stop, done, procs
 
 
-def stop_transfers(stop, procs) -> None:
+def stop_transfers(stop: Event, procs: list[SpawnProcess]) -> None:
     stop.set()
     for p in procs:
         p.join(30)
@@ -110,7 +135,12 @@ def stop_transfers(stop, procs) -> None:
             p.kill()
 
 
-def build_views(spark, address: str, trigger_interval: str = "200 milliseconds", only=None):
+def build_views(
+    spark: SparkSession,
+    address: str,
+    trigger_interval: str = "200 milliseconds",
+    only: Collection[str] | None = None,
+) -> dict[str, ViewJob]:
     """Build and start the bank views (all three, or those in ``only``); {name: ViewJob}."""
     from spark_sink import MaterializedView
 
@@ -125,7 +155,7 @@ def build_views(spark, address: str, trigger_interval: str = "200 milliseconds",
     return jobs
 
 
-def check(tables: dict, expected_total: int, accounts: int) -> list[str]:
+def check(tables: dict[str, pa.Table], expected_total: int, accounts: int) -> list[str]:
     """Violations of the bank invariant in one read of the four tables (pyarrow Tables):
     the source total, each view against the query over the accounts read with it, and the
     cascade against the view it reads."""
@@ -134,7 +164,7 @@ def check(tables: dict, expected_total: int, accounts: int) -> list[str]:
     total = sum(acc["balance"])
     if total != expected_total or len(acc["id"]) != accounts:
         out.append(f"accounts total {total} over {len(acc['id'])} rows")
-    by_branch = defaultdict(lambda: [0, 0])
+    by_branch: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
     for br, bal in zip(acc["branch"], acc["balance"], strict=True):
         by_branch[br][0] += bal
         by_branch[br][1] += 1
@@ -155,7 +185,7 @@ def check(tables: dict, expected_total: int, accounts: int) -> list[str]:
 class Checker:
     """Consistent reads of the four tables, counting violations per mode."""
 
-    client: object
+    client: coordinator.Client
     expected_total: int
     accounts: int
     reads: dict = field(default_factory=lambda: {"snapshot": 0, "latest": 0})
@@ -164,7 +194,7 @@ class Checker:
     last_barrier: int = 0
     freshness_ms: int = 0
 
-    def read_once(self, mode: str):
+    def read_once(self, mode: str) -> tuple[Snapshot, list[str]]:
         # Right after the views start, their first barriers may not overlap yet: wait for one.
         snap = self.client.snapshot(list(TABLES), mode=mode, wait_s=60 if mode == "snapshot" else 0)
         tables = {t: snap.read(t) for t in TABLES}
@@ -186,7 +216,7 @@ def run_bank_demo(
     writers: int = 3,
     barrier_interval: str = "1s",
     rate: float = 100.0,
-    out=print,
+    out: Callable[[str], object] = print,
 ) -> int:
     """Run the demo; returns 0 if every consistent read in snapshot mode held the invariant."""
     from snapview.embedded import EmbeddedServer
@@ -194,7 +224,10 @@ def run_bank_demo(
     data_dir = tempfile.mkdtemp(prefix="snapview-demo-")
     srv = EmbeddedServer(data_dir, extra_args=["--barrier-interval", barrier_interval]).start()
     out(f"snapview serve on {srv.address} (data dir {data_dir}, barriers every {barrier_interval})")
-    stop, procs, spark, jobs = None, [], None, {}
+    stop: Event | None = None
+    procs: list[SpawnProcess] = []
+    spark: SparkSession | None = None
+    jobs: dict[str, ViewJob] = {}
     try:
         c = coordinator.connect(srv.address)
         expected = create_accounts(c, accounts)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
-from snapview_proto.snapview.v1 import kvstore_pb2 as kpb
 
 import coordinator
 from kvstore.errors import InvalidArgument, NotFound, SchemaMismatch, ValueTooLarge
 from kvstore.mvcc.records import LockOp
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
+from snapview_proto.snapview.v1 import kvstore_pb2 as kpb
 
 
 @pytest.fixture

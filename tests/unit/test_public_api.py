@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from snapview_proto.snapview.v1 import coordinator_pb2, kvstore_pb2
-
 import coordinator
 from coordinator.client import Client
 from coordinator.jobs import EpochState, JobClient
 from kvstore.remote import RemoteStore
 from kvstore.store import LocalStore
+from snapview_proto.snapview.v1 import coordinator_pb2, kvstore_pb2
 
 
 def test_coordinator_exports_are_pinned():

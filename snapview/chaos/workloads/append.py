@@ -16,14 +16,18 @@ import sys
 import threading
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from snapview.local_spark import local_session
+
+if TYPE_CHECKING:
+    from coordinator.client import Client
 
 TABLE = "events"
 JOB = "events"  # EpochWriter's default job name: the table's
 
 
-def setup(client) -> None:
+def setup(client: Client) -> None:
     client.create_table(TABLE, "id BIGINT, v STRING", primary_key=[])
 
 
@@ -31,7 +35,7 @@ class Generator:
     """Writes files of ``per_file`` elements every ``every_s`` seconds (atomically: a file is
     renamed into the input dir once complete). ``written`` holds every element handed over."""
 
-    def __init__(self, input_dir: str, per_file: int = 10, every_s: float = 0.2):
+    def __init__(self, input_dir: str, per_file: int = 10, every_s: float = 0.2) -> None:
         self.input_dir, self.per_file, self.every_s = input_dir, per_file, every_s
         self.written: set[int] = set()
         self._stop = threading.Event()
@@ -58,7 +62,7 @@ class Generator:
             n += self.per_file
 
 
-def counts(client) -> Counter:
+def counts(client: Client) -> Counter[int]:
     return Counter(client.read(TABLE).column("id").to_pylist())
 
 

@@ -25,7 +25,7 @@ class _Insufficient(Exception):
     pass
 
 
-def setup(client, accounts: int) -> None:
+def setup(client: coordinator.Client, accounts: int) -> None:
     client.create_table("accounts", "id BIGINT, branch INT, balance BIGINT", primary_key=["id"])
     client.create_table(
         "ledger", "id STRING, src BIGINT, dst BIGINT, amount BIGINT", primary_key=["id"]
@@ -51,11 +51,13 @@ def writer(address: str, process: str, history_dir: str, seed: int, rate: float,
             with c.transaction() as t:
                 ra = t.get("accounts", {"id": a})
                 rb = t.get("accounts", {"id": b})
+                assert ra is not None and rb is not None  # setup created every account
                 if ra["balance"] < v["amount"]:
                     raise _Insufficient
                 t.put("accounts", {**ra, "balance": ra["balance"] - v["amount"]})
                 t.put("accounts", {**rb, "balance": rb["balance"] + v["amount"]})
                 t.put("ledger", {"id": v["id"], "src": a, "dst": b, "amount": v["amount"]})
+            assert t.commit_ts is not None  # the transaction wrote
             rec.record(OK, "transfer", v, ts=t.commit_ts)
         except (_Insufficient, coordinator.WriteConflict) as e:
             rec.record(FAIL, "transfer", v, error=type(e).__name__)
@@ -64,7 +66,7 @@ def writer(address: str, process: str, history_dir: str, seed: int, rate: float,
         time.sleep(1.0 / rate)
 
 
-def final_state(client) -> BankState:
+def final_state(client: coordinator.Client) -> BankState:
     accounts = client.read("accounts").to_pylist()
     ledger = {
         r["id"]: {"src": r["src"], "dst": r["dst"], "amount": r["amount"]}

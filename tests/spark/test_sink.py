@@ -204,7 +204,7 @@ def test_feed_high_water_carries_over_batches_without_feed_rows(spark, server, c
     """Each epoch records the highest _commit_ts of the change feed consumed so far: a batch with
     feed rows records its own, later batches without any carry it forward, whether the writer
     remembers it or (a new writer) reads it back from the job's newest epoch."""
-    from spark_source.stream_reader import FEED_KEY, SOURCES_KEY
+    from coordinator.jobs import FEED, EpochMetadata
 
     client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
     w = EpochWriter(server.address, table=table_name)
@@ -217,10 +217,12 @@ def test_feed_high_water_carries_over_batches_without_feed_rows(spark, server, c
     fresh(spark.createDataFrame([(4, "d")], rows), 2)
     epochs.append(fresh.last_epoch.epoch)
     recorded = [
-        json.loads(client.jobs.get_epoch(table_name, e).metadata)[SOURCES_KEY].get(FEED_KEY)
+        json.loads(client.jobs.get_epoch(table_name, e).metadata)["sources"].get(FEED)
         for e in epochs
     ]
     assert recorded == [456, 456, 456]
+    last = client.jobs.last_committed_metadata(table_name)
+    assert isinstance(last, EpochMetadata) and last.feed == 456
     assert client.read(table_name).num_rows == 4
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from kvstore.errors import KeyIsLocked, TxnLockNotFound
@@ -21,8 +20,11 @@ def resolve_lock(store: LocalStore | RemoteStore, err: KeyIsLocked) -> bool:
     Committed: its locks are committed. Rolled back, or its primary lock's TTL ran out: its
     locks are rolled back. A lock whose primary has no record yet (the primary's prewrite may
     still be in flight) counts as alive until the lock's own TTL runs out; only then is a
-    rollback record written on the primary, so the late prewrite fails when it lands."""
-    expired = lock_expired(err.start_ts, err.ttl_ms, int(time.time() * 1000))
+    rollback record written on the primary, so the late prewrite fails when it lands.
+
+    TTLs run on ``store.lock_clock_ms()``: the TSO's physical clock inside the server (it never
+    goes back), the caller's wall clock in a remote client."""
+    expired = lock_expired(err.start_ts, err.ttl_ms, store.lock_clock_ms())
     try:
         st = store.check_txn_status(err.primary, err.start_ts, rollback_if_not_exist=expired)
     except TxnLockNotFound:

@@ -8,6 +8,7 @@ response are raised as their TxnError.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -240,6 +241,12 @@ class RemoteStore:
     def rollback(self, start_ts: int, keys: list[bytes]) -> None:
         resp = self.rpc.unary(self.stub.Rollback, pb.RollbackRequest(start_ts=start_ts, keys=keys))
         wire.raise_key_error(resp.error)
+
+    def lock_clock_ms(self) -> int:
+        """Now for lock TTLs as this client sees it: its wall clock. It only decides whether to
+        ask the server to roll back a primary that has no lock yet; a primary lock's own expiry
+        is judged by the server, on the TSO's clock."""
+        return int(time.time() * 1000)
 
     def check_txn_status(
         self, primary: bytes, lock_ts: int, rollback_if_not_exist: bool = False

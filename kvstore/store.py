@@ -14,7 +14,6 @@ who backs off and retries until the lock's TTL runs out.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import TypeVar
@@ -29,6 +28,7 @@ from kvstore.catalog import (
     create_table_action,
     drop_table_action,
 )
+from kvstore.clock import issued_bound, lock_clock_ms
 from kvstore.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -55,15 +55,13 @@ DEFAULT_MAX_VALUE_BYTES = 4 << 20
 SCAN_CHUNK_ROWS = 8192
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class LocalStore:
     """The MVCC Percolator store on an LMDB environment at ``path``.
 
     ``clock`` returns a fresh timestamp from the TSO; the store needs it for one-phase commit and
     resolved_ts. Without one (a bare store in tests) those two refuse with FAILED_PRECONDITION.
+    When the clock is a ``kvstore.clock.TsoClock`` (the server's TSO), timestamps above what it
+    has issued are refused and lock TTLs run on its physical clock (see kvstore.clock).
     """
 
     def __init__(
@@ -89,6 +87,10 @@ class LocalStore:
             self.catalog.load(r)
             raw = r.get("meta", GC_SAFEPOINT)
         self.safepoint = int(raw) if raw else 0
+
+    def use_clock(self, clock: Callable[[], int]) -> None:
+        """Run on ``clock`` from now on (the server opens the store first, then its TSO)."""
+        self.clock = clock
 
     def close(self) -> None:
         self.committer.close()
@@ -243,6 +245,21 @@ class LocalStore:
             if not isinstance(ts, int) or not 0 < ts < TS_MASK:
                 raise InvalidArgument(f"{name} must be a positive 64-bit timestamp, got {ts!r}")
 
+    def _check_issued(self, **named: int) -> None:
+        """Refuse a timestamp the TSO has not issued yet: a far-future commit_ts would hide a row
+        and conflict every later writer of its key; a far-future safepoint would stop every
+        writer for good."""
+        self._check_ts(**named)
+        bound = issued_bound(self.clock)
+        if bound is None:
+            return
+        for name, ts in named.items():
+            if ts > bound:
+                raise InvalidArgument(
+                    f"{name} {ts} is above every timestamp the TSO has issued ({bound}); "
+                    "timestamps must come from the TSO"
+                )
+
     # ------------------------------------------------------------------ transactional writes
 
     def prewrite(
@@ -258,7 +275,7 @@ class LocalStore:
         """Prewrite ``mutations`` for txn ``start_ts`` (all or none). Returns 0, or the commit_ts
         when ``try_one_pc`` committed them in the same call. Raises the first Percolator outcome
         (KeyIsLocked, WriteConflict, TxnRolledBack) that stopped it."""
-        self._check_ts(start_ts=start_ts)
+        self._check_issued(start_ts=start_ts)
         if not mutations:
             raise InvalidArgument("prewrite needs at least one mutation")
         self._check_keys("primary key", [primary])
@@ -299,40 +316,45 @@ class LocalStore:
         return commit_ts
 
     def commit(self, start_ts: int, commit_ts: int, keys: list[bytes]) -> None:
-        """Commit ``keys`` of txn ``start_ts`` at ``commit_ts`` (idempotent)."""
+        """Commit ``keys`` of txn ``start_ts`` at ``commit_ts`` (idempotent). A commit_ts above
+        what the TSO has issued is refused (INVALID_ARGUMENT)."""
         self._check_ts(start_ts=start_ts, commit_ts=commit_ts)
         if commit_ts <= start_ts:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
         self._check_keys("key", keys)
+        self._check_issued(start_ts=start_ts, commit_ts=commit_ts)
         self.committer.run(lambda ctx: actions.commit(ctx, keys, start_ts, commit_ts))
 
     def rollback(self, start_ts: int, keys: list[bytes]) -> None:
         self._check_ts(start_ts=start_ts)
         self._check_keys("key", keys)
+        self._check_issued(start_ts=start_ts)
         self.committer.run(lambda ctx: actions.rollback(ctx, keys, start_ts))
 
     def check_txn_status(
         self, primary: bytes, lock_ts: int, rollback_if_not_exist: bool = False
     ) -> TxnStatusResult:
-        self._check_ts(lock_ts=lock_ts)
+        self._check_issued(lock_ts=lock_ts)
         self._check_keys("primary key", [primary])
-        now = _now_ms()
+        now = self.lock_clock_ms()
         return self.committer.run(
             lambda ctx: actions.check_txn_status(ctx, primary, lock_ts, now, rollback_if_not_exist)
         )
 
     def resolve_locks(self, start_ts: int, commit_ts: int) -> int:
-        self._check_ts(start_ts=start_ts)
+        self._check_issued(start_ts=start_ts)
+        if commit_ts:
+            self._check_issued(commit_ts=commit_ts)
         if commit_ts and commit_ts <= start_ts:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
         return self.committer.run(lambda ctx: actions.resolve_locks(ctx, start_ts, commit_ts))
 
     def txn_heartbeat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
-        self._check_ts(start_ts=start_ts)
+        self._check_issued(start_ts=start_ts)
         self._check_keys("primary key", [primary])
         if not 0 < advise_ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"advise_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
-        now = _now_ms()
+        now = self.lock_clock_ms()
         return self.committer.run(
             lambda ctx: actions.txn_heartbeat(ctx, primary, start_ts, advise_ttl_ms, now)
         )
@@ -347,6 +369,10 @@ class LocalStore:
         with self._inflight_cond:
             while any(c <= read_ts for c in self._inflight):
                 self._inflight_cond.wait(1.0)
+
+    def lock_clock_ms(self) -> int:
+        """Now on the clock lock TTLs run on (the TSO's physical clock in a server)."""
+        return lock_clock_ms(self.clock)
 
     def resolve_lock_for_read(self, err: KeyIsLocked) -> bool:
         """Finish the txn behind ``err`` if its fate is decided; False if it is alive
@@ -438,8 +464,9 @@ class LocalStore:
             return min(floor, actions.resolved_ts(r, info.id, now))
 
     def gc(self, safepoint: int) -> int:
-        """Drop history no reader at or above ``safepoint`` needs; the safepoint never moves back."""
-        self._check_ts(safepoint=safepoint)
+        """Drop history no reader at or above ``safepoint`` needs; the safepoint never moves back
+        and never passes what the TSO has issued (INVALID_ARGUMENT)."""
+        self._check_issued(safepoint=safepoint)
         if safepoint <= self.safepoint:
             return 0
 

@@ -125,19 +125,13 @@ class SnapviewServer:
         self.cfg = cfg
         self.instance_id = uuid.uuid4().hex
         write_instance_id(cfg.data_dir, self.instance_id)
-        tso: TimestampOracle | None = None  # the store's clock, once the store is open
-
-        def clock() -> int:
-            assert tso is not None, "the store asked for a timestamp before the TSO was up"
-            return tso.now()
-
         self.store = LocalStore(
-            os.path.join(cfg.data_dir, "lmdb"),
-            map_size=cfg.map_size,
-            sync=cfg.sync,
-            clock=clock,
+            os.path.join(cfg.data_dir, "lmdb"), map_size=cfg.map_size, sync=cfg.sync
         )
-        self.tso = tso = TimestampOracle(self.store)
+        # The TSO persists into the store, so it comes second; from here on the store refuses
+        # timestamps it has not issued and runs lock TTLs on its clock (kvstore.clock).
+        self.tso = TimestampOracle(self.store)
+        self.store.use_clock(self.tso)
         self.registry = Registry(self.store)
         self.barriers = Barriers(self.store, self.tso, self.registry, cfg.barrier_interval_s)
         self.epochs = EpochManager(self.store, self.tso, self.barriers)

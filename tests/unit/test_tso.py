@@ -93,3 +93,68 @@ def test_batcher_propagates_errors():
         assert "down" in str(e)
     assert b.get() == 5
     b.close()
+
+
+def test_physical_clock_keeps_pace_when_the_wall_clock_steps_back(tmp_path, monkeypatch):
+    """With the wall clock stepped back an hour, the TSO's physical clock never goes back and
+    keeps advancing at the monotonic clock's pace; timestamps stay strictly increasing."""
+    import coordinator.server.tso as tso_mod
+
+    s = LocalStore(str(tmp_path / "lmdb"), sync=False)
+    tso = TimestampOracle(s)
+    before_ts, before_ms = tso.now(), tso.physical_ms()
+    real = tso_mod._wall_ms
+    monkeypatch.setattr(tso_mod, "_wall_ms", lambda: real() - 3_600_000)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.2:
+        pass  # let 200 ms of monotonic time pass
+    after_ms = tso.physical_ms()
+    assert after_ms >= before_ms + 190, (before_ms, after_ms)
+    assert after_ms < before_ms + 60_000
+    assert tso.now() > before_ts
+    s.close()
+
+
+def test_issued_bound_covers_timestamps_from_before_a_restart(tmp_path):
+    """issued() bounds everything handed out, also by an earlier process on the data dir, so a
+    commit with a timestamp taken before a restart is still accepted."""
+    path = str(tmp_path / "lmdb")
+    s = LocalStore(path, sync=False)
+    tso = TimestampOracle(s)
+    last = tso.allocate(1000) + 999
+    assert tso.issued() >= last
+    s.close()
+    s = LocalStore(path, sync=False)
+    tso2 = TimestampOracle(s)
+    assert tso2.issued() >= last
+    s.close()
+
+
+def test_abandoned_lock_expires_on_the_tso_clock_after_a_backward_step(tmp_path, monkeypatch):
+    """A crashed writer's lock, written while the clock ran an hour ahead, expires after its TTL
+    once the wall clock is set back: its age is measured on the TSO's physical clock, not the
+    wall clock (which would keep it alive for the hour)."""
+    import coordinator.server.tso as tso_mod
+    from kvstore.mvcc.records import LockOp
+
+    real = tso_mod._wall_ms
+    monkeypatch.setattr(tso_mod, "_wall_ms", lambda: real() + 3_600_000)  # running an hour ahead
+    s = LocalStore(str(tmp_path / "lmdb"), sync=False)
+    tso = TimestampOracle(s)
+    s.use_clock(tso)
+    info = s.create_table("t", "id BIGINT, v BIGINT", ["id"])
+    k = info.key_codec.encode({"id": 1})
+    start = tso.now()
+    s.prewrite([(LockOp.PUT, k, info.row_codec.encode({"id": 1, "v": 1}))], k, start, ttl_ms=100)
+    monkeypatch.setattr(tso_mod, "_wall_ms", real)  # the wall clock is set right: back an hour
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            assert s.get(k, tso.now()) is None  # the lock was rolled back: the row never was
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+    assert time.monotonic() < deadline
+    s.close()

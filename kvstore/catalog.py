@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import struct
 
-from kvstore.errors import AlreadyExists, InvalidArgument, TableNotFound
+from kvstore.errors import AlreadyExists, InvalidArgument, TableNotFound, cut
 from kvstore.group_commit import WriteContext
 from kvstore.meta_keys import NEXT_TABLE_ID
 from kvstore.mvcc.keys import table_prefix
@@ -21,13 +21,14 @@ from kvstore.table_info import TableInfo
 SYSTEM_TABLE_ID = 0
 FIRST_TABLE_ID = 16
 KINDS = ("root", "view")
+MAX_SCHEMA_CHARS = 256 << 10  # a DDL string of a few thousand columns
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def check_table_name(name: str) -> None:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidArgument(
-            f"table name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*,"
+            f"table name {cut(name)} is not an identifier ([A-Za-z_][A-Za-z0-9_]*,"
             " at most 128 characters)"
         )
 
@@ -44,11 +45,15 @@ def make_table_info(
     """Validate a table definition; raises InvalidArgument naming the table and field."""
     check_table_name(name)
     if kind not in KINDS:
-        raise InvalidArgument(f"table {name!r}: kind {kind!r} is not one of {KINDS}")
+        raise InvalidArgument(f"table {name!r}: kind {cut(kind)} is not one of {KINDS}")
     if not primary_key and not hidden_row_id:
         hidden_row_id = True  # an append-only table: rows are keyed by a hidden _row_id
     if not isinstance(schema, str):
         raise InvalidArgument(f"table {name!r}: schema must be a DDL string such as 'id BIGINT'")
+    if len(schema) > MAX_SCHEMA_CHARS:
+        raise InvalidArgument(
+            f"table {name!r}: schema has {len(schema)} characters; the limit is {MAX_SCHEMA_CHARS}"
+        )
     ts = TableSchema(name, parse_ddl(schema, name), list(primary_key), hidden_row_id)
     return TableInfo(name, table_id, ts.ddl(), tuple(primary_key), kind, hidden_row_id, created_ts)
 

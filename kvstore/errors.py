@@ -19,6 +19,28 @@ def _fmt_key(key: bytes) -> str:
     return key.hex() if len(key) <= 64 else key[:64].hex() + "..."
 
 
+NAME_IN_MESSAGE_CHARS = 80
+MAX_MESSAGE_CHARS = 2000
+
+
+def cut(value: object, limit: int = NAME_IN_MESSAGE_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to about ``limit`` characters with the full
+    length noted: a message must never repeat a 10k-character name or a 1 MB schema (gRPC's
+    header limit would turn the answer into RESOURCE_EXHAUSTED "Stream removed")."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    n = len(value) if isinstance(value, str | bytes) else len(text)
+    return f"{text[:limit]}... ({n} characters)"
+
+
+def status_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """The text a server sends as a status's details: ``message`` cut to ``limit``."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]}... ({len(message) - limit} more characters)"
+
+
 class SnapviewError(Exception):
     """Base of every error snapview raises on purpose."""
 
@@ -101,7 +123,7 @@ class NotFound(RequestError):
 class TableNotFound(NotFound):
     def __init__(self, table: str | int) -> None:
         self.table: str | int | None = table  # None: rebuilt from a message naming no table
-        what = f"table {table!r}" if isinstance(table, str) else f"table id {table}"
+        what = f"table {cut(table)}" if isinstance(table, str) else f"table id {table}"
         super().__init__(f"{what} does not exist")
 
     @classmethod

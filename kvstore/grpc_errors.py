@@ -10,7 +10,13 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
 
-from kvstore.errors import InvalidArgument, RequestError, SnapviewError, TxnError
+from kvstore.errors import (
+    InvalidArgument,
+    RequestError,
+    SnapviewError,
+    TxnError,
+    status_message,
+)
 
 log = logging.getLogger("snapview.rpc")
 ERROR_CLASS_KEY = "snapview-error-class"
@@ -27,11 +33,12 @@ def abort_with(context: grpc.ServicerContext, method: str, exc: BaseException) -
     if not isinstance(exc, SnapviewError):
         log.exception("internal error in %s", method)
         context.abort(
-            grpc.StatusCode.INTERNAL, f"{method}: internal error: {type(exc).__name__}: {exc}"
+            grpc.StatusCode.INTERNAL,
+            status_message(f"{method}: internal error: {type(exc).__name__}: {exc}"),
         )
     # The class name rides along so a Python client can raise the very same exception type.
     context.set_trailing_metadata(((ERROR_CLASS_KEY, type(exc).__name__),))
-    context.abort(status_code_of(exc), str(exc))
+    context.abort(status_code_of(exc), status_message(str(exc)))
 
 
 def generic_handler(

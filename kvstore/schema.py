@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from kvstore.errors import InvalidArgument, SchemaMismatch
+from kvstore.errors import InvalidArgument, SchemaMismatch, cut
 
 ROW_ID_COLUMN = "_row_id"
 _EPOCH_DATE = dt.date(1970, 1, 1)
@@ -89,7 +89,7 @@ def parse_type(text: str, where: str = "") -> DataType:
     kind = _ALIASES.get(m.group(1).upper()) if m else None
     if m is None or kind is None:
         raise InvalidArgument(
-            f"{where}unsupported type {text.strip()!r}; supported: "
+            f"{where}unsupported type {cut(text.strip())}; supported: "
             "BIGINT, INT, DOUBLE, BOOLEAN, STRING, DECIMAL(p,s), DATE, TIMESTAMP"
         )
     if kind != "DECIMAL":
@@ -128,10 +128,10 @@ def parse_ddl(ddl: str, table: str = "") -> list[Column]:
     for part in _split_top_level(ddl):
         m = re.fullmatch(r"`?([A-Za-z_][A-Za-z0-9_]*)`?\s+(.+?)(\s+NOT\s+NULL)?", part, re.I)
         if not m:
-            raise InvalidArgument(f"{where}cannot parse column definition {part!r}")
+            raise InvalidArgument(f"{where}cannot parse column definition {cut(part)}")
         name = m.group(1)
         if any(c.name.lower() == name.lower() for c in cols):
-            raise InvalidArgument(f"{where}duplicate column {name!r}")
+            raise InvalidArgument(f"{where}duplicate column {cut(name)}")
         cols.append(
             Column(
                 name, parse_type(m.group(2), f"{where}column {name!r}: "), nullable=not m.group(3)
@@ -177,7 +177,7 @@ class TableSchema:
         for k in primary_key:
             if k not in by_name and k != ROW_ID_COLUMN:
                 raise InvalidArgument(
-                    f"table {table!r}: primary key column {k!r} is not in the "
+                    f"table {table!r}: primary key column {cut(k)} is not in the "
                     f"schema ({', '.join(by_name)})"
                 )
         if len(set(primary_key)) != len(primary_key):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 from dataclasses import replace
 
@@ -30,8 +29,11 @@ from coordinator.server.meta import (
     ABORTED,
     COMMITTED,
     JOB_STATE_PREFIX,
+    MAX_TEXT_BYTES,
     PREWRITE,
     EpochRecord,
+    check_job_name,
+    check_label,
     epoch_key,
     epoch_primary_key,
     job_state_key,
@@ -53,7 +55,6 @@ from kvstore.storage import Reader
 from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
 
 log = logging.getLogger("snapview.epochs")
-_JOB_NAME = re.compile(r"[A-Za-z0-9_.:\-/]{1,200}")
 
 
 class EpochManager:
@@ -104,13 +105,13 @@ class EpochManager:
 
     @staticmethod
     def _check(job: str, epoch: int) -> None:
-        if not isinstance(job, str) or not _JOB_NAME.fullmatch(job):
-            raise InvalidArgument(f"job name {job!r} must match {_JOB_NAME.pattern}")
+        check_job_name(job)
         if not isinstance(epoch, int) or not 0 < epoch < 1 << 63:
             raise InvalidArgument(f"job {job!r}: epoch must be a positive integer, got {epoch!r}")
 
     def get(self, job: str, epoch: int = 0) -> EpochRecord:
         """The record of (job, epoch); epoch 0 means the job's newest epoch."""
+        check_job_name(job)
         with self.store.storage.read_txn() as r:
             if epoch == 0:
                 st = self._job(r, job)
@@ -143,9 +144,11 @@ class EpochManager:
         caller skips the batch) or PREWRITE under the same ``owner`` (the caller attaches to it).
         Otherwise opens an attempt tagged (batch, owner): the same epoch again if it was this
         batch's (rolling the old attempt back), else the job's next epoch."""
+        self._check(job, 1)
         if not batch or not owner:
             raise InvalidArgument(f"job {job!r}: an auto epoch needs both batch and owner")
-        self._check(job, 1)
+        check_label(job, "batch", batch)
+        check_label(job, "owner", owner)
         with self._job_lock(job):
             with self.store.storage.read_txn() as r:
                 st = self._job(r, job)
@@ -227,6 +230,7 @@ class EpochManager:
     def commit(self, job: str, epoch: int, start_ts: int, metadata: str = "") -> EpochRecord:
         """Commit attempt ``start_ts`` of (job, epoch); idempotent for the same attempt."""
         self._check(job, epoch)
+        check_label(job, "metadata", metadata, MAX_TEXT_BYTES)
         with self._job_lock(job):
             info = self.get(job, epoch)
             if info.start_ts != start_ts:

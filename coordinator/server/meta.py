@@ -21,14 +21,43 @@ order. Besides ``meta``, an epoch's primary key lives in the data space, in the 
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import asdict, dataclass
 
 from coordinator.jobs import EpochState
 from kvstore.catalog import SYSTEM_TABLE_ID
+from kvstore.errors import InvalidArgument, cut
 from kvstore.mvcc.keys import table_prefix
 
 _U64 = struct.Struct(">Q")
+
+# One rule for job names, everywhere a name arrives (RegisterJob, OpenTransaction, every epoch
+# call): printable, no spaces or NULs, short enough that every key built from it fits LMDB's
+# 511-byte key limit.
+JOB_NAME = re.compile(r"[A-Za-z0-9_.:\-/]{1,200}")
+# Free-text fields stored in records (JSON values, not keys): bounded so one request cannot make
+# a record of unbounded size.
+MAX_LABEL_CHARS = 1024  # an epoch's batch and owner, a job's strategy
+MAX_TEXT_BYTES = 1 << 20  # a job's query, an epoch's metadata
+
+
+def check_job_name(job: object) -> str:
+    """``job`` if it is a valid job name; else InvalidArgument naming it (cut) and the rule."""
+    if not isinstance(job, str) or not JOB_NAME.fullmatch(job):
+        raise InvalidArgument(f"job name {cut(job)} must match {JOB_NAME.pattern}")
+    return job
+
+
+def check_label(job: str, field: str, value: str, limit: int = MAX_LABEL_CHARS) -> None:
+    """Refuse a free-text ``field`` of ``job`` longer than ``limit`` (characters for labels,
+    UTF-8 bytes for texts) or holding a NUL."""
+    size = len(value.encode()) if limit == MAX_TEXT_BYTES else len(value)
+    if size > limit:
+        raise InvalidArgument(f"job {job!r}: {field} has {size} characters; the limit is {limit}")
+    if "\x00" in value:
+        raise InvalidArgument(f"job {job!r}: {field} {cut(value)} contains a NUL character")
+
 
 TSO_HIGH_WATER = b"tso/high_water"
 EPOCH_PREFIX = b"epoch/"

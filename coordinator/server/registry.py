@@ -21,15 +21,20 @@ from coordinator.errors import SecondWriter, TopologyCycle
 from coordinator.server.meta import (
     JOB_KINDS,
     JOB_RECORD_PREFIX,
+    MAX_TEXT_BYTES,
     SINK,
     JobRecord,
+    check_job_name,
+    check_label,
     job_record_key,
 )
 from kvstore.catalog import Catalog
-from kvstore.errors import FailedPrecondition, InvalidArgument, NotFound
+from kvstore.errors import FailedPrecondition, InvalidArgument, NotFound, cut
 from kvstore.group_commit import WriteContext
 from kvstore.storage import Reader
 from kvstore.store import LocalStore
+
+MAX_SOURCES = 256  # tables one job reads
 
 
 @dataclass
@@ -81,6 +86,7 @@ class Registry:
         return None if raw is None else JobRecord.from_json(raw)
 
     def get(self, job: str) -> JobRecord:
+        check_job_name(job)
         with self.store.storage.read_txn() as r:
             rec = self.get_in(r, job)
         if rec is None:
@@ -105,10 +111,15 @@ class Registry:
         Guarantees: afterwards ``sink`` has exactly one writer, ``job``, and no table depends on
         itself. Checked and written in one LMDB transaction, so two racing registrations cannot
         both pass."""
+        check_job_name(job)
         if kind not in JOB_KINDS:
-            raise InvalidArgument(f"job {job!r}: kind {kind!r} is not one of {JOB_KINDS}")
-        if not job:
-            raise InvalidArgument("RegisterJob: job is empty")
+            raise InvalidArgument(f"job {job!r}: kind {cut(kind)} is not one of {JOB_KINDS}")
+        check_label(job, "strategy", strategy)
+        check_label(job, "query", query, MAX_TEXT_BYTES)
+        if len(sources) > MAX_SOURCES:
+            raise InvalidArgument(
+                f"job {job!r}: {len(sources)} sources; a job reads at most {MAX_SOURCES}"
+            )
         catalog: Catalog = self.store.catalog
         catalog.get(sink)  # TableNotFound names it
         for s in sources:
@@ -160,6 +171,7 @@ class Registry:
 
     def unregister(self, job: str) -> JobRecord:
         """Forget ``job`` (its epochs stay); its sink may then get another writer."""
+        check_job_name(job)
 
         def act(ctx: WriteContext) -> JobRecord:
             rec = self.get_in(ctx.reader, job)

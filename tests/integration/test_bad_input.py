@@ -216,3 +216,90 @@ def test_malformed_packed_mutations(server, batch, message):
             )
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert message in e.value.details()
+
+
+def _raw(server, service: str, method: str, req) -> grpc.RpcError:
+    """Send ``req`` to ``service/method`` over raw gRPC; return the error it must fail with."""
+    with grpc.insecure_channel(server.address) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            ch.unary_unary(f"/snapview.v1.{service}/{method}")(req.SerializeToString(), timeout=10)
+    return e.value
+
+
+@pytest.mark.parametrize("key", [b"", b"\x00", b"\x00\x00\x00", b"\x00\x00\x00\x10"])
+def test_prewrite_put_with_a_key_too_short_to_name_a_table(server, client, key):
+    """A PUT whose key is 0 to 4 bytes: INVALID_ARGUMENT naming the key, never INTERNAL."""
+    req = kpb.PrewriteRequest(
+        mutations=[kpb.Mutation(op=kpb.Mutation.PUT, key=key, value=b"x")],
+        primary=key or b"\x00\x00\x00\x10p",
+        start_ts=client.tso(),
+    )
+    err = _raw(server, "KvStore", "Prewrite", req)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+    assert "key" in err.details()
+
+
+@pytest.mark.parametrize("job", ["a\x00", "x y\nz", "j" * 10_000, "", "naïve"])
+def test_one_rule_for_job_names(server, client, table_name, job):
+    """RegisterJob, OpenTransaction, GetEpoch, PlanBarriers and UnregisterJob refuse the same
+    names with the same message; a refused registration holds no table."""
+    client.create_table(table_name, "id BIGINT", primary_key=["id"])
+    for method, req in [
+        ("RegisterJob", cpb.RegisterJobRequest(job=job, sink=table_name)),
+        ("OpenTransaction", cpb.OpenTransactionRequest(job=job, epoch=1)),
+        ("OpenTransaction", cpb.OpenTransactionRequest(job=job, batch="b", owner="o")),
+        ("GetEpoch", cpb.GetEpochRequest(job=job, epoch=1)),
+        ("PlanBarriers", cpb.PlanBarriersRequest(job=job)),
+        ("UnregisterJob", cpb.UnregisterJobRequest(job=job)),
+    ]:
+        err = _raw(server, "Coordinator", method, req)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, err.details())
+        assert err.details().startswith("job name "), (method, err.details())
+        assert len(err.details()) < 300, (method, len(err.details()))
+    client.jobs.register_job("good-job", table_name, [])  # the sink is free for a valid job
+    client.jobs.unregister_job("good-job")
+
+
+@pytest.mark.parametrize(
+    "service, method, req, needle",
+    [
+        ("KvStore", "DescribeTable", kpb.DescribeTableRequest(name="q" * 10_000), "table name"),
+        ("KvStore", "ScanChanges", kpb.ScanChangesRequest(table="q" * 10_000, to_ts=9), "table"),
+        (
+            "KvStore",
+            "CreateTable",
+            kpb.CreateTableRequest(name="big", schema="id BIGINT, " + "x" * (1 << 20)),
+            "schema has",
+        ),
+        (
+            "KvStore",
+            "CreateTable",
+            kpb.CreateTableRequest(name="big", schema="id BIGINT, " + "x" * 200_000),
+            "cannot parse column definition",
+        ),
+        (
+            "KvStore",
+            "CreateTable",
+            kpb.CreateTableRequest(name="big", schema="id BIGINT", primary_key=["i" * 20_000]),
+            "primary key column",
+        ),
+        ("Coordinator", "Snapshot", cpb.SnapshotRequest(tables=["x" * 100_000]), "table"),
+        (
+            "Coordinator",
+            "OpenTransaction",
+            cpb.OpenTransactionRequest(job="j", batch="b" * 100_000, owner="o"),
+            "batch has 100000 characters",
+        ),
+    ],
+)
+def test_long_input_gets_a_short_precise_error(server, service, method, req, needle):
+    """A 10k-character name or a 1 MB schema: a precise status whose message names the field
+    and is cut short (it used to overflow gRPC's header limit: RESOURCE_EXHAUSTED "Stream
+    removed")."""
+    err = _raw(server, service, method, req)
+    assert err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND), (
+        err.code(),
+        err.details(),
+    )
+    assert needle in err.details()
+    assert len(err.details()) <= 2100

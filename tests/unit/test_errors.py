@@ -77,3 +77,16 @@ def test_a_name_registers_once():
         kv_errors.register_error(SecondWriter)
     with pytest.raises(TypeError):
         kv_errors.register_error(ValueError)  # type: ignore[arg-type]
+
+
+def test_messages_cut_long_values():
+    """cut() keeps a message short and says how long the value was; status_message caps any
+    message a server sends."""
+    from kvstore.errors import MAX_MESSAGE_CHARS, cut, status_message
+
+    assert cut("orders") == "'orders'"
+    long = cut("x" * 10_000)
+    assert len(long) < 120 and "(10000 characters)" in long
+    assert status_message("short") == "short"
+    capped = status_message("y" * 100_000)
+    assert len(capped) < MAX_MESSAGE_CHARS + 50 and "more characters" in capped

@@ -13,6 +13,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from kvstore.errors import SnapviewError, TxnError
+from kvstore.limits import split_mutations
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.schema import ROW_ID_COLUMN
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 ONE_PC_MAX_MUTATIONS = 4096
 ONE_PC_MAX_BYTES = 16 << 20
+# Mutations per prewrite request: below the server's limit (kvstore.limits), so a bulk
+# transaction holds the store's writer for short steps and one-row transactions slip between.
 PREWRITE_BATCH = 4096
 
 
@@ -97,8 +100,7 @@ class Transaction:
                     muts, primary, self.start_ts, self.lock_ttl_ms, len(muts), try_one_pc=True
                 )
                 return self.commit_ts
-            batches = [muts[i : i + PREWRITE_BATCH] for i in range(0, len(muts), PREWRITE_BATCH)]
-            for b in batches:
+            for b in split_mutations(muts, max_mutations=PREWRITE_BATCH):
                 self.client.prewrite(b, primary, self.start_ts, self.lock_ttl_ms, len(muts))
         except TxnError:
             self._rollback_quietly(muts)

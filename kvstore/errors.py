@@ -85,6 +85,11 @@ class InvalidArgument(RequestError):
 
 
 @register_error
+class RequestTooLarge(InvalidArgument):
+    """A request above what one request may carry (kvstore.limits); the client splits."""
+
+
+@register_error
 class SchemaMismatch(InvalidArgument):
     """A row or key does not fit its table's schema. The message names table and column."""
 

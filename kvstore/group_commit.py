@@ -8,7 +8,8 @@ caller alone. So every action is atomic on its
 own, actions are serialised in queue order, and a whole group costs one LMDB commit (one fsync).
 
 Nobody waits artificially: while the writer commits one group, new requests queue up, and the
-next group takes all of them (up to ``max_group``).
+next group takes all of them (up to ``max_group`` actions and ``max_group_cost`` mutations, so
+one group's work, and so any request's wait for it, stays bounded; see kvstore.limits).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from kvstore.gc_pause import gc_paused
+from kvstore.limits import MAX_GROUP_MUTATIONS
 from kvstore.storage import Reader, Storage, WriteBuffer
 
 
@@ -37,10 +39,14 @@ Action = Callable[[WriteContext], Any]
 
 
 class GroupCommitter:
-    def __init__(self, storage: Storage, max_group: int = 512) -> None:
+    def __init__(
+        self, storage: Storage, max_group: int = 512, max_group_cost: int = MAX_GROUP_MUTATIONS
+    ) -> None:
         self.storage = storage
         self.max_group = max_group
+        self.max_group_cost = max_group_cost
         self._queue: deque[tuple[Action, Future[Any]]] = deque()
+        self._costs: deque[int] = deque()
         self._cond = threading.Condition()
         self._closed = False
         self.groups = 0
@@ -48,18 +54,21 @@ class GroupCommitter:
         self._thread = threading.Thread(target=self._loop, name="group-commit", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[WriteContext], T]) -> Future[T]:
+    def submit(self, fn: Callable[[WriteContext], T], cost: int = 1) -> Future[T]:
+        """Queue ``fn``; ``cost`` is its size in mutations (a group takes actions up to
+        ``max_group_cost`` of them, so a small action never waits behind an unbounded group)."""
         fut: Future[T] = Future()
         with self._cond:
             if self._closed:
                 raise RuntimeError("store is closed")
             self._queue.append((fn, fut))
+            self._costs.append(max(cost, 1))
             self._cond.notify()
         return fut
 
-    def run(self, fn: Callable[[WriteContext], T]) -> T:
+    def run(self, fn: Callable[[WriteContext], T], cost: int = 1) -> T:
         """Run ``fn`` in the next group and return its result once that group is durable."""
-        return self.submit(fn).result()
+        return self.submit(fn, cost).result()
 
     def close(self) -> None:
         with self._cond:
@@ -74,8 +83,15 @@ class GroupCommitter:
                     self._cond.wait()
                 if not self._queue:
                     return
-                n = min(len(self._queue), self.max_group)
-                group = [self._queue.popleft() for _ in range(n)]
+                group = [self._queue.popleft()]
+                spent = self._costs.popleft()
+                while (
+                    self._queue
+                    and len(group) < self.max_group
+                    and spent + self._costs[0] <= self.max_group_cost
+                ):
+                    group.append(self._queue.popleft())
+                    spent += self._costs.popleft()
             # A large action (an epoch's commit) builds tens of thousands of acyclic tuples.
             with gc_paused():
                 self._commit_group(group)

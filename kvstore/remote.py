@@ -25,6 +25,7 @@ from tenacity import (
 
 from kvstore import errors, wire
 from kvstore.grpc_errors import ERROR_CLASS_KEY
+from kvstore.limits import split_keys
 from kvstore.mvcc.keys import table_id_of, table_prefix
 from kvstore.mvcc.records import Mutation
 from kvstore.results import ChangeRecord, TxnStatusResult
@@ -239,8 +240,13 @@ class RemoteStore:
         wire.raise_key_error(resp.error)
 
     def rollback(self, start_ts: int, keys: list[bytes]) -> None:
-        resp = self.rpc.unary(self.stub.Rollback, pb.RollbackRequest(start_ts=start_ts, keys=keys))
-        wire.raise_key_error(resp.error)
+        """Roll back ``keys`` of txn ``start_ts``, in requests within kvstore.limits (rollback is
+        idempotent per key, so the split changes nothing)."""
+        for run in split_keys(keys):
+            resp = self.rpc.unary(
+                self.stub.Rollback, pb.RollbackRequest(start_ts=start_ts, keys=run)
+            )
+            wire.raise_key_error(resp.error)
 
     def lock_clock_ms(self) -> int:
         """Now for lock TTLs as this client sees it: its wall clock. It only decides whether to

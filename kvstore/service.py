@@ -11,12 +11,35 @@ from collections.abc import Iterator
 import grpc
 
 from kvstore import wire
-from kvstore.errors import InvalidArgument, TxnError
+from kvstore.errors import InvalidArgument, RequestTooLarge, TxnError
 from kvstore.grpc_errors import generic_handler
+from kvstore.limits import MAX_REQUEST_BYTES, MAX_REQUEST_MUTATIONS
+from kvstore.mvcc.records import Mutation
 from kvstore.store import LocalStore
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.KvStore"
+
+
+def check_key_count(method: str, n: int) -> None:
+    """Refuse a request naming more keys than kvstore.limits allows."""
+    if n > MAX_REQUEST_MUTATIONS:
+        raise RequestTooLarge(
+            f"{method}: {n} keys in one request; the limit is {MAX_REQUEST_MUTATIONS} "
+            "(split the request)"
+        )
+
+
+def check_request_size(method: str, mutations: list[Mutation]) -> None:
+    """Refuse a prewrite above kvstore.limits: it would hold the store's single writer (and the
+    server's memory) for as long as it takes."""
+    check_key_count(method, len(mutations))
+    size = sum(len(k) + len(v) for _, k, v in mutations)
+    if size > MAX_REQUEST_BYTES:
+        raise RequestTooLarge(
+            f"{method}: {size} bytes of keys and values in one request; the limit is "
+            f"{MAX_REQUEST_BYTES} (split the request)"
+        )
 
 
 class KvStoreService:
@@ -30,6 +53,7 @@ class KvStoreService:
         muts = wire.mutations_from_pb(req.mutations)
         if req.HasField("packed"):
             muts += wire.unpack_mutations(req.packed)
+        check_request_size("Prewrite", muts)
         try:
             ts = self.store.prewrite(
                 muts,
@@ -44,6 +68,7 @@ class KvStoreService:
         return pb.PrewriteResponse(one_pc_commit_ts=ts)
 
     def Commit(self, req: pb.CommitRequest, ctx: grpc.ServicerContext) -> pb.CommitResponse:
+        check_key_count("Commit", len(req.keys))
         try:
             self.store.commit(req.start_ts, req.commit_ts, list(req.keys))
         except TxnError as e:
@@ -51,6 +76,7 @@ class KvStoreService:
         return pb.CommitResponse()
 
     def Rollback(self, req: pb.RollbackRequest, ctx: grpc.ServicerContext) -> pb.RollbackResponse:
+        check_key_count("Rollback", len(req.keys))
         try:
             self.store.rollback(req.start_ts, list(req.keys))
         except TxnError as e:

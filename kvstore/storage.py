@@ -194,16 +194,18 @@ class Reader:
             yield k, v
 
     def items_between(
-        self, cf: str, start: bytes, end: bytes, chunk: int = 8192
+        self, cf: str, start: bytes, end: bytes, chunk: int = 8192, limit: int = 0
     ) -> list[tuple[bytes, bytes]]:
-        """All items of ``cf`` with start <= key < end, read in C-level chunks."""
+        """The items of ``cf`` with start <= key < end (the first ``limit`` of them when limit
+        > 0), read in C-level chunks."""
         cur = self.txn.cursor(db=self.cf[cf])
         out: list[tuple[bytes, bytes]] = []
         if not cur.set_range(start):
             return out
         it = cur.iternext()
-        while True:
-            part = list(islice(it, chunk))
+        while not limit or len(out) < limit:
+            want = chunk if not limit else min(chunk, limit - len(out))
+            part = list(islice(it, want))
             if not part:
                 return out
             if part[-1][0] < end:
@@ -211,6 +213,7 @@ class Reader:
                 continue
             out += part[: bisect_left(part, (end,))]
             return out
+        return out
 
     def iter_prefix(self, cf: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         cur = self.txn.cursor(db=self.cf[cf])

@@ -39,6 +39,7 @@ from kvstore.errors import (
 )
 from kvstore.failpoints import fail_point
 from kvstore.group_commit import GroupCommitter, WriteContext
+from kvstore.limits import RESOLVE_STEP, SCAN_CHUNK_BYTES
 from kvstore.lock_resolution import resolve_lock
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
@@ -294,7 +295,8 @@ class LocalStore:
                 self.committer.run(
                     lambda ctx: actions.prewrite(
                         ctx, mutations, primary, start_ts, ttl_ms, txn_size or len(mutations)
-                    )
+                    ),
+                    len(mutations),
                 )
             except KeyPrewrittenTwice as e:
                 raise KeyPrewrittenTwice.of(e.key, e.start_ts, self.describe_key(e.key)) from None
@@ -307,7 +309,8 @@ class LocalStore:
             self._inflight.add(commit_ts)
         try:
             self.committer.run(
-                lambda ctx: actions.one_pc_commit(ctx, mutations, primary, start_ts, commit_ts)
+                lambda ctx: actions.one_pc_commit(ctx, mutations, primary, start_ts, commit_ts),
+                len(mutations),
             )
         finally:
             with self._inflight_cond:
@@ -324,13 +327,13 @@ class LocalStore:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
         self._check_keys("key", keys)
         self._check_issued(start_ts=start_ts, commit_ts=commit_ts)
-        self.committer.run(lambda ctx: actions.commit(ctx, keys, start_ts, commit_ts))
+        self.committer.run(lambda ctx: actions.commit(ctx, keys, start_ts, commit_ts), len(keys))
 
     def rollback(self, start_ts: int, keys: list[bytes]) -> None:
         self._check_ts(start_ts=start_ts)
         self._check_keys("key", keys)
         self._check_issued(start_ts=start_ts)
-        self.committer.run(lambda ctx: actions.rollback(ctx, keys, start_ts))
+        self.committer.run(lambda ctx: actions.rollback(ctx, keys, start_ts), len(keys))
 
     def check_txn_status(
         self, primary: bytes, lock_ts: int, rollback_if_not_exist: bool = False
@@ -348,7 +351,16 @@ class LocalStore:
             self._check_issued(commit_ts=commit_ts)
         if commit_ts and commit_ts <= start_ts:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
-        return self.committer.run(lambda ctx: actions.resolve_locks(ctx, start_ts, commit_ts))
+        # In steps of bounded writes, so resolving a large transaction never holds the writer
+        # for long (the primary decided the fate: a half-resolved txn reads the same).
+        total, more = 0, True
+        while more:
+            n, more = self.committer.run(
+                lambda ctx: actions.resolve_locks_step(ctx, start_ts, commit_ts, RESOLVE_STEP),
+                RESOLVE_STEP,
+            )
+            total += n
+        return total
 
     def txn_heartbeat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
         self._check_issued(start_ts=start_ts)
@@ -417,8 +429,11 @@ class LocalStore:
         chunk_rows = chunk_rows or SCAN_CHUNK_ROWS
         remaining = limit
         cursor = start
+        # Rows per chunk adapt to the row size so a chunk stays near SCAN_CHUNK_BYTES: the first
+        # chunk assumes the largest rows a table may hold, later ones the sizes just seen.
+        rows = max(1, min(chunk_rows, SCAN_CHUNK_BYTES // self.max_value_bytes))
         while True:
-            want = chunk_rows if not remaining else min(chunk_rows, remaining)
+            want = rows if not remaining else min(rows, remaining)
             keys, values = self._read(
                 lambda r, c=cursor, w=want: actions.scan(r, c, end, version, w), version
             )
@@ -426,6 +441,8 @@ class LocalStore:
                 yield keys, values
             if len(keys) < want:
                 return
+            row_bytes = max(1, sum(map(len, values)) // len(values))
+            rows = max(1, min(chunk_rows, SCAN_CHUNK_BYTES // row_bytes))
             if remaining:
                 remaining -= len(keys)
                 if remaining <= 0:

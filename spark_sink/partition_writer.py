@@ -18,6 +18,7 @@ from coordinator.client import Client
 from kvstore.errors import TxnError
 from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
+from kvstore.limits import split_mutations
 from kvstore.mvcc.records import Mutation
 from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
@@ -147,11 +148,10 @@ def prewrite_chunk(
 
 
 def prewrite_remote(client: Client, target: EpochTarget, muts: list[Mutation]) -> None:
-    """Prewrite ``muts`` through the server, PREWRITE_CHUNK mutations per request."""
-    for i in range(0, len(muts), PREWRITE_CHUNK):
-        client.prewrite(
-            muts[i : i + PREWRITE_CHUNK], target.primary, target.start_ts, target.ttl_ms
-        )
+    """Prewrite ``muts`` through the server, at most PREWRITE_CHUNK mutations per request and
+    within the request limits of kvstore.limits."""
+    for run in split_mutations(muts, max_mutations=PREWRITE_CHUNK):
+        client.prewrite(run, target.primary, target.start_ts, target.ttl_ms)
 
 
 def write_batches(

@@ -32,13 +32,14 @@ from coordinator.server.snapshot_planner import SnapshotPlanner
 from coordinator.server.tso import TimestampOracle
 from kvstore.direct import write_instance_id
 from kvstore.errors import FailedPrecondition, InvalidArgument
+from kvstore.limits import MAX_MESSAGE_BYTES
 from kvstore.service import SERVICE_NAME as KV_SERVICE
 from kvstore.service import KvStoreService
 from kvstore.storage import DEFAULT_MAP_SIZE
 from kvstore.store import LocalStore
 
 log = logging.getLogger("snapview.serve")
-MAX_MESSAGE_BYTES = 256 << 20
+MAX_SEND_BYTES = 256 << 20
 _HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
 
@@ -146,8 +147,9 @@ class SnapviewServer:
             futures.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="rpc"),
             interceptors=interceptors,
             options=[
+                # A request is parsed only below the limit (kvstore.limits); answers may be larger.
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_SEND_BYTES),
                 ("grpc.so_reuseport", 0),
             ],
         )

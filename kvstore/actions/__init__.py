@@ -16,7 +16,7 @@ from kvstore.actions.get import get
 from kvstore.actions.heartbeat import txn_heartbeat
 from kvstore.actions.one_pc import one_pc_commit
 from kvstore.actions.prewrite import prewrite
-from kvstore.actions.resolve_locks import resolve_locks
+from kvstore.actions.resolve_locks import resolve_locks, resolve_locks_step
 from kvstore.actions.resolved_ts import resolved_ts
 from kvstore.actions.rollback import rollback, rollback_key
 from kvstore.actions.scan import first_blocking_lock, scan
@@ -32,6 +32,7 @@ __all__ = [
     "one_pc_commit",
     "prewrite",
     "resolve_locks",
+    "resolve_locks_step",
     "resolved_ts",
     "rollback",
     "rollback_key",

@@ -21,25 +21,43 @@ from kvstore.storage import Reader
 LOCK_FLAG = LockOp.LOCK.value
 
 
-def ranged_locks(reader: Reader, start_ts: int) -> tuple[list, list[tuple[bytes, bytes]]]:
-    """(the txn's txn_ranges entries, its locks (key, encoded lock) inside them, in key order).
+def ranged_locks(
+    reader: Reader, start_ts: int, max_locks: int = 0
+) -> tuple[list, list[tuple[bytes, bytes]], bool]:
+    """(the txn's txn_ranges entries taken, its locks (key, encoded lock) inside them, in key
+    order, whether entries are left).
 
     Overlapping ranges (two partitions of one epoch with interleaved keys) are merged first, so
-    each lock is found once; locks of other transactions inside a range are passed over."""
+    each lock is found once; locks of other transactions inside a range are passed over. With
+    ``max_locks`` > 0 it takes entries, in order, only until that many locks are found: the
+    entries taken are the first ones, one unbroken run, and every lock they stand for is in
+    the answer."""
     ts_be = struct.pack(">Q", start_ts)
     ranges = reader.items_between("txn_ranges", ts_be, struct.pack(">Q", start_ts + 1))
     merged: list[list[bytes]] = []
+    taken = 0
+    locks: list[tuple[bytes, bytes]] = []
     for k, last in ranges:
         first = k[8:]
         if merged and first <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], last)
         else:
+            if max_locks and merged:
+                locks += _locks_between(reader, merged[-1], ts_be)
+                merged.clear()
+                if len(locks) >= max_locks:
+                    break
             merged.append([first, last])
-    locks: list[tuple[bytes, bytes]] = []
-    for first, last in merged:
-        items = reader.items_between("lock", first, last + b"\x00")  # last + 0: just after last
-        locks += [(k, raw) for k, raw in items if raw[1:9] == ts_be]
-    return ranges, locks
+        taken += 1
+    for span in merged:
+        locks += _locks_between(reader, span, ts_be)
+    return ranges[:taken], locks, taken < len(ranges)
+
+
+def _locks_between(reader: Reader, span: list[bytes], ts_be: bytes) -> list[tuple[bytes, bytes]]:
+    first, last = span
+    items = reader.items_between("lock", first, last + b"\x00")  # last + 0: just after last
+    return [(k, raw) for k, raw in items if raw[1:9] == ts_be]
 
 
 def has_secondaries(reader: Reader, start_ts: int, primary: bytes) -> bool:
@@ -57,10 +75,27 @@ def resolve_locks(ctx: WriteContext, start_ts: int, commit_ts: int) -> int:
     Invariant: afterwards the txn holds no lock anywhere and has no index entry left. The caller
     must know the txn's fate from its primary (check_txn_status) first: this action trusts
     ``commit_ts``. Idempotent; returns how many keys it resolved."""
+    return resolve_locks_step(ctx, start_ts, commit_ts, 0)[0]
+
+
+def resolve_locks_step(
+    ctx: WriteContext, start_ts: int, commit_ts: int, limit: int
+) -> tuple[int, bool]:
+    """``resolve_locks`` in bounded writes: resolves about ``limit`` locks (all when 0) and
+    returns (how many, whether any are left). Callers step until none are left, so resolving a
+    large transaction never holds the store's writer for long; between steps the transaction
+    reads the same (its primary decided its fate)."""
     reader, buf = ctx.reader, ctx.buf
     prefix = struct.pack(">Q", start_ts)
-    entries = reader.items_between("txn_locks", prefix, struct.pack(">Q", start_ts + 1))
-    ranges, ranged = ranged_locks(reader, start_ts)
+    entries = reader.items_between(
+        "txn_locks", prefix, struct.pack(">Q", start_ts + 1), limit=limit
+    )
+    more = bool(limit) and len(entries) >= limit
+    if more:
+        ranges: list = []
+        ranged: list[tuple[bytes, bytes]] = []  # the next steps take the ranges
+    else:
+        ranges, ranged, more = ranged_locks(reader, start_ts, limit)
     if ranges:
         buf.delete_run("txn_ranges", ranges[0][0], len(ranges))
     if not commit_ts:
@@ -68,7 +103,7 @@ def resolve_locks(ctx: WriteContext, start_ts: int, commit_ts: int) -> int:
             rollback_key(ctx, k[8:], start_ts)
         for key, _ in ranged:
             rollback_key(ctx, key, start_ts)
-        return len(entries) + len(ranged)
+        return len(entries) + len(ranged), more
     # Index entries of an older format (no Write record) take the per-key path.
     if not all(w for _, w in entries):
         for k, w in entries:
@@ -98,4 +133,4 @@ def resolve_locks(ctx: WriteContext, start_ts: int, commit_ts: int) -> int:
     if ranged and entries:
         keys.sort()  # delete_many walks sorted keys
     buf.delete_many("lock", keys)
-    return len(pairs)
+    return len(pairs), more

@@ -77,3 +77,66 @@ def test_map_grows_instead_of_failing(tmp_path, clock):
     assert s.storage.map_size() > 1 << 20
     assert sum(len(k) for k, _ in s.scan_table("big", clock())) == 5000
     s.close()
+
+
+def test_groups_are_bounded_by_mutations(tmp_path):
+    """Two large actions queued together go to different groups (a group holds at most
+    max_group_cost mutations), so a small action queued behind them waits for a bounded group,
+    never for everything queued."""
+    import threading
+
+    from kvstore.group_commit import GroupCommitter
+    from kvstore.storage import Storage
+
+    storage = Storage(str(tmp_path / "lmdb"), sync=False)
+    gc = GroupCommitter(storage, max_group_cost=1000)
+    release = threading.Event()
+    seen: dict[str, int] = {}
+
+    def blocker(ctx):
+        release.wait(10)
+
+    def record(name):
+        def act(ctx):
+            seen[name] = gc.groups  # the groups committed before this one
+
+        return act
+
+    first = gc.submit(blocker)
+    futs = [gc.submit(record("big1"), 800), gc.submit(record("big2"), 800)]
+    futs.append(gc.submit(record("small"), 1))
+    release.set()
+    first.result(10)
+    for f in futs:
+        f.result(10)
+    assert seen["big1"] != seen["big2"], seen
+    assert seen["small"] == seen["big2"], seen  # it fits beside the second big one
+    gc.close()
+    storage.close()
+
+
+def test_resolve_locks_runs_in_bounded_steps(tmp_path, clock, monkeypatch):
+    """Resolving a large transaction's locks takes several bounded writes (other requests get
+    their turn between them) and still resolves every lock."""
+    import kvstore.store as store_mod
+
+    monkeypatch.setattr(store_mod, "RESOLVE_STEP", 100)
+    s = LocalStore(str(tmp_path / "lmdb"), clock=clock, sync=False)
+    info = s.create_table("r", "id BIGINT, v BIGINT", ["id"])
+    muts = [
+        (LockOp.PUT, info.key_codec.encode({"id": i}), info.row_codec.encode({"id": i, "v": i}))
+        for i in range(1050)
+    ]
+    start = clock()
+    for i in range(0, len(muts), 100):  # eleven prewrite requests of one transaction
+        s.prewrite(muts[i : i + 100], muts[0][1], start)
+    commit_ts = clock()
+    s.commit(start, commit_ts, [muts[0][1]])
+    groups = s.committer.groups
+    assert s.resolve_locks(start, commit_ts) == 1049
+    # A step stops once it has 100 locks, at the end of a prewrite's range: 1049 locks take 5+.
+    assert s.committer.groups - groups >= 5
+    assert sum(len(k) for k, _ in s.scan_table("r", clock())) == 1050
+    with s.storage.read_txn() as r:
+        assert not list(r.iter_range("lock", b"", None))
+    s.close()

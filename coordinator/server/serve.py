@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hmac
 import ipaddress
 import logging
 import os
@@ -111,7 +112,7 @@ class _TokenInterceptor(grpc.aio.ServerInterceptor):
         for key, value in metadata or ():
             if key == "authorization":
                 got = value.encode() if isinstance(value, str) else bytes(value)
-                return got == self._expected
+                return hmac.compare_digest(got, self._expected)
         return False
 
     async def intercept_service(

@@ -13,6 +13,9 @@ and the TSO stream is served on the loop (see kvstore.grpc_errors). A call witho
 refused at once, before any message of it is read. One connection may hold at most
 ``MAX_STREAMS_PER_CONNECTION`` calls at a time, the server ``ServeConfig.max_rpcs``; calls past
 that get RESOURCE_EXHAUSTED.
+
+Start-up checks the configuration, the TLS files and the port before it creates the data dir,
+and removes a data dir it created if a later step fails: a failed start leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import hmac
 import ipaddress
 import logging
 import os
+import shutil
 import socket
+import ssl
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
@@ -43,7 +48,7 @@ from coordinator.server.service import CoordinatorService
 from coordinator.server.snapshot_planner import SnapshotPlanner
 from coordinator.server.tso import TimestampOracle
 from kvstore.direct import write_instance_id
-from kvstore.errors import FailedPrecondition, InvalidArgument
+from kvstore.errors import FailedPrecondition, InvalidArgument, SnapviewError
 from kvstore.service import SERVICE_NAME as KV_SERVICE
 from kvstore.service import KvStoreService
 from kvstore.storage import DEFAULT_MAP_SIZE
@@ -78,6 +83,7 @@ class ServeConfig:
 
 
 def is_loopback(host: str) -> bool:
+    host = host.strip("[]")
     if host == "localhost":
         return True
     try:
@@ -89,6 +95,53 @@ def is_loopback(host: str) -> bool:
             )
         except OSError:
             return False
+
+
+def bind_address(host: str, port: int) -> str:
+    """``HOST:PORT`` for gRPC, an IPv6 address in brackets (``[::1]:50051``)."""
+    host = host.strip("[]")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail with one clear line if ``host:port`` cannot be bound (a busy port, a foreign
+    address), before gRPC tries it and logs its own multi-line complaint."""
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        raise FailedPrecondition(
+            f"cannot bind {bind_address(host, port)}: {_one_line(e)}"
+        ) from None
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as s:
+            # As gRPC does: a port whose old connections linger in TIME_WAIT is free.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(sockaddr)
+            except OSError as e:
+                raise FailedPrecondition(
+                    f"cannot bind {bind_address(host, port)}: {e.strerror or _one_line(e)}"
+                ) from None
+
+
+def _check_tls(cert: str, key: str) -> tuple[bytes, bytes]:
+    """The PEM bytes of a certificate and its key, after checking that they load and match."""
+    with open(cert, "rb") as c, open(key, "rb") as k:
+        cert_pem, key_pem = c.read(), k.read()
+    try:
+        # (A key that needs a password fails here too, rather than prompting for one.)
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=lambda: "")
+    except ssl.SSLError as e:
+        raise InvalidArgument(
+            f"TLS certificate {cert} and key {key} do not load as a PEM certificate and its "
+            f"private key: {_one_line(e)}"
+        ) from None
+    return cert_pem, key_pem
 
 
 class _TokenInterceptor(grpc.aio.ServerInterceptor):
@@ -131,7 +184,8 @@ class SnapviewServer:
     """A running ``snapview serve``; ``port`` is the bound port (useful with port 0).
 
     The API is synchronous (construct, ``start``, ``wait``, ``stop``); the gRPC server runs on
-    an asyncio loop in a thread of its own. A constructor that raises leaves nothing running."""
+    an asyncio loop in a thread of its own. A constructor that raises leaves nothing running
+    and no data dir it created."""
 
     def __init__(self, cfg: ServeConfig) -> None:
         # 1. Everything that can be checked without touching the data dir.
@@ -143,7 +197,8 @@ class SnapviewServer:
                 token = f.read().strip()
             if not token:
                 raise InvalidArgument(f"auth token file {cfg.auth_token_file} is empty")
-        if not is_loopback(cfg.host) and not (cfg.tls_cert or token or cfg.insecure):
+        loopback = is_loopback(cfg.host)
+        if not loopback and not (cfg.tls_cert or token or cfg.insecure):
             raise FailedPrecondition(
                 f"refusing to bind {cfg.host}, which is not loopback, without --tls-cert/--tls-key "
                 "or --auth-token-file; pass --insecure to do it anyway"
@@ -151,10 +206,11 @@ class SnapviewServer:
         creds = None
         if cfg.tls_cert:
             assert cfg.tls_key is not None  # checked above: they go together
-            with open(cfg.tls_cert, "rb") as c, open(cfg.tls_key, "rb") as k:
-                creds = grpc.ssl_server_credentials([(k.read(), c.read())])
+            cert_pem, key_pem = _check_tls(cfg.tls_cert, cfg.tls_key)
+            creds = grpc.ssl_server_credentials([(key_pem, cert_pem)])
         self.cfg = cfg
         self._lock_fd: int | None = None
+        self._created: str | None = None  # the outermost directory this start created
         self._pool = futures.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="rpc")
         self._tso_pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tso")
         self._loop = asyncio.new_event_loop()
@@ -162,9 +218,10 @@ class SnapviewServer:
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-aio", daemon=True)
         self._thread.start()
         try:
-            # 2. The port.
+            # 2. The port: a busy one fails here, before the data dir exists.
+            _check_port(cfg.host, cfg.port)
             self.grpc: grpc.aio.Server = self._run(self._new_server(token))
-            addr = f"{cfg.host}:{cfg.port}"
+            addr = bind_address(cfg.host, cfg.port)
             try:
                 if creds is not None:
                     self.port = self.grpc.add_secure_port(addr, creds)
@@ -174,7 +231,13 @@ class SnapviewServer:
                 self.port = 0
             if self.port == 0:
                 raise FailedPrecondition(f"cannot bind {addr}")
-            self.address = f"{cfg.host}:{self.port}"
+            self.address = bind_address(cfg.host, self.port)
+            if not loopback and not (cfg.tls_cert or token):
+                log.warning(
+                    "serving on %s, which is not loopback, with --insecure: no TLS and no "
+                    "token, anyone who can reach the port can read and write everything",
+                    self.address,
+                )
             # 3. The data dir, its lock and the store.
             self._open_data_dir(cfg)
         except BaseException:
@@ -198,6 +261,11 @@ class SnapviewServer:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _open_data_dir(self, cfg: ServeConfig) -> None:
+        top = os.path.abspath(cfg.data_dir)
+        while not os.path.exists(os.path.dirname(top)) and os.path.dirname(top) != top:
+            top = os.path.dirname(top)
+        if not os.path.exists(top):
+            self._created = top
         os.makedirs(cfg.data_dir, exist_ok=True)
         self._lock_fd = os.open(os.path.join(cfg.data_dir, "serve.lock"), os.O_RDWR | os.O_CREAT)
         try:
@@ -210,7 +278,15 @@ class SnapviewServer:
             ) from None
         self.instance_id = uuid.uuid4().hex
         write_instance_id(cfg.data_dir, self.instance_id)
-        self._open_store(cfg, os.path.join(cfg.data_dir, "lmdb"))
+        lmdb_path = os.path.join(cfg.data_dir, "lmdb")
+        try:
+            self._open_store(cfg, lmdb_path)
+        except SnapviewError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a damaged store: one clear line, not a traceback
+            raise FailedPrecondition(
+                f"cannot open the store in {lmdb_path}: {type(e).__name__}: {_one_line(e)}"
+            ) from e
         self.grpc.add_generic_rpc_handlers(
             [
                 KvStoreService(self.store).handler(),
@@ -263,13 +339,15 @@ class SnapviewServer:
         self._tso_pool.shutdown(wait=True)
 
     def _abandon(self) -> None:
-        """Undo a start that failed half-way: no server, no lock."""
+        """Undo a start that failed half-way: no server, no lock, no data dir of ours."""
         if hasattr(self, "grpc"):
             self._run(self.grpc.stop(None))
         self._stop_loop()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+        if self._created is not None:
+            shutil.rmtree(self._created, ignore_errors=True)
 
     def start(self) -> None:
         self.barriers.start()

@@ -258,3 +258,45 @@ def test_health_needs_no_token_and_wrong_token_is_refused(token_server):
             assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
         ok = tso(cpb.TsoRequest(count=1), metadata=(("authorization", "Bearer s3cret"),))
         assert ok.first > 0
+
+
+def test_one_connection_holds_at_most_max_streams(server):
+    """One connection gets MAX_STREAMS_PER_CONNECTION calls at a time; its further calls wait
+    (in the client) until one ends, and other connections are served meanwhile."""
+    from coordinator.server.serve import MAX_STREAMS_PER_CONNECTION as LIMIT
+
+    async def main() -> tuple[int, float, int]:
+        async with grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION) as ch:
+            calls = [cpb_grpc.CoordinatorStub(ch).TsoStream(timeout=30) for _ in range(LIMIT + 20)]
+
+            async def first(call) -> None:
+                await call.write(cpb.TsoRequest(count=1))
+                await call.read()
+
+            tasks = [asyncio.ensure_future(first(c)) for c in calls]
+            answered = lambda: sum(t.done() and not t.cancelled() for t in tasks)  # noqa: E731
+            deadline = time.monotonic() + 10
+            while answered() < LIMIT and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # give any call past the limit the time to be answered
+            at_limit = answered()
+            async with grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION) as other:
+                t = time.perf_counter()
+                await cpb_grpc.CoordinatorStub(other).Tso(cpb.TsoRequest(count=1), timeout=5)
+                other_s = time.perf_counter() - t
+            done = [c for c, t in zip(calls, tasks, strict=True) if t.done()]
+            for c in done[:20]:
+                await c.done_writing()
+                await c.read()  # the end of the stream
+            deadline = time.monotonic() + 10
+            while answered() < LIMIT + 20 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            after = answered()
+            for c in calls:
+                c.cancel()
+            return at_limit, other_s, after
+
+    at_limit, other_s, after = asyncio.run(main())
+    assert at_limit == LIMIT
+    assert other_s < 1.0
+    assert after == LIMIT + 20

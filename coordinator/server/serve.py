@@ -332,11 +332,14 @@ class SnapviewServer:
             log.info("resolved %d secondary locks of committed epochs", resolved)
 
     def _stop_loop(self) -> None:
+        # The pools first, while the loop still runs to take their last results (work of calls
+        # already cancelled may still be running); then the loop.
+        self._pool.shutdown(wait=True)
+        self._tso_pool.shutdown(wait=True)
+        self._run(self._loop.shutdown_asyncgens())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
-        self._pool.shutdown(wait=True)
-        self._tso_pool.shutdown(wait=True)
 
     def _abandon(self) -> None:
         """Undo a start that failed half-way: no server, no lock, no data dir of ours."""

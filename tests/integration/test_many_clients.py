@@ -300,3 +300,43 @@ def test_one_connection_holds_at_most_max_streams(server):
     assert at_limit == LIMIT
     assert other_s < 1.0
     assert after == LIMIT + 20
+
+
+def test_server_wide_cap_on_calls_in_progress(tmp_path):
+    """Past ServeConfig.max_rpcs calls in progress a new call is refused RESOURCE_EXHAUSTED at
+    once (not queued); once calls end, new ones are served. Runs the server in this process
+    through its synchronous API (start/stop from a plain thread)."""
+    from coordinator.server.serve import ServeConfig, SnapviewServer
+
+    srv = SnapviewServer(ServeConfig(data_dir=str(tmp_path / "d"), port=0, max_rpcs=8))
+    srv.start()
+    try:
+        address = f"127.0.0.1:{srv.port}"
+
+        async def main() -> tuple[grpc.StatusCode | None, float, int]:
+            async with grpc.aio.insecure_channel(address, options=OWN_CONNECTION) as ch:
+                stub = cpb_grpc.CoordinatorStub(ch)
+                calls = [stub.TsoStream(timeout=30) for _ in range(8)]
+                for c in calls:
+                    await c.write(cpb.TsoRequest(count=1))
+                    await c.read()
+                t = time.perf_counter()
+                try:
+                    await stub.Tso(cpb.TsoRequest(count=1), timeout=10)
+                    code = None
+                except grpc.aio.AioRpcError as e:
+                    code = e.code()
+                took = time.perf_counter() - t
+                for c in calls:
+                    await c.done_writing()
+                    await c.read()
+                await asyncio.sleep(0.2)
+                ok = (await stub.Tso(cpb.TsoRequest(count=1), timeout=10)).first
+                return code, took, ok
+
+        code, took, ok = asyncio.run(main())
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert took < 1.0
+        assert ok > 0
+    finally:
+        srv.stop(grace=1)

@@ -134,7 +134,7 @@ def _connect(args: argparse.Namespace) -> Client:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from coordinator.server.serve import ServeConfig, SnapviewServer
+    from coordinator.server.serve import ServeConfig, SnapviewServer, bind_address
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     server = SnapviewServer(
@@ -159,7 +159,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     # Tests and scripts wait for this exact line to learn the port.
-    print(f"snapview serving on {args.host}:{server.port} data-dir={args.data_dir}", flush=True)
+    print(
+        f"snapview serving on {bind_address(args.host, server.port)} data-dir={args.data_dir}",
+        flush=True,
+    )
     stop.wait()
     server.stop()
     return 0

@@ -5,19 +5,36 @@ can never hand out timestamps from the same TSO state. It speaks gRPC health che
 reflection. Security: optional TLS (``--tls-cert``/``--tls-key``) and a shared token
 (``--auth-token-file``: clients send ``authorization: Bearer TOKEN``; health checks need none).
 A bind to anything but loopback is refused unless one of them is set or ``--insecure`` is given.
+
+The gRPC server is asyncio (``grpc.aio``) on an event loop in a thread of its own, so that the
+number of open streams costs no threads: request work runs in a bounded thread pool (the loop's
+default executor, ``ServeConfig.workers`` threads) only while a request is being worked on,
+and the TSO stream is served on the loop (see kvstore.grpc_errors). A call without the token is
+refused at once, before any message of it is read. One connection may hold at most
+``MAX_STREAMS_PER_CONNECTION`` calls at a time, the server ``ServeConfig.max_rpcs``; calls past
+that get RESOURCE_EXHAUSTED.
+
+Start-up checks the configuration, the TLS files and the port before it creates the data dir,
+and removes a data dir it created if a later step fails: a failed start leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
+import hmac
 import ipaddress
 import logging
 import os
+import shutil
 import socket
+import ssl
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent import futures
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -31,7 +48,7 @@ from coordinator.server.service import CoordinatorService
 from coordinator.server.snapshot_planner import SnapshotPlanner
 from coordinator.server.tso import TimestampOracle
 from kvstore.direct import write_instance_id
-from kvstore.errors import FailedPrecondition, InvalidArgument
+from kvstore.errors import FailedPrecondition, InvalidArgument, SnapviewError
 from kvstore.limits import MAX_MESSAGE_BYTES
 from kvstore.service import SERVICE_NAME as KV_SERVICE
 from kvstore.service import KvStoreService
@@ -39,7 +56,14 @@ from kvstore.storage import DEFAULT_MAP_SIZE
 from kvstore.store import LocalStore
 
 log = logging.getLogger("snapview.serve")
+T = TypeVar("T")
+# The largest answer (a scan chunk); requests are bounded by kvstore.limits.MAX_MESSAGE_BYTES.
 MAX_SEND_BYTES = 256 << 20
+# HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: calls one connection may hold open at once; a client
+# queues more until one ends. Keeps one connection from taking the whole max_rpcs budget.
+MAX_STREAMS_PER_CONNECTION = 256
+# Calls in progress on the whole server; past it a new call gets RESOURCE_EXHAUSTED at once.
+MAX_CONCURRENT_RPCS = 16384
 _HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
 
@@ -55,10 +79,12 @@ class ServeConfig:
     insecure: bool = False
     sync: bool = True
     map_size: int = DEFAULT_MAP_SIZE
-    workers: int = 32
+    workers: int = 32  # threads working on requests (open streams hold none)
+    max_rpcs: int = MAX_CONCURRENT_RPCS
 
 
 def is_loopback(host: str) -> bool:
+    host = host.strip("[]")
     if host == "localhost":
         return True
     try:
@@ -72,35 +98,98 @@ def is_loopback(host: str) -> bool:
             return False
 
 
-class _TokenInterceptor(grpc.ServerInterceptor):
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}"
+def bind_address(host: str, port: int) -> str:
+    """``HOST:PORT`` for gRPC, an IPv6 address in brackets (``[::1]:50051``)."""
+    host = host.strip("[]")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
-        def deny(request: bytes, context: grpc.ServicerContext) -> None:
-            context.abort(
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail with one clear line if ``host:port`` cannot be bound (a busy port, a foreign
+    address), before gRPC tries it and logs its own multi-line complaint."""
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        raise FailedPrecondition(
+            f"cannot bind {bind_address(host, port)}: {_one_line(e)}"
+        ) from None
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as s:
+            # As gRPC does: a port whose old connections linger in TIME_WAIT is free.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(sockaddr)
+            except OSError as e:
+                raise FailedPrecondition(
+                    f"cannot bind {bind_address(host, port)}: {e.strerror or _one_line(e)}"
+                ) from None
+
+
+def _check_tls(cert: str, key: str) -> tuple[bytes, bytes]:
+    """The PEM bytes of a certificate and its key, after checking that they load and match."""
+    with open(cert, "rb") as c, open(key, "rb") as k:
+        cert_pem, key_pem = c.read(), k.read()
+    try:
+        # (A key that needs a password fails here too, rather than prompting for one.)
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=lambda: "")
+    except ssl.SSLError as e:
+        raise InvalidArgument(
+            f"TLS certificate {cert} and key {key} do not load as a PEM certificate and its "
+            f"private key: {_one_line(e)}"
+        ) from None
+    return cert_pem, key_pem
+
+
+class _TokenInterceptor(grpc.aio.ServerInterceptor):
+    """Lets a call through only with ``authorization: Bearer TOKEN`` (health checks need none).
+    Any other call is answered UNAUTHENTICATED at once: the refusal is a stream handler, so
+    it reads no request message first, and a client that opens a stream and sends nothing is
+    turned away as fast as one that sends garbage."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+        async def deny(requests: Any, context: grpc.aio.ServicerContext) -> None:
+            await context.abort(
                 grpc.StatusCode.UNAUTHENTICATED,
                 "missing or wrong auth token (send 'authorization: Bearer TOKEN')",
             )
 
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny = grpc.stream_stream_rpc_method_handler(deny)
 
-    def intercept_service(
+    def authorized(self, metadata: Any) -> bool:
+        for key, value in metadata or ():
+            if key == "authorization":
+                got = value.encode() if isinstance(value, str) else bytes(value)
+                return hmac.compare_digest(got, self._expected)
+        return False
+
+    async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        if details.method.startswith(_HEALTH_PREFIX):
-            return continuation(details)
-        md = dict(details.invocation_metadata or ())
-        if md.get("authorization") == self._expected:
-            return continuation(details)
+    ) -> grpc.RpcMethodHandler:
+        if details.method.startswith(_HEALTH_PREFIX) or self.authorized(
+            details.invocation_metadata
+        ):
+            return await continuation(details)
         return self._deny
 
 
 class SnapviewServer:
-    """A running ``snapview serve``; ``port`` is the bound port (useful with port 0)."""
+    """A running ``snapview serve``; ``port`` is the bound port (useful with port 0).
+
+    The API is synchronous (construct, ``start``, ``wait``, ``stop``); the gRPC server runs on
+    an asyncio loop in a thread of its own. A constructor that raises leaves nothing running
+    and no data dir it created."""
 
     def __init__(self, cfg: ServeConfig) -> None:
+        # 1. Everything that can be checked without touching the data dir.
         if (cfg.tls_cert is None) != (cfg.tls_key is None):
             raise InvalidArgument("--tls-cert and --tls-key go together")
         token = None
@@ -109,50 +198,96 @@ class SnapviewServer:
                 token = f.read().strip()
             if not token:
                 raise InvalidArgument(f"auth token file {cfg.auth_token_file} is empty")
-        if not is_loopback(cfg.host) and not (cfg.tls_cert or token or cfg.insecure):
+        loopback = is_loopback(cfg.host)
+        if not loopback and not (cfg.tls_cert or token or cfg.insecure):
             raise FailedPrecondition(
                 f"refusing to bind {cfg.host}, which is not loopback, without --tls-cert/--tls-key "
                 "or --auth-token-file; pass --insecure to do it anyway"
             )
+        creds = None
+        if cfg.tls_cert:
+            assert cfg.tls_key is not None  # checked above: they go together
+            cert_pem, key_pem = _check_tls(cfg.tls_cert, cfg.tls_key)
+            creds = grpc.ssl_server_credentials([(key_pem, cert_pem)])
+        self.cfg = cfg
+        self._lock_fd: int | None = None
+        self._created: str | None = None  # the outermost directory this start created
+        self._pool = futures.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="rpc")
+        self._tso_pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tso")
+        self._loop = asyncio.new_event_loop()
+        self._loop.set_default_executor(self._pool)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-aio", daemon=True)
+        self._thread.start()
+        try:
+            # 2. The port: a busy one fails here, before the data dir exists.
+            _check_port(cfg.host, cfg.port)
+            self.grpc: grpc.aio.Server = self._run(self._new_server(token))
+            addr = bind_address(cfg.host, cfg.port)
+            try:
+                if creds is not None:
+                    self.port = self.grpc.add_secure_port(addr, creds)
+                else:
+                    self.port = self.grpc.add_insecure_port(addr)
+            except RuntimeError:
+                self.port = 0
+            if self.port == 0:
+                raise FailedPrecondition(f"cannot bind {addr}")
+            self.address = bind_address(cfg.host, self.port)
+            if not loopback and not (cfg.tls_cert or token):
+                log.warning(
+                    "serving on %s, which is not loopback, with --insecure: no TLS and no "
+                    "token, anyone who can reach the port can read and write everything",
+                    self.address,
+                )
+            # 3. The data dir, its lock and the store.
+            self._open_data_dir(cfg)
+        except BaseException:
+            self._abandon()
+            raise
+
+    async def _new_server(self, token: str | None) -> grpc.aio.Server:
+        return grpc.aio.server(
+            interceptors=[_TokenInterceptor(token)] if token else [],
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_SEND_BYTES),
+                ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
+                ("grpc.so_reuseport", 0),
+            ],
+            maximum_concurrent_rpcs=self.cfg.max_rpcs,
+        )
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the server's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _open_data_dir(self, cfg: ServeConfig) -> None:
+        top = os.path.abspath(cfg.data_dir)
+        while not os.path.exists(os.path.dirname(top)) and os.path.dirname(top) != top:
+            top = os.path.dirname(top)
+        if not os.path.exists(top):
+            self._created = top
         os.makedirs(cfg.data_dir, exist_ok=True)
         self._lock_fd = os.open(os.path.join(cfg.data_dir, "serve.lock"), os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
+            self._lock_fd = None
             raise FailedPrecondition(
                 f"data dir {cfg.data_dir} is in use by another snapview serve"
             ) from None
-        self.cfg = cfg
         self.instance_id = uuid.uuid4().hex
         write_instance_id(cfg.data_dir, self.instance_id)
-        self.store = LocalStore(
-            os.path.join(cfg.data_dir, "lmdb"), map_size=cfg.map_size, sync=cfg.sync
-        )
-        # The TSO persists into the store, so it comes second; from here on the store refuses
-        # timestamps it has not issued and runs lock TTLs on its clock (kvstore.clock).
-        self.tso = TimestampOracle(self.store)
-        self.store.use_clock(self.tso)
-        self.registry = Registry(self.store)
-        self.barriers = Barriers(self.store, self.tso, self.registry, cfg.barrier_interval_s)
-        self.epochs = EpochManager(self.store, self.tso, self.barriers)
-        self.planner = SnapshotPlanner(
-            self.store, self.tso, self.barriers, self.registry, self.epochs
-        )
-        resolved = self.epochs.recover()
-        if resolved:
-            log.info("resolved %d secondary locks of committed epochs", resolved)
-        interceptors = [_TokenInterceptor(token)] if token else []
-        self.grpc = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="rpc"),
-            interceptors=interceptors,
-            options=[
-                # A request is parsed only below the limit (kvstore.limits); answers may be larger.
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_SEND_BYTES),
-                ("grpc.so_reuseport", 0),
-            ],
-        )
+        lmdb_path = os.path.join(cfg.data_dir, "lmdb")
+        try:
+            self._open_store(cfg, lmdb_path)
+        except SnapviewError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a damaged store: one clear line, not a traceback
+            raise FailedPrecondition(
+                f"cannot open the store in {lmdb_path}: {type(e).__name__}: {_one_line(e)}"
+            ) from e
         self.grpc.add_generic_rpc_handlers(
             [
                 KvStoreService(self.store).handler(),
@@ -164,37 +299,73 @@ class SnapviewServer:
                     self.instance_id,
                     registry=self.registry,
                     planner=self.planner,
+                    tso_executor=self._tso_pool,
                 ).handler(),
             ]
         )
-        self.health = health.HealthServicer()
+        self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection(
             [KV_SERVICE, COORD_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.grpc
         )
-        addr = f"{cfg.host}:{cfg.port}"
-        if cfg.tls_cert:
-            assert cfg.tls_key is not None  # checked above: they go together
-            with open(cfg.tls_cert, "rb") as c, open(cfg.tls_key, "rb") as k:
-                creds = grpc.ssl_server_credentials([(k.read(), c.read())])
-            self.port = self.grpc.add_secure_port(addr, creds)
-        else:
-            self.port = self.grpc.add_insecure_port(addr)
-        if self.port == 0:
-            raise FailedPrecondition(f"cannot bind {addr}")
+
+    def _open_store(self, cfg: ServeConfig, lmdb_path: str) -> None:
+        self.store = LocalStore(lmdb_path, map_size=cfg.map_size, sync=cfg.sync)
+        try:
+            # The TSO persists into the store, so it comes second; from here on the store refuses
+            # timestamps it has not issued and runs lock TTLs on its clock (kvstore.clock).
+            self.tso = TimestampOracle(self.store)
+            self.store.use_clock(self.tso)
+            self.registry = Registry(self.store)
+            self.barriers = Barriers(self.store, self.tso, self.registry, cfg.barrier_interval_s)
+            self.epochs = EpochManager(self.store, self.tso, self.barriers)
+            self.planner = SnapshotPlanner(
+                self.store, self.tso, self.barriers, self.registry, self.epochs
+            )
+            resolved = self.epochs.recover()
+        except BaseException:
+            self.store.close()
+            raise
+        if resolved:
+            log.info("resolved %d secondary locks of committed epochs", resolved)
+
+    def _stop_loop(self) -> None:
+        # The pools first, while the loop still runs to take their last results (work of calls
+        # already cancelled may still be running); then the loop.
+        self._pool.shutdown(wait=True)
+        self._tso_pool.shutdown(wait=True)
+        self._run(self._loop.shutdown_asyncgens())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def _abandon(self) -> None:
+        """Undo a start that failed half-way: no server, no lock, no data dir of ours."""
+        if hasattr(self, "grpc"):
+            self._run(self.grpc.stop(None))
+        self._stop_loop()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        if self._created is not None:
+            shutil.rmtree(self._created, ignore_errors=True)
 
     def start(self) -> None:
         self.barriers.start()
-        self.grpc.start()
+        self._run(self.grpc.start())
         for name in ("", KV_SERVICE, COORD_SERVICE):
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            self._run(self.health.set(name, health_pb2.HealthCheckResponse.SERVING))
 
     def wait(self) -> None:
-        self.grpc.wait_for_termination()
+        self._run(self.grpc.wait_for_termination())
 
     def stop(self, grace: float = 2.0) -> None:
-        self.health.enter_graceful_shutdown()
-        self.grpc.stop(grace).wait()
+        """Refuse new calls, give the ones in progress ``grace`` seconds, then close the store."""
+        self._run(self.health.enter_graceful_shutdown())
+        self._run(self.grpc.stop(grace))
+        self._stop_loop()  # after the pool's last request: nothing touches the store any more
         self.barriers.stop()
         self.store.close()
-        os.close(self._lock_fd)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from concurrent.futures import Executor
 
 import grpc
 
@@ -51,8 +53,12 @@ class CoordinatorService:
         *,
         registry: Registry,
         planner: SnapshotPlanner,
+        tso_executor: Executor | None = None,
     ) -> None:
         self.store, self.tso, self.epochs, self.data_dir = store, tso, epochs, data_dir
+        # Where a timestamp that cannot be had on the loop is allocated: best a pool of its own,
+        # so that it never queues behind the store work in the default one.
+        self.tso_executor = tso_executor
         self.instance_id = instance_id
         self.registry, self.planner = registry, planner
         self.started = time.monotonic()
@@ -60,17 +66,28 @@ class CoordinatorService:
     def handler(self) -> grpc.GenericRpcHandler:
         return generic_handler(SERVICE_NAME, pb.DESCRIPTOR.services_by_name["Coordinator"], self)
 
-    def Tso(self, req: pb.TsoRequest, ctx: grpc.ServicerContext) -> pb.TsoResponse:
-        count = req.count or 1
+    # Tso and TsoStream run on the server's event loop (see kvstore.grpc_errors): an open stream
+    # holds no thread, and a timestamp is handed out without a thread hop unless the oracle is
+    # busy or must persist its window first, which is then done in tso_executor.
+
+    async def _allocate(self, count: int) -> int:
         if count > LOGICAL_MASK:
             raise InvalidArgument(f"Tso: count {count} exceeds {LOGICAL_MASK}")
-        return pb.TsoResponse(first=self.tso.allocate(count), count=count)
+        first = self.tso.try_allocate(count)
+        if first is None:
+            first = await asyncio.get_running_loop().run_in_executor(None, self.tso.allocate, count)
+        return first
 
-    def TsoStream(
-        self, requests: Iterator[pb.TsoRequest], ctx: grpc.ServicerContext
-    ) -> Iterator[pb.TsoResponse]:
-        for req in requests:
-            yield self.Tso(req, ctx)
+    async def Tso(self, req: pb.TsoRequest, ctx: grpc.aio.ServicerContext) -> pb.TsoResponse:
+        count = req.count or 1
+        return pb.TsoResponse(first=await self._allocate(count), count=count)
+
+    async def TsoStream(
+        self, requests: AsyncIterator[pb.TsoRequest], ctx: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.TsoResponse]:
+        async for req in requests:
+            count = req.count or 1
+            yield pb.TsoResponse(first=await self._allocate(count), count=count)
 
     def OpenTransaction(
         self, req: pb.OpenTransactionRequest, ctx: grpc.ServicerContext

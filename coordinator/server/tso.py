@@ -94,6 +94,28 @@ class TimestampOracle:
             self._issued = max(self._issued, first + count - 1)
             return first
 
+    def try_allocate(self, count: int = 1) -> int | None:
+        """``allocate(count)`` if that can be done without waiting, else None: when another
+        thread holds the oracle or the window would have to be persisted first (a disk write).
+        For an event loop, which must not block; on None it calls ``allocate`` off the loop."""
+        if not 1 <= count <= LOGICAL_MASK:
+            raise ValueError(f"count must be in [1, {LOGICAL_MASK}]")
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            self._advance()
+            physical, logical = self._physical, self._logical
+            if logical + count > LOGICAL_MASK:
+                physical, logical = physical + 1, 0
+            if physical >= self._high_water - self.window_ms // 2:
+                return None  # allocate() extends the window before issuing from it
+            self._physical, self._logical = physical, logical + count
+            first = compose(physical, logical)
+            self._issued = max(self._issued, first + count - 1)
+            return first
+        finally:
+            self._lock.release()
+
     def now(self) -> int:
         """One fresh timestamp."""
         return self.allocate(1)

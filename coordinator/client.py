@@ -26,6 +26,7 @@ from kvstore.errors import KeyIsLocked
 from kvstore.lock_resolution import resolve_lock
 from kvstore.mvcc.records import Mutation
 from kvstore.remote import CallMetadata, RemoteStore, RetryPolicy, RpcCaller
+from kvstore.results import DropResult
 from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
@@ -123,8 +124,12 @@ class Client:
         whose rows are keyed by a hidden row id. Raises AlreadyExists / InvalidArgument."""
         return self.store.create_table(name, schema, primary_key, kind, if_not_exists)
 
-    def drop_table(self, name: str, if_exists: bool = False) -> bool:
-        return self.store.drop_table(name, if_exists)
+    def drop_table(self, name: str, if_exists: bool = False, cascade: bool = False) -> DropResult:
+        """Drop ``name``. A table that views (or other registered jobs) read is refused with
+        FailedPrecondition naming them, unless ``cascade``: then everything downstream of it is
+        dropped too, in the same write. The writer job of every dropped table is unregistered, so
+        a running view job stops at its next step. The result is true when the table existed."""
+        return self.store.drop_table(name, if_exists, cascade)
 
     def describe_table(self, name: str, refresh: bool = False) -> TableInfo:
         """The table's definition (cached per client; ``refresh`` asks the server again)."""

@@ -90,6 +90,34 @@ class EpochInfo:
         )
 
 
+class JobState(enum.StrEnum):
+    """A job's liveness as the coordinator sees it, from the job's own reports
+    (``JobClient.report_job``; a MaterializedView reports by itself).
+
+    RUNNING: it reported running within its TTL. LOST: it reported running, then stopped
+    reporting (its process died or hangs). FAILED: it reported a failure (``last_error``).
+    STOPPED: it stopped cleanly. NOT_STARTED: registered, never reported, never committed (a view
+    built but never started). UNKNOWN: it commits but does not report (a plain EpochWriter)."""
+
+    RUNNING = "running"
+    LOST = "lost"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    NOT_STARTED = "not_started"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, raw: str) -> JobState:
+        try:
+            return cls(raw)
+        except ValueError:
+            return cls.UNKNOWN
+
+    @property
+    def healthy(self) -> bool:
+        return self is JobState.RUNNING
+
+
 @dataclass(frozen=True)
 class JobInfo:
     """A registered job: the one writer of ``sink``, reading ``sources``."""
@@ -102,6 +130,9 @@ class JobInfo:
     strategy: str = ""
     registered_wall_ms: int = 0
     last_committed: int = 0  # the job's newest committed epoch (a barrier for a view job)
+    state: JobState = JobState.UNKNOWN  # liveness, from the job's own reports (see JobState)
+    last_error: str = ""  # what the job reported when it failed
+    reported_wall_ms: int = 0  # when it last reported (0: never)
 
     @classmethod
     def from_pb(cls, m: cpb.JobInfo) -> JobInfo:
@@ -114,6 +145,9 @@ class JobInfo:
             strategy=m.strategy,
             registered_wall_ms=m.registered_wall_ms,
             last_committed=m.last_committed,
+            state=JobState.parse(m.state),
+            last_error=m.last_error,
+            reported_wall_ms=m.reported_wall_ms,
         )
 
 
@@ -286,6 +320,20 @@ class JobClient:
         """Remove ``job`` from the registry (its sink is free for another writer)."""
         req = cpb.UnregisterJobRequest(job=job)
         return JobInfo.from_pb(self._rpc.unary(self._stub.UnregisterJob, req))
+
+    def report_job(
+        self, job: str, state: JobState, error: str = "", ttl_ms: int = 10_000
+    ) -> JobInfo:
+        """Tell the coordinator how ``job`` is: RUNNING (a heartbeat that holds for ``ttl_ms``;
+        past it the job shows as LOST), FAILED with ``error``, or STOPPED. Raises NotFound once
+        the job is unregistered (dropped): the job should then stop."""
+        req = cpb.ReportJobRequest(job=job, state=str(state), error=error, ttl_ms=ttl_ms)
+        return JobInfo.from_pb(self._rpc.unary(self._stub.ReportJob, req))
+
+    def list_jobs(self) -> list[JobInfo]:
+        """Every registered job with its state and last committed epoch, by name."""
+        topo = self._rpc.unary(self._stub.Topology, cpb.TopologyRequest())
+        return [JobInfo.from_pb(j) for j in topo.jobs]
 
     def plan_barriers(
         self, job: str, limit: int = 0, after: int = 0, upto: int = 0

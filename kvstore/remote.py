@@ -28,7 +28,7 @@ from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.limits import split_keys
 from kvstore.mvcc.keys import table_id_of, table_prefix
 from kvstore.mvcc.records import Mutation
-from kvstore.results import ChangeRecord, TxnStatusResult
+from kvstore.results import ChangeRecord, DropResult, TxnStatusResult
 from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 from snapview_proto.snapview.v1 import kvstore_pb2_grpc as pb_grpc
@@ -179,11 +179,15 @@ class RemoteStore:
         )
         return self._remember(wire.table_from_pb(resp))
 
-    def drop_table(self, name: str, if_exists: bool = False) -> bool:
+    def drop_table(self, name: str, if_exists: bool = False, cascade: bool = False) -> DropResult:
         self._tables.pop(name, None)
-        return self.rpc.unary(
-            self.stub.DropTable, pb.DropTableRequest(name=name, if_exists=if_exists)
-        ).dropped
+        r = self.rpc.unary(
+            self.stub.DropTable,
+            pb.DropTableRequest(name=name, if_exists=if_exists, cascade=cascade),
+        )
+        for t in r.also_dropped:
+            self._tables.pop(t, None)
+        return DropResult(r.dropped, tuple(r.also_dropped), tuple(r.unregistered_jobs))
 
     def describe_table(self, name: str, refresh: bool = False) -> TableInfo:
         if refresh or name not in self._tables:

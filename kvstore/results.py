@@ -31,3 +31,16 @@ class ChangeRecord:
     old: bytes | None  # the value at from_ts (None: absent)
     new: bytes | None  # the value at to_ts (None: absent)
     commit_ts: int  # the newest commit of the key inside the interval
+
+
+@dataclass(frozen=True)
+class DropResult:
+    """What a drop_table did: whether the table existed, the downstream tables dropped with it
+    (cascade) and the writer jobs unregistered. True when the table was dropped."""
+
+    dropped: bool
+    also_dropped: tuple[str, ...] = ()
+    unregistered_jobs: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.dropped

@@ -176,7 +176,12 @@ class KvStoreService:
     def DropTable(
         self, req: pb.DropTableRequest, ctx: grpc.ServicerContext
     ) -> pb.DropTableResponse:
-        return pb.DropTableResponse(dropped=self.store.drop_table(req.name, req.if_exists))
+        r = self.store.drop_table(req.name, req.if_exists, req.cascade)
+        return pb.DropTableResponse(
+            dropped=r.dropped,
+            also_dropped=list(r.also_dropped),
+            unregistered_jobs=list(r.unregistered_jobs),
+        )
 
     def DescribeTable(
         self, req: pb.DescribeTableRequest, ctx: grpc.ServicerContext

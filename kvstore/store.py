@@ -44,12 +44,13 @@ from kvstore.lock_resolution import resolve_lock
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp, Mutation
-from kvstore.results import TxnStatusResult
+from kvstore.results import DropResult, TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage
 from kvstore.table_info import TableInfo
 from kvstore.validation import check_key, describe_key, repeated_key, validate_rows
 
 T = TypeVar("T")
+DropGuard = Callable[[WriteContext, str, bool], tuple[list[str], list[str]]]
 DEFAULT_LOCK_TTL_MS = 3000
 MAX_LOCK_TTL_MS = 3_600_000
 DEFAULT_MAX_VALUE_BYTES = 4 << 20
@@ -80,6 +81,8 @@ class LocalStore:
         self.clock = clock
         self.max_value_bytes = max_value_bytes
         self._catalog_lock = threading.Lock()
+        # Set by the coordinator: inside a drop's write, (downstream tables, jobs) or a refusal.
+        self.drop_guard: DropGuard | None = None
         # One-phase commits whose commit_ts is allocated but not yet durable: readers at or above
         # such a ts wait, so a read never misses a commit below its read_ts (repeatable reads).
         self._inflight: set[int] = set()
@@ -120,11 +123,30 @@ class LocalStore:
             self.catalog.remember(info)
         return info
 
-    def drop_table(self, name: str, if_exists: bool = False) -> bool:
+    def drop_table(self, name: str, if_exists: bool = False, cascade: bool = False) -> DropResult:
+        """Drop ``name`` and every record of it, in one write. With a ``drop_guard`` installed
+        (the coordinator's registry, in a server), a table that registered jobs read is refused
+        (FAILED_PRECONDITION naming them) unless ``cascade``: then every table downstream of it
+        goes in the same write, and the writer jobs of all of them are unregistered."""
+        check_table_name(name)
+        guard = self.drop_guard
+
+        def act(ctx: WriteContext) -> DropResult:
+            if ctx.reader.get("catalog", name.encode()) is None:
+                if if_exists:
+                    return DropResult(False)
+                raise TableNotFound(name)
+            downstream, jobs = guard(ctx, name, cascade) if guard else ([], [])
+            for t in downstream:
+                drop_table_action(ctx, t, True)
+            drop_table_action(ctx, name, False)
+            return DropResult(True, tuple(downstream), tuple(jobs))
+
         with self._catalog_lock:
-            dropped = self.committer.run(lambda ctx: drop_table_action(ctx, name, if_exists))
-            self.catalog.forget(name)
-        return dropped
+            result = self.committer.run(act)
+            for t in (*result.also_dropped, name) if result.dropped else ():
+                self.catalog.forget(t)
+        return result
 
     def describe_table(self, name: str) -> TableInfo:
         check_table_name(name)

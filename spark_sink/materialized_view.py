@@ -38,8 +38,10 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator.errors import BarrierNotReached, SecondWriter
+from coordinator.jobs import JobState
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.schema import parse_ddl
+from spark_sink.job_liveness import JobReporter
 from spark_sink.partition_writer import direct_info
 from spark_sink.query_analysis import (
     mentioned_tables,
@@ -303,6 +305,25 @@ class ViewJob:
             .queryName(f"snapview_view_{view.target}")
             .start()
         )
+        self._reporter = JobReporter(
+            client_for(view.coordinator, view.token),
+            view.job,
+            is_active=lambda: self.query.isActive,
+            error=self._error_text,
+            on_unregistered=self._on_dropped,
+        )
+
+    def _error_text(self) -> str:
+        """The job's failure in one line ("" while it has none)."""
+        if self.error is not None:
+            return f"{type(self.error).__name__}: {self.error}"
+        exc = self.query.exception() if not self.query.isActive else None
+        return str(exc).splitlines()[0] if exc is not None else ""
+
+    def _on_dropped(self) -> None:
+        """The coordinator unregistered the job (its table was dropped): stop maintaining it."""
+        self._stopping = True
+        self.query.stop()
 
     def _on_batch(self, df: DataFrame, batch_id: int) -> None:
         if self._stopping:
@@ -376,6 +397,8 @@ class ViewJob:
                 break
             time.sleep(0.01)
         self.query.stop()
+        err = self._error_text() if self.error is not None else ""
+        self._reporter.close(JobState.FAILED if err else JobState.STOPPED, err)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

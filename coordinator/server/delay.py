@@ -8,10 +8,13 @@ its resolved ts passed it).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from coordinator.server.barriers import Barriers
+from coordinator.server.epochs import EpochManager
 from coordinator.server.registry import Registry
+from kvstore.mvcc.timestamp import compose
 from kvstore.store import LocalStore
 
 
@@ -24,6 +27,7 @@ class TableDelay:
     barriers_behind: int
     barrier_lag_ms: int
     e2e_delay_ms: int
+    job_state: str = ""  # the writer job's JobState ("" for a table no job writes)
 
 
 def delay_report(
@@ -34,6 +38,7 @@ def delay_report(
     time)."""
     newest = barriers.newest()
     newest_wall = barriers.wall_ms(newest)
+    now_ms = int(time.time() * 1000)
     topo = registry.topology()
     out = []
     with store.storage.read_txn() as r:
@@ -50,15 +55,24 @@ def delay_report(
                 seen, wall = barriers.root_reached(name)
                 reached = wall if seen == b else 0
             issued = barriers.wall_ms(b) if b else 0
+            behind = barriers.count_after(b) if b else 0
+            if not b and is_view and w is not None:
+                # A view with no version yet is behind every barrier since it was registered.
+                behind = barriers.count_after(compose(w.registered_wall_ms, 0))
+            state = ""
+            if w is not None:
+                last = EpochManager.last_committed_in(r, w.job)
+                state = str(Registry.state_of(Registry.run_in(r, w.job), last, now_ms))
             out.append(
                 TableDelay(
                     table=name,
                     kind="view" if is_view else "root",
                     job=w.job if w else "",
                     barrier=b,
-                    barriers_behind=barriers.count_after(b) if b else 0,
+                    barriers_behind=behind,
                     barrier_lag_ms=max(0, newest_wall - issued) if b and issued else 0,
                     e2e_delay_ms=(reached - issued) if (reached and issued) else 0,
+                    job_state=state,
                 )
             )
     return newest, out

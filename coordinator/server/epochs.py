@@ -123,6 +123,12 @@ class EpochManager:
             raise NotFound(f"job {job!r} epoch {epoch} was never opened")
         return info
 
+    @staticmethod
+    def last_committed_in(reader: Reader, job: str) -> int:
+        """The job's newest committed epoch (0 if none), read through ``reader``."""
+        raw = reader.get("meta", job_state_key(job))
+        return int(json.loads(raw)["last_committed"]) if raw else 0
+
     def last_committed(self, job: str) -> int:
         """The job's newest committed epoch (0 if none): one lookup, for callers that poll."""
         with self.store.storage.read_txn() as r:

@@ -9,6 +9,7 @@ them.
     epoch/<job>\\0<epoch:8>      EpochRecord (JSON)    one per opened (job, epoch) (epochs)
     job/<job>                   {"last_committed", "open_epoch"} (JSON), per job (epochs)
     jobreg/<job>                JobRecord (JSON)    the registered topology (registry)
+    jobrun/<job>                JobRun (JSON)       the job's last liveness report (registry)
     barrier/<T:8>               {"wall_ms"} (JSON)  one per issued barrier (barriers)
     vbar/<table>\\0<T:8>         ViewVersion (JSON, without ``barrier``) (barriers)
     vbar-newest/<table>         decimal T           a view's newest barrier (barriers)
@@ -63,6 +64,7 @@ TSO_HIGH_WATER = b"tso/high_water"
 EPOCH_PREFIX = b"epoch/"
 JOB_STATE_PREFIX = b"job/"
 JOB_RECORD_PREFIX = b"jobreg/"
+JOB_RUN_PREFIX = b"jobrun/"
 BARRIER_PREFIX = b"barrier/"
 VIEW_VERSION_PREFIX = b"vbar/"
 VIEW_NEWEST_PREFIX = b"vbar-newest/"
@@ -78,6 +80,10 @@ def job_state_key(job: str) -> bytes:
 
 def job_record_key(job: str) -> bytes:
     return JOB_RECORD_PREFIX + job.encode()
+
+
+def job_run_key(job: str) -> bytes:
+    return JOB_RUN_PREFIX + job.encode()
 
 
 def barrier_key(ts: int) -> bytes:
@@ -192,3 +198,20 @@ class ViewVersion:
     @classmethod
     def from_json(cls, barrier: int, raw: bytes) -> ViewVersion:
         return cls(barrier=barrier, **json.loads(raw))
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """A job's last report of itself (``ReportJob``): its state, error and when."""
+
+    state: str  # running | failed | stopped
+    error: str = ""
+    wall_ms: int = 0
+    ttl_ms: int = 0
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> JobRun:
+        return cls(**json.loads(raw))

@@ -18,15 +18,18 @@ import time
 from dataclasses import dataclass, field
 
 from coordinator.errors import SecondWriter, TopologyCycle
+from coordinator.jobs import JobState
 from coordinator.server.meta import (
     JOB_KINDS,
     JOB_RECORD_PREFIX,
     MAX_TEXT_BYTES,
     SINK,
     JobRecord,
+    JobRun,
     check_job_name,
     check_label,
     job_record_key,
+    job_run_key,
 )
 from kvstore.catalog import Catalog
 from kvstore.errors import FailedPrecondition, InvalidArgument, NotFound, cut
@@ -35,6 +38,10 @@ from kvstore.storage import Reader
 from kvstore.store import LocalStore
 
 MAX_SOURCES = 256  # tables one job reads
+REPORTED_STATES = ("running", "failed", "stopped")
+DEFAULT_REPORT_TTL_MS = 10_000
+MAX_REPORT_TTL_MS = 3_600_000
+MAX_ERROR_CHARS = 4000
 
 
 @dataclass
@@ -178,6 +185,81 @@ class Registry:
             if rec is None:
                 raise NotFound(f"job {job!r} is not registered")
             ctx.buf.delete("meta", job_record_key(job))
+            ctx.buf.delete("meta", job_run_key(job))
             return rec
 
         return self.store.run_write(act)
+
+    # ------------------------------------------------------------------ liveness
+
+    def report(self, job: str, state: str, error: str = "", ttl_ms: int = 0) -> JobRecord:
+        """Record ``job``'s report of itself (running with a TTL, failed with an error, or
+        stopped); NotFound once the job is unregistered, so a dropped view's job learns to stop."""
+        check_job_name(job)
+        if state not in REPORTED_STATES:
+            raise InvalidArgument(
+                f"job {job!r}: reported state {cut(state)} is not one of {REPORTED_STATES}"
+            )
+        ttl_ms = ttl_ms or DEFAULT_REPORT_TTL_MS
+        if not 0 < ttl_ms <= MAX_REPORT_TTL_MS:
+            raise InvalidArgument(f"job {job!r}: ttl_ms must be in (0, {MAX_REPORT_TTL_MS}]")
+        run = JobRun(state, error[:MAX_ERROR_CHARS], int(time.time() * 1000), ttl_ms)
+
+        def act(ctx: WriteContext) -> JobRecord:
+            rec = self.get_in(ctx.reader, job)
+            if rec is None:
+                raise NotFound(f"job {job!r} is not registered (was its table dropped?)")
+            ctx.buf.put("meta", job_run_key(job), run.to_json())
+            return rec
+
+        return self.store.run_write(act)
+
+    @staticmethod
+    def run_in(reader: Reader, job: str) -> JobRun | None:
+        raw = reader.get("meta", job_run_key(job))
+        return None if raw is None else JobRun.from_json(raw)
+
+    def run_of(self, job: str) -> JobRun | None:
+        with self.store.storage.read_txn() as r:
+            return self.run_in(r, job)
+
+    @staticmethod
+    def state_of(run: JobRun | None, last_committed: int, now_ms: int) -> JobState:
+        """The job's liveness from its last report (see coordinator.jobs.JobState)."""
+        if run is None:
+            return JobState.UNKNOWN if last_committed else JobState.NOT_STARTED
+        if run.state == "running":
+            return JobState.RUNNING if now_ms <= run.wall_ms + run.ttl_ms else JobState.LOST
+        return JobState(run.state)
+
+    # ------------------------------------------------------------------ drop
+
+    def drop_guard(self, ctx: WriteContext, table: str, cascade: bool) -> tuple[list, list]:
+        """Inside the store's drop of ``table`` (one write): the tables downstream of it (read,
+        directly or through other views, by registered jobs), dependents first, and the jobs
+        writing ``table`` or any of them, whose registrations are deleted here. Without
+        ``cascade`` a table with downstream tables is refused, naming them."""
+        topo = self.load(ctx.reader)
+        order: list[str] = []
+        frontier = [table]
+        while frontier:
+            t = frontier.pop()
+            for rec in sorted(topo.jobs.values(), key=lambda r: r.job):
+                if t in rec.sources and rec.sink not in order and rec.sink != table:
+                    order.append(rec.sink)
+                    frontier.append(rec.sink)
+        if order and not cascade:
+            readers = sorted(r.job for r in topo.jobs.values() if table in r.sources)
+            raise FailedPrecondition(
+                f"table {table!r} is read by job(s) {', '.join(map(repr, readers))} (downstream: "
+                f"{', '.join(map(repr, order))}); drop those first, or drop with cascade"
+            )
+        downstream = list(reversed(order))  # dependents first
+        jobs = []
+        for t in [*downstream, table]:
+            w = topo.writer_of(t)
+            if w is not None:
+                jobs.append(w.job)
+                ctx.buf.delete("meta", job_record_key(w.job))
+                ctx.buf.delete("meta", job_run_key(w.job))
+        return downstream, jobs

@@ -317,6 +317,8 @@ class SnapviewServer:
             self.tso = TimestampOracle(self.store)
             self.store.use_clock(self.tso)
             self.registry = Registry(self.store)
+            # Dropping a table that views read needs the registry's say (and cascade).
+            self.store.drop_guard = self.registry.drop_guard
             self.barriers = Barriers(self.store, self.tso, self.registry, cfg.barrier_interval_s)
             self.epochs = EpochManager(self.store, self.tso, self.barriers)
             self.planner = SnapshotPlanner(

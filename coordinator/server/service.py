@@ -136,7 +136,13 @@ class CoordinatorService:
     # ------------------------------------------------------------------ jobs and barriers
 
     def _job_pb(self, rec: JobRecord) -> pb.JobInfo:
+        last = self.epochs.last_committed(rec.job)
+        run = self.registry.run_of(rec.job)
+        state = self.registry.state_of(run, last, int(time.time() * 1000))
         return pb.JobInfo(
+            state=str(state),
+            last_error=run.error if run else "",
+            reported_wall_ms=run.wall_ms if run else 0,
             job=rec.job,
             sink=rec.sink,
             sources=list(rec.sources),
@@ -144,7 +150,7 @@ class CoordinatorService:
             query=rec.query,
             strategy=rec.strategy,
             registered_wall_ms=rec.registered_wall_ms,
-            last_committed=self.epochs.last_committed(rec.job),
+            last_committed=last,
         )
 
     def RegisterJob(self, req: pb.RegisterJobRequest, ctx: grpc.ServicerContext) -> pb.JobInfo:
@@ -155,6 +161,9 @@ class CoordinatorService:
 
     def UnregisterJob(self, req: pb.UnregisterJobRequest, ctx: grpc.ServicerContext) -> pb.JobInfo:
         return self._job_pb(self.registry.unregister(req.job))
+
+    def ReportJob(self, req: pb.ReportJobRequest, ctx: grpc.ServicerContext) -> pb.JobInfo:
+        return self._job_pb(self.registry.report(req.job, req.state, req.error, req.ttl_ms))
 
     def Topology(self, req: pb.TopologyRequest, ctx: grpc.ServicerContext) -> pb.TopologyResponse:
         topo = self.registry.topology()
@@ -202,6 +211,7 @@ class CoordinatorService:
                     barriers_behind=d.barriers_behind,
                     barrier_lag_ms=d.barrier_lag_ms,
                     e2e_delay_ms=d.e2e_delay_ms,
+                    job_state=d.job_state,
                 )
                 for d in rows
             ],

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsnapview/v1/coordinator.proto\x12\x0bsnapview.v1\"\x1b\n\nTsoRequest\x12\r\n\x05\x63ount\x18\x01 \x01(\r\"+\n\x0bTsoResponse\x12\r\n\x05\x66irst\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"\xca\x01\n\tEpochInfo\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.snapview.v1.EpochState\x12\x10\n\x08start_ts\x18\x04 \x01(\x04\x12\x11\n\tcommit_ts\x18\x05 \x01(\x04\x12\x13\n\x0bprimary_key\x18\x06 \x01(\x0c\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\r\x12\x10\n\x08metadata\x18\x08 \x01(\t\x12\r\n\x05\x62\x61tch\x18\t \x01(\t\x12\r\n\x05owner\x18\n \x01(\t\"g\n\x16OpenTransactionRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x13\n\x0block_ttl_ms\x18\x03 \x01(\x04\x12\r\n\x05\x62\x61tch\x18\x04 \x01(\t\x12\r\n\x05owner\x18\x05 \x01(\t\"Z\n\x18\x43ommitTransactionRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x10\n\x08start_ts\x18\x03 \x01(\x04\x12\x10\n\x08metadata\x18\x04 \x01(\t\"G\n\x17\x41\x62ortTransactionRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x10\n\x08start_ts\x18\x03 \x01(\x04\"[\n\x1bHeartbeatTransactionRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x10\n\x08start_ts\x18\x03 \x01(\x04\x12\x0e\n\x06ttl_ms\x18\x04 \x01(\x04\"-\n\x0fGetEpochRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\x0f\n\rStatusRequest\"\xf5\x01\n\x0eStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0b\n\x03tso\x18\x02 \x01(\x04\x12\x0e\n\x06tables\x18\x03 \x01(\r\x12\x0c\n\x04jobs\x18\x04 \x01(\r\x12\x10\n\x08\x64\x61ta_dir\x18\x05 \x01(\t\x12\x11\n\tuptime_ms\x18\x06 \x01(\x04\x12\x16\n\x0emap_size_bytes\x18\x07 \x01(\x04\x12\x12\n\nused_bytes\x18\x08 \x01(\x04\x12\x15\n\rgroup_commits\x18\t \x01(\x04\x12\x17\n\x0fgrouped_actions\x18\n \x01(\x04\x12\x13\n\x0binstance_id\x18\x0b \x01(\t\x12\x11\n\tlmdb_path\x18\x0c \x01(\t\"o\n\x12RegisterJobRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x0c\n\x04sink\x18\x02 \x01(\t\x12\x0f\n\x07sources\x18\x03 \x03(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\r\n\x05query\x18\x05 \x01(\t\x12\x10\n\x08strategy\x18\x06 \x01(\t\"\x98\x01\n\x07JobInfo\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x0c\n\x04sink\x18\x02 \x01(\t\x12\x0f\n\x07sources\x18\x03 \x03(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\r\n\x05query\x18\x05 \x01(\t\x12\x10\n\x08strategy\x18\x06 \x01(\t\x12\x1a\n\x12registered_wall_ms\x18\x07 \x01(\x04\x12\x16\n\x0elast_committed\x18\x08 \x01(\x04\"#\n\x14UnregisterJobRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\"\x11\n\x0fTopologyRequest\"8\n\tTableNode\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06writer\x18\x03 \x01(\t\"^\n\x10TopologyResponse\x12\"\n\x04jobs\x18\x01 \x03(\x0b\x32\x14.snapview.v1.JobInfo\x12&\n\x06tables\x18\x02 \x03(\x0b\x32\x16.snapview.v1.TableNode\"<\n\tTableRead\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0f\n\x07read_ts\x18\x02 \x01(\x04\x12\x0f\n\x07\x63hanged\x18\x03 \x01(\x08\"@\n\x0fSnapshotRequest\x12\x0e\n\x06tables\x18\x01 \x03(\t\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61rrier\x18\x03 \x01(\x04\"q\n\x10SnapshotResponse\x12\x0f\n\x07\x62\x61rrier\x18\x01 \x01(\x04\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12%\n\x05reads\x18\x03 \x03(\x0b\x32\x16.snapview.v1.TableRead\x12\x17\n\x0f\x62\x61rrier_wall_ms\x18\x04 \x01(\x04\"N\n\x13PlanBarriersRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\r\n\x05\x61\x66ter\x18\x03 \x01(\x04\x12\x0c\n\x04upto\x18\x04 \x01(\x04\"V\n\x0b\x42\x61rrierPlan\x12\x0f\n\x07\x62\x61rrier\x18\x01 \x01(\x04\x12%\n\x05reads\x18\x02 \x03(\x0b\x32\x16.snapview.v1.TableRead\x12\x0f\n\x07wall_ms\x18\x03 \x01(\x04\"r\n\x14PlanBarriersResponse\x12*\n\x08\x62\x61rriers\x18\x01 \x03(\x0b\x32\x18.snapview.v1.BarrierPlan\x12\x16\n\x0elast_committed\x18\x02 \x01(\x04\x12\x16\n\x0enewest_barrier\x18\x03 \x01(\x04\"\x0e\n\x0c\x44\x65layRequest\"\x8e\x01\n\nTableDelay\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0b\n\x03job\x18\x03 \x01(\t\x12\x0f\n\x07\x62\x61rrier\x18\x04 \x01(\x04\x12\x17\n\x0f\x62\x61rriers_behind\x18\x05 \x01(\r\x12\x16\n\x0e\x62\x61rrier_lag_ms\x18\x06 \x01(\x04\x12\x14\n\x0c\x65\x32\x65_delay_ms\x18\x07 \x01(\x03\"P\n\rDelayResponse\x12\x16\n\x0enewest_barrier\x18\x01 \x01(\x04\x12\'\n\x06tables\x18\x02 \x03(\x0b\x32\x17.snapview.v1.TableDelay*e\n\nEpochState\x12\x1b\n\x17\x45POCH_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x45POCH_PREWRITE\x10\x01\x12\x13\n\x0f\x45POCH_COMMITTED\x10\x02\x12\x11\n\rEPOCH_ABORTED\x10\x03\x32\x97\x08\n\x0b\x43oordinator\x12\x38\n\x03Tso\x12\x17.snapview.v1.TsoRequest\x1a\x18.snapview.v1.TsoResponse\x12\x42\n\tTsoStream\x12\x17.snapview.v1.TsoRequest\x1a\x18.snapview.v1.TsoResponse(\x01\x30\x01\x12N\n\x0fOpenTransaction\x12#.snapview.v1.OpenTransactionRequest\x1a\x16.snapview.v1.EpochInfo\x12R\n\x11\x43ommitTransaction\x12%.snapview.v1.CommitTransactionRequest\x1a\x16.snapview.v1.EpochInfo\x12P\n\x10\x41\x62ortTransaction\x12$.snapview.v1.AbortTransactionRequest\x1a\x16.snapview.v1.EpochInfo\x12X\n\x14HeartbeatTransaction\x12(.snapview.v1.HeartbeatTransactionRequest\x1a\x16.snapview.v1.EpochInfo\x12@\n\x08GetEpoch\x12\x1c.snapview.v1.GetEpochRequest\x1a\x16.snapview.v1.EpochInfo\x12\x41\n\x06Status\x12\x1a.snapview.v1.StatusRequest\x1a\x1b.snapview.v1.StatusResponse\x12\x44\n\x0bRegisterJob\x12\x1f.snapview.v1.RegisterJobRequest\x1a\x14.snapview.v1.JobInfo\x12H\n\rUnregisterJob\x12!.snapview.v1.UnregisterJobRequest\x1a\x14.snapview.v1.JobInfo\x12G\n\x08Topology\x12\x1c.snapview.v1.TopologyRequest\x1a\x1d.snapview.v1.TopologyResponse\x12G\n\x08Snapshot\x12\x1c.snapview.v1.SnapshotRequest\x1a\x1d.snapview.v1.SnapshotResponse\x12S\n\x0cPlanBarriers\x12 .snapview.v1.PlanBarriersRequest\x1a!.snapview.v1.PlanBarriersResponse\x12>\n\x05\x44\x65lay\x12\x19.snapview.v1.DelayRequest\x1a\x1a.snapview.v1.DelayResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsnapview/v1/coordinator.proto\x12\x0bsnapview.v1\"\x1b\n\nTsoRequest\x12\r\n\x05\x63ount\x18\x01 \x01(\r\"+\n\x0bTsoResponse\x12\r\n\x05\x66irst\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"\xca\x01\n\tEpochInfo\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.snapview.v1.EpochState\x12\x10\n\x08start_ts\x18\x04 \x01(\x04\x12\x11\n\tcommit_ts\x18\x05 \x01(\x04\x12\x13\n\x0bprimary_key\x18\x06 \x01(\x0c\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\r\x12\x10\n\x08metadata\x18\x08 \x01(\t\x12\r\n\x05\x62\x61tch\x18\t \x01(\t\x12\r\n\x05owner\x18\n \x01(\t\"g\n\x16OpenTransactionRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x13\n\x0block_ttl_ms\x18\x03 \x01(\x04\x12\r\n\x05\x62\x61tch\x18\x04 \x01(\t\x12\r\n\x05owner\x18\x05 \x01(\t\"Z\n\x18\x43ommitTransactionRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x10\n\x08start_ts\x18\x03 \x01(\x04\x12\x10\n\x08metadata\x18\x04 \x01(\t\"G\n\x17\x41\x62ortTransactionRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x10\n\x08start_ts\x18\x03 \x01(\x04\"[\n\x1bHeartbeatTransactionRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x10\n\x08start_ts\x18\x03 \x01(\x04\x12\x0e\n\x06ttl_ms\x18\x04 \x01(\x04\"-\n\x0fGetEpochRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\x0f\n\rStatusRequest\"\xf5\x01\n\x0eStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0b\n\x03tso\x18\x02 \x01(\x04\x12\x0e\n\x06tables\x18\x03 \x01(\r\x12\x0c\n\x04jobs\x18\x04 \x01(\r\x12\x10\n\x08\x64\x61ta_dir\x18\x05 \x01(\t\x12\x11\n\tuptime_ms\x18\x06 \x01(\x04\x12\x16\n\x0emap_size_bytes\x18\x07 \x01(\x04\x12\x12\n\nused_bytes\x18\x08 \x01(\x04\x12\x15\n\rgroup_commits\x18\t \x01(\x04\x12\x17\n\x0fgrouped_actions\x18\n \x01(\x04\x12\x13\n\x0binstance_id\x18\x0b \x01(\t\x12\x11\n\tlmdb_path\x18\x0c \x01(\t\"o\n\x12RegisterJobRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x0c\n\x04sink\x18\x02 \x01(\t\x12\x0f\n\x07sources\x18\x03 \x03(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\r\n\x05query\x18\x05 \x01(\t\x12\x10\n\x08strategy\x18\x06 \x01(\t\"\xd5\x01\n\x07JobInfo\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x0c\n\x04sink\x18\x02 \x01(\t\x12\x0f\n\x07sources\x18\x03 \x03(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\r\n\x05query\x18\x05 \x01(\t\x12\x10\n\x08strategy\x18\x06 \x01(\t\x12\x1a\n\x12registered_wall_ms\x18\x07 \x01(\x04\x12\x16\n\x0elast_committed\x18\x08 \x01(\x04\x12\r\n\x05state\x18\t \x01(\t\x12\x12\n\nlast_error\x18\n \x01(\t\x12\x18\n\x10reported_wall_ms\x18\x0b \x01(\x04\"M\n\x10ReportJobRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x0e\n\x06ttl_ms\x18\x04 \x01(\r\"#\n\x14UnregisterJobRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\"\x11\n\x0fTopologyRequest\"8\n\tTableNode\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06writer\x18\x03 \x01(\t\"^\n\x10TopologyResponse\x12\"\n\x04jobs\x18\x01 \x03(\x0b\x32\x14.snapview.v1.JobInfo\x12&\n\x06tables\x18\x02 \x03(\x0b\x32\x16.snapview.v1.TableNode\"<\n\tTableRead\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0f\n\x07read_ts\x18\x02 \x01(\x04\x12\x0f\n\x07\x63hanged\x18\x03 \x01(\x08\"@\n\x0fSnapshotRequest\x12\x0e\n\x06tables\x18\x01 \x03(\t\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61rrier\x18\x03 \x01(\x04\"q\n\x10SnapshotResponse\x12\x0f\n\x07\x62\x61rrier\x18\x01 \x01(\x04\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12%\n\x05reads\x18\x03 \x03(\x0b\x32\x16.snapview.v1.TableRead\x12\x17\n\x0f\x62\x61rrier_wall_ms\x18\x04 \x01(\x04\"N\n\x13PlanBarriersRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\r\n\x05\x61\x66ter\x18\x03 \x01(\x04\x12\x0c\n\x04upto\x18\x04 \x01(\x04\"V\n\x0b\x42\x61rrierPlan\x12\x0f\n\x07\x62\x61rrier\x18\x01 \x01(\x04\x12%\n\x05reads\x18\x02 \x03(\x0b\x32\x16.snapview.v1.TableRead\x12\x0f\n\x07wall_ms\x18\x03 \x01(\x04\"r\n\x14PlanBarriersResponse\x12*\n\x08\x62\x61rriers\x18\x01 \x03(\x0b\x32\x18.snapview.v1.BarrierPlan\x12\x16\n\x0elast_committed\x18\x02 \x01(\x04\x12\x16\n\x0enewest_barrier\x18\x03 \x01(\x04\"\x0e\n\x0c\x44\x65layRequest\"\xa1\x01\n\nTableDelay\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0b\n\x03job\x18\x03 \x01(\t\x12\x0f\n\x07\x62\x61rrier\x18\x04 \x01(\x04\x12\x17\n\x0f\x62\x61rriers_behind\x18\x05 \x01(\r\x12\x16\n\x0e\x62\x61rrier_lag_ms\x18\x06 \x01(\x04\x12\x14\n\x0c\x65\x32\x65_delay_ms\x18\x07 \x01(\x03\x12\x11\n\tjob_state\x18\x08 \x01(\t\"P\n\rDelayResponse\x12\x16\n\x0enewest_barrier\x18\x01 \x01(\x04\x12\'\n\x06tables\x18\x02 \x03(\x0b\x32\x17.snapview.v1.TableDelay*e\n\nEpochState\x12\x1b\n\x17\x45POCH_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x45POCH_PREWRITE\x10\x01\x12\x13\n\x0f\x45POCH_COMMITTED\x10\x02\x12\x11\n\rEPOCH_ABORTED\x10\x03\x32\xd9\x08\n\x0b\x43oordinator\x12\x38\n\x03Tso\x12\x17.snapview.v1.TsoRequest\x1a\x18.snapview.v1.TsoResponse\x12\x42\n\tTsoStream\x12\x17.snapview.v1.TsoRequest\x1a\x18.snapview.v1.TsoResponse(\x01\x30\x01\x12N\n\x0fOpenTransaction\x12#.snapview.v1.OpenTransactionRequest\x1a\x16.snapview.v1.EpochInfo\x12R\n\x11\x43ommitTransaction\x12%.snapview.v1.CommitTransactionRequest\x1a\x16.snapview.v1.EpochInfo\x12P\n\x10\x41\x62ortTransaction\x12$.snapview.v1.AbortTransactionRequest\x1a\x16.snapview.v1.EpochInfo\x12X\n\x14HeartbeatTransaction\x12(.snapview.v1.HeartbeatTransactionRequest\x1a\x16.snapview.v1.EpochInfo\x12@\n\x08GetEpoch\x12\x1c.snapview.v1.GetEpochRequest\x1a\x16.snapview.v1.EpochInfo\x12\x41\n\x06Status\x12\x1a.snapview.v1.StatusRequest\x1a\x1b.snapview.v1.StatusResponse\x12\x44\n\x0bRegisterJob\x12\x1f.snapview.v1.RegisterJobRequest\x1a\x14.snapview.v1.JobInfo\x12H\n\rUnregisterJob\x12!.snapview.v1.UnregisterJobRequest\x1a\x14.snapview.v1.JobInfo\x12@\n\tReportJob\x12\x1d.snapview.v1.ReportJobRequest\x1a\x14.snapview.v1.JobInfo\x12G\n\x08Topology\x12\x1c.snapview.v1.TopologyRequest\x1a\x1d.snapview.v1.TopologyResponse\x12G\n\x08Snapshot\x12\x1c.snapview.v1.SnapshotRequest\x1a\x1d.snapview.v1.SnapshotResponse\x12S\n\x0cPlanBarriers\x12 .snapview.v1.PlanBarriersRequest\x1a!.snapview.v1.PlanBarriersResponse\x12>\n\x05\x44\x65lay\x12\x19.snapview.v1.DelayRequest\x1a\x1a.snapview.v1.DelayResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'snapview.v1.coordinator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EPOCHSTATE']._serialized_start=2248
-  _globals['_EPOCHSTATE']._serialized_end=2349
+  _globals['_EPOCHSTATE']._serialized_start=2407
+  _globals['_EPOCHSTATE']._serialized_end=2508
   _globals['_TSOREQUEST']._serialized_start=46
   _globals['_TSOREQUEST']._serialized_end=73
   _globals['_TSORESPONSE']._serialized_start=75
@@ -56,33 +56,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REGISTERJOBREQUEST']._serialized_start=1000
   _globals['_REGISTERJOBREQUEST']._serialized_end=1111
   _globals['_JOBINFO']._serialized_start=1114
-  _globals['_JOBINFO']._serialized_end=1266
-  _globals['_UNREGISTERJOBREQUEST']._serialized_start=1268
-  _globals['_UNREGISTERJOBREQUEST']._serialized_end=1303
-  _globals['_TOPOLOGYREQUEST']._serialized_start=1305
-  _globals['_TOPOLOGYREQUEST']._serialized_end=1322
-  _globals['_TABLENODE']._serialized_start=1324
-  _globals['_TABLENODE']._serialized_end=1380
-  _globals['_TOPOLOGYRESPONSE']._serialized_start=1382
-  _globals['_TOPOLOGYRESPONSE']._serialized_end=1476
-  _globals['_TABLEREAD']._serialized_start=1478
-  _globals['_TABLEREAD']._serialized_end=1538
-  _globals['_SNAPSHOTREQUEST']._serialized_start=1540
-  _globals['_SNAPSHOTREQUEST']._serialized_end=1604
-  _globals['_SNAPSHOTRESPONSE']._serialized_start=1606
-  _globals['_SNAPSHOTRESPONSE']._serialized_end=1719
-  _globals['_PLANBARRIERSREQUEST']._serialized_start=1721
-  _globals['_PLANBARRIERSREQUEST']._serialized_end=1799
-  _globals['_BARRIERPLAN']._serialized_start=1801
-  _globals['_BARRIERPLAN']._serialized_end=1887
-  _globals['_PLANBARRIERSRESPONSE']._serialized_start=1889
-  _globals['_PLANBARRIERSRESPONSE']._serialized_end=2003
-  _globals['_DELAYREQUEST']._serialized_start=2005
-  _globals['_DELAYREQUEST']._serialized_end=2019
-  _globals['_TABLEDELAY']._serialized_start=2022
-  _globals['_TABLEDELAY']._serialized_end=2164
-  _globals['_DELAYRESPONSE']._serialized_start=2166
-  _globals['_DELAYRESPONSE']._serialized_end=2246
-  _globals['_COORDINATOR']._serialized_start=2352
-  _globals['_COORDINATOR']._serialized_end=3399
+  _globals['_JOBINFO']._serialized_end=1327
+  _globals['_REPORTJOBREQUEST']._serialized_start=1329
+  _globals['_REPORTJOBREQUEST']._serialized_end=1406
+  _globals['_UNREGISTERJOBREQUEST']._serialized_start=1408
+  _globals['_UNREGISTERJOBREQUEST']._serialized_end=1443
+  _globals['_TOPOLOGYREQUEST']._serialized_start=1445
+  _globals['_TOPOLOGYREQUEST']._serialized_end=1462
+  _globals['_TABLENODE']._serialized_start=1464
+  _globals['_TABLENODE']._serialized_end=1520
+  _globals['_TOPOLOGYRESPONSE']._serialized_start=1522
+  _globals['_TOPOLOGYRESPONSE']._serialized_end=1616
+  _globals['_TABLEREAD']._serialized_start=1618
+  _globals['_TABLEREAD']._serialized_end=1678
+  _globals['_SNAPSHOTREQUEST']._serialized_start=1680
+  _globals['_SNAPSHOTREQUEST']._serialized_end=1744
+  _globals['_SNAPSHOTRESPONSE']._serialized_start=1746
+  _globals['_SNAPSHOTRESPONSE']._serialized_end=1859
+  _globals['_PLANBARRIERSREQUEST']._serialized_start=1861
+  _globals['_PLANBARRIERSREQUEST']._serialized_end=1939
+  _globals['_BARRIERPLAN']._serialized_start=1941
+  _globals['_BARRIERPLAN']._serialized_end=2027
+  _globals['_PLANBARRIERSRESPONSE']._serialized_start=2029
+  _globals['_PLANBARRIERSRESPONSE']._serialized_end=2143
+  _globals['_DELAYREQUEST']._serialized_start=2145
+  _globals['_DELAYREQUEST']._serialized_end=2159
+  _globals['_TABLEDELAY']._serialized_start=2162
+  _globals['_TABLEDELAY']._serialized_end=2323
+  _globals['_DELAYRESPONSE']._serialized_start=2325
+  _globals['_DELAYRESPONSE']._serialized_end=2405
+  _globals['_COORDINATOR']._serialized_start=2511
+  _globals['_COORDINATOR']._serialized_end=3624
 # @@protoc_insertion_point(module_scope)

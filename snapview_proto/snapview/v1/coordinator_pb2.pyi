@@ -161,7 +161,7 @@ class RegisterJobRequest(_message.Message):
     def __init__(self, job: _Optional[str] = ..., sink: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job", "sink", "sources", "kind", "query", "strategy", "registered_wall_ms", "last_committed")
+    __slots__ = ("job", "sink", "sources", "kind", "query", "strategy", "registered_wall_ms", "last_committed", "state", "last_error", "reported_wall_ms")
     JOB_FIELD_NUMBER: _ClassVar[int]
     SINK_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +170,9 @@ class JobInfo(_message.Message):
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
     LAST_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
     job: str
     sink: str
     sources: _containers.RepeatedScalarFieldContainer[str]
@@ -178,7 +181,22 @@ class JobInfo(_message.Message):
     strategy: str
     registered_wall_ms: int
     last_committed: int
-    def __init__(self, job: _Optional[str] = ..., sink: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., registered_wall_ms: _Optional[int] = ..., last_committed: _Optional[int] = ...) -> None: ...
+    state: str
+    last_error: str
+    reported_wall_ms: int
+    def __init__(self, job: _Optional[str] = ..., sink: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., registered_wall_ms: _Optional[int] = ..., last_committed: _Optional[int] = ..., state: _Optional[str] = ..., last_error: _Optional[str] = ..., reported_wall_ms: _Optional[int] = ...) -> None: ...
+
+class ReportJobRequest(_message.Message):
+    __slots__ = ("job", "state", "error", "ttl_ms")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    state: str
+    error: str
+    ttl_ms: int
+    def __init__(self, job: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
 
 class UnregisterJobRequest(_message.Message):
     __slots__ = ("job",)
@@ -277,7 +295,7 @@ class DelayRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TableDelay(_message.Message):
-    __slots__ = ("table", "kind", "job", "barrier", "barriers_behind", "barrier_lag_ms", "e2e_delay_ms")
+    __slots__ = ("table", "kind", "job", "barrier", "barriers_behind", "barrier_lag_ms", "e2e_delay_ms", "job_state")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +303,7 @@ class TableDelay(_message.Message):
     BARRIERS_BEHIND_FIELD_NUMBER: _ClassVar[int]
     BARRIER_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     E2E_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    JOB_STATE_FIELD_NUMBER: _ClassVar[int]
     table: str
     kind: str
     job: str
@@ -292,7 +311,8 @@ class TableDelay(_message.Message):
     barriers_behind: int
     barrier_lag_ms: int
     e2e_delay_ms: int
-    def __init__(self, table: _Optional[str] = ..., kind: _Optional[str] = ..., job: _Optional[str] = ..., barrier: _Optional[int] = ..., barriers_behind: _Optional[int] = ..., barrier_lag_ms: _Optional[int] = ..., e2e_delay_ms: _Optional[int] = ...) -> None: ...
+    job_state: str
+    def __init__(self, table: _Optional[str] = ..., kind: _Optional[str] = ..., job: _Optional[str] = ..., barrier: _Optional[int] = ..., barriers_behind: _Optional[int] = ..., barrier_lag_ms: _Optional[int] = ..., e2e_delay_ms: _Optional[int] = ..., job_state: _Optional[str] = ...) -> None: ...
 
 class DelayResponse(_message.Message):
     __slots__ = ("newest_barrier", "tables")

@@ -84,6 +84,11 @@ class CoordinatorStub:
                 request_serializer=snapview_dot_v1_dot_coordinator__pb2.UnregisterJobRequest.SerializeToString,
                 response_deserializer=snapview_dot_v1_dot_coordinator__pb2.JobInfo.FromString,
                 _registered_method=True)
+        self.ReportJob = channel.unary_unary(
+                '/snapview.v1.Coordinator/ReportJob',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.ReportJobRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.JobInfo.FromString,
+                _registered_method=True)
         self.Topology = channel.unary_unary(
                 '/snapview.v1.Coordinator/Topology',
                 request_serializer=snapview_dot_v1_dot_coordinator__pb2.TopologyRequest.SerializeToString,
@@ -173,6 +178,13 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportJob(self, request, context):
+        """A job's liveness report; NOT_FOUND once the job is unregistered (it should then stop).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Topology(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -248,6 +260,11 @@ def add_CoordinatorServicer_to_server(servicer, server):
             'UnregisterJob': grpc.unary_unary_rpc_method_handler(
                     servicer.UnregisterJob,
                     request_deserializer=snapview_dot_v1_dot_coordinator__pb2.UnregisterJobRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.JobInfo.SerializeToString,
+            ),
+            'ReportJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportJob,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.ReportJobRequest.FromString,
                     response_serializer=snapview_dot_v1_dot_coordinator__pb2.JobInfo.SerializeToString,
             ),
             'Topology': grpc.unary_unary_rpc_method_handler(
@@ -540,6 +557,33 @@ class Coordinator:
             target,
             '/snapview.v1.Coordinator/UnregisterJob',
             snapview_dot_v1_dot_coordinator__pb2.UnregisterJobRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.JobInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/ReportJob',
+            snapview_dot_v1_dot_coordinator__pb2.ReportJobRequest.SerializeToString,
             snapview_dot_v1_dot_coordinator__pb2.JobInfo.FromString,
             options,
             channel_credentials,

@@ -371,18 +371,24 @@ class CreateTableRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., schema: _Optional[str] = ..., primary_key: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., if_not_exists: _Optional[bool] = ..., hidden_row_id: _Optional[bool] = ...) -> None: ...
 
 class DropTableRequest(_message.Message):
-    __slots__ = ("name", "if_exists")
+    __slots__ = ("name", "if_exists", "cascade")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    CASCADE_FIELD_NUMBER: _ClassVar[int]
     name: str
     if_exists: bool
-    def __init__(self, name: _Optional[str] = ..., if_exists: _Optional[bool] = ...) -> None: ...
+    cascade: bool
+    def __init__(self, name: _Optional[str] = ..., if_exists: _Optional[bool] = ..., cascade: _Optional[bool] = ...) -> None: ...
 
 class DropTableResponse(_message.Message):
-    __slots__ = ("dropped",)
+    __slots__ = ("dropped", "also_dropped", "unregistered_jobs")
     DROPPED_FIELD_NUMBER: _ClassVar[int]
+    ALSO_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    UNREGISTERED_JOBS_FIELD_NUMBER: _ClassVar[int]
     dropped: bool
-    def __init__(self, dropped: _Optional[bool] = ...) -> None: ...
+    also_dropped: _containers.RepeatedScalarFieldContainer[str]
+    unregistered_jobs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, dropped: _Optional[bool] = ..., also_dropped: _Optional[_Iterable[str]] = ..., unregistered_jobs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DescribeTableRequest(_message.Message):
     __slots__ = ("name",)

@@ -1,0 +1,72 @@
+"""A running MaterializedView reports its liveness, and stops by itself when its table is
+dropped (issue 12, item 5)."""
+
+from __future__ import annotations
+
+import pytest
+
+import coordinator
+from coordinator.jobs import JobState
+from spark_sink import MaterializedView
+from tests.conftest import serve, wait_for
+
+
+@pytest.fixture(scope="module")
+def life_server(tmp_path_factory):
+    yield from serve(tmp_path_factory.mktemp("life"), "--barrier-interval", "200ms")
+
+
+def _state(c, job):
+    return {j.job: j for j in c.jobs.list_jobs()}[job].state
+
+
+def test_running_view_reports_then_stops_when_its_table_is_dropped(spark, life_server):
+    c = coordinator.connect(life_server.address)
+    try:
+        c.create_table("life_src", "id BIGINT, x BIGINT", primary_key=["id"])
+        with c.transaction() as t:
+            t.put("life_src", {"id": 1, "x": 5})
+        view = (
+            MaterializedView.builder(spark)
+            .coordinator(life_server.address)
+            .query("SELECT id, x * 2 AS y FROM life_src")
+            .target("life_view")
+            .primary_key("id")
+            .trigger_interval("100 milliseconds")
+            .build()
+        )
+        assert _state(c, view.job) is JobState.NOT_STARTED
+        job = view.start()
+        try:
+            wait_for(lambda: _state(c, view.job) is JobState.RUNNING, 30, "a running report")
+            # Another client drops the view (nothing reads it, so no cascade is needed): its job
+            # is unregistered, learns it at its next report and stops itself.
+            r = c.drop_table("life_view")
+            assert r.unregistered_jobs == (view.job,)
+            wait_for(lambda: not job.query.isActive, 30, "the dropped view's job to stop")
+        finally:
+            job.stop()
+        assert view.job not in {j.job for j in c.jobs.list_jobs()}
+    finally:
+        c.close()
+
+
+def test_stopped_view_reports_stopped(spark, life_server):
+    c = coordinator.connect(life_server.address)
+    try:
+        c.create_table("life_src2", "id BIGINT, x BIGINT", primary_key=["id"])
+        view = (
+            MaterializedView.builder(spark)
+            .coordinator(life_server.address)
+            .query("SELECT id, x FROM life_src2")
+            .target("life_view2")
+            .primary_key("id")
+            .trigger_interval("100 milliseconds")
+            .build()
+        )
+        job = view.start()
+        wait_for(lambda: _state(c, view.job) is JobState.RUNNING, 30, "a running report")
+        job.stop()
+        assert _state(c, view.job) is JobState.STOPPED
+    finally:
+        c.close()

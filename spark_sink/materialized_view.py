@@ -309,12 +309,13 @@ class ViewJob:
             client_for(view.coordinator, view.token),
             view.job,
             is_active=lambda: self.query.isActive,
-            error=self._error_text,
+            error=self.failure_text,
             on_unregistered=self._on_dropped,
         )
 
-    def _error_text(self) -> str:
-        """The job's failure in one line ("" while it has none)."""
+    def failure_text(self) -> str:
+        """Why the job stopped with an error, in one line ("" while it runs or after a clean
+        stop)."""
         if self.error is not None:
             return f"{type(self.error).__name__}: {self.error}"
         exc = self.query.exception() if not self.query.isActive else None
@@ -397,7 +398,7 @@ class ViewJob:
                 break
             time.sleep(0.01)
         self.query.stop()
-        err = self._error_text() if self.error is not None else ""
+        err = self.failure_text()
         self._reporter.close(JobState.FAILED if err else JobState.STOPPED, err)
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import coordinator
+from coordinator.errors import BarrierNotReached
 from coordinator.jobs import JobState
 from spark_sink import MaterializedView
 from tests.conftest import serve, wait_for
@@ -67,6 +68,60 @@ def test_stopped_view_reports_stopped(spark, life_server):
         job = view.start()
         wait_for(lambda: _state(c, view.job) is JobState.RUNNING, 30, "a running report")
         job.stop()
+        assert _state(c, view.job) is JobState.STOPPED
+    finally:
+        c.close()
+
+
+def test_views_service_restarts_a_failed_job_and_stops_cleanly(spark, life_server):
+    """The ``views run`` loop: a job that fails (an error fail point before its commit) is
+    restarted once the fault is gone and catches up; setting the stop event stops it cleanly."""
+    import threading
+
+    from kvstore import failpoints
+    from snapview.views_service import serve as serve_views
+
+    c = coordinator.connect(life_server.address)
+    events: list[str] = []
+    stop = threading.Event()
+    try:
+        c.create_table("svc_src", "id BIGINT, x BIGINT", primary_key=["id"])
+        view = (
+            MaterializedView.builder(spark)
+            .coordinator(life_server.address)
+            .query("SELECT id, x FROM svc_src")
+            .target("svc_view")
+            .primary_key("id")
+            .trigger_interval("100 milliseconds")
+            .build()
+        )
+        failpoints.arm("view.before_commit=error")
+        runner = threading.Thread(target=serve_views, args=([view], stop, 0.1, events.append, 0.2))
+        runner.start()
+        try:
+            wait_for(lambda: any("failed" in e for e in events), 60, "the job to fail")
+            wait_for(lambda: _state(c, view.job) is JobState.FAILED, 30, "a FAILED report")
+            failpoints.arm("")  # the fault is gone: the restarted job works
+            wait_for(lambda: any("restarted" in e for e in events), 60, "a restart")
+            with c.transaction() as t:
+                t.put("svc_src", {"id": 7, "x": 70})
+            ts = c.tso()
+
+            def caught_up() -> bool:
+                try:
+                    snap = c.snapshot(["svc_view"])
+                except BarrierNotReached:  # no version yet
+                    return False
+                rows = snap.read("svc_view").to_pylist()
+                return snap.barrier >= ts and rows == [{"id": 7, "x": 70}]
+
+            wait_for(caught_up, 60, "the restarted view to catch up")
+        finally:
+            failpoints.arm("")
+            stop.set()
+            runner.join(90)
+        assert not runner.is_alive()
+        assert events[-1] == "view svc_view: stopped", events
         assert _state(c, view.job) is JobState.STOPPED
     finally:
         c.close()

@@ -50,7 +50,7 @@ class DirectPrewriter:
     """Prewrites into an LMDB environment opened from another process (one per process)."""
 
     def __init__(self, lmdb_path: str, map_size: int) -> None:
-        self.storage = Storage(lmdb_path, map_size=map_size, sync=True)
+        self.storage = Storage(lmdb_path, map_size=map_size, sync=True, create=False)
         self._lock = threading.Lock()
 
     def prewrite(

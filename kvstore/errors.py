@@ -212,3 +212,12 @@ class Aborted(RequestError):
 @register_error
 class Unauthenticated(RequestError):
     code = "UNAUTHENTICATED"
+
+
+@register_error
+class DataLoss(RequestError):
+    """A stored record is damaged (its checksum does not match, or the data file is truncated or
+    its header is overwritten). The message names the table and key, or the file. The damaged
+    record is never served; ``snapview check --data-dir DIR`` lists every damaged record."""
+
+    code = "DATA_LOSS"

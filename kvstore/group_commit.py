@@ -9,6 +9,8 @@ own, actions are serialised in queue order, and a whole group costs one LMDB com
 
 Nobody waits artificially: while the writer commits one group, new requests queue up, and the
 next group takes all of them (up to ``max_group``).
+
+A damaged LMDB tree met by an action is DataLoss for that action's caller.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from kvstore.gc_pause import gc_paused
-from kvstore.storage import Reader, Storage, WriteBuffer
+from kvstore.storage import DAMAGED_TREE, Reader, Storage, WriteBuffer
 
 
 @dataclass
@@ -98,6 +100,8 @@ class GroupCommitter:
                             raise
                         except BaseException as e:  # noqa: BLE001 - handed to its own caller
                             child.abort()
+                            if isinstance(e, DAMAGED_TREE):
+                                e = self.storage.tree_damaged(e)
                             outcomes.append((False, e))
                             continue
                         child.commit()
@@ -111,12 +115,24 @@ class GroupCommitter:
                 self.storage.grow()
                 continue
             except BaseException as e:  # noqa: BLE001 - the commit itself failed: all callers learn
-                for _, fut in group:
-                    fut.set_exception(e)
+                self._fail(group, e)
                 return
             break
         self.groups += 1
         self.actions += len(group)
+        self._answer(group, outcomes)
+
+    def _fail(self, group: list[tuple[Action, Future[Any]]], exc: BaseException) -> None:
+        """The group's transaction failed: every caller gets the same error, and the writer
+        goes on with the next group."""
+        err: BaseException = exc
+        if isinstance(exc, DAMAGED_TREE):
+            err = self.storage.tree_damaged(exc)
+        for _, fut in group:
+            fut.set_exception(err)
+
+    @staticmethod
+    def _answer(group: list[tuple[Action, Future[Any]]], outcomes: list[tuple[bool, Any]]) -> None:
         for (_, fut), (ok, value) in zip(group, outcomes, strict=True):
             if ok:
                 fut.set_result(value)

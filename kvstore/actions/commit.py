@@ -15,7 +15,7 @@ def commit_key(ctx: WriteContext, key: bytes, start_ts: int, commit_ts: int) -> 
     Idempotent: a key this txn already committed is left alone. Raises TxnRolledBack if the txn
     was rolled back on the key, TxnLockNotFound if there is neither lock nor record."""
     reader, buf = ctx.reader, ctx.buf
-    raw = reader.get("lock", key)
+    raw = reader.get_lock_raw(key)  # checked intact: a damaged lock never becomes a write
     if raw is None or Lock.start_ts_of(raw) != start_ts:
         rec = reader.find_txn_write(key, start_ts)
         if rec is None:

@@ -1,0 +1,167 @@
+"""Corruption is detected, never served: record checksums checked on every read path, the data
+file's header and size checked before LMDB maps it, and the store format checked at open.
+Damage is planted in a real LMDB environment with py-lmdb directly."""
+
+from __future__ import annotations
+
+import os
+
+import lmdb
+import pytest
+
+from kvstore.errors import DataLoss, FailedPrecondition
+from kvstore.integrity import check_data_file, check_storage, check_store
+from kvstore.meta_keys import STORE_FORMAT_KEY
+from kvstore.mvcc.keys import versioned_key
+from kvstore.mvcc.records import LockOp
+from kvstore.store import LocalStore
+from kvstore.testing import Kv
+
+LONG = "x" * 3000  # longer than SHORT_VALUE_MAX: the value goes to the data CF
+
+
+def flip(store: LocalStore, cf: str, key: bytes, at: int = -6) -> None:
+    """Change one byte of the record at ``key`` in ``cf`` (inside the value by default: the last
+    four bytes are the checksum, so -6 is a byte of the value itself)."""
+    env, db = store.storage.env, store.storage.cf[cf]
+    with env.begin(write=True) as txn:
+        raw = bytearray(txn.get(key, db=db))
+        raw[at] ^= 0x01
+        txn.put(key, bytes(raw), db=db)
+
+
+@pytest.fixture
+def kv(store) -> Kv:
+    return Kv(store)
+
+
+def test_flipped_byte_in_an_inline_value_is_data_loss_naming_table_and_key(kv, clock):
+    kv.must_put(1, "one", 10, 11)
+    kv.must_put(2, "two", 12, 13)
+    flip(kv.store, "write", versioned_key(kv.key(2), 13))
+    e = pytest.raises(DataLoss, kv.store.get, kv.key(2), clock()).value
+    assert e.code == "DATA_LOSS"
+    assert "table 'kv' key (2,)" in str(e) and "write record" in str(e)
+    kv.must_get(1, clock(), "one")  # the rest of the table is served
+    with pytest.raises(DataLoss, match=r"table 'kv' key \(2,\)"):
+        list(kv.store.scan_table("kv", clock()))
+
+
+def test_damaged_older_version_is_caught_by_a_scan_too(kv, clock):
+    """A scan checks every record it walks, not only the version it serves: a damaged kind byte
+    of a version could otherwise hide it and serve an older one."""
+    kv.must_put(1, "old", 10, 11)
+    kv.must_put(1, "new", 12, 13)
+    flip(kv.store, "write", versioned_key(kv.key(1), 13), at=0)  # the kind byte (P)
+    with pytest.raises(DataLoss, match="key \\(1,\\)"):
+        list(kv.store.scan_table("kv", clock()))
+    with pytest.raises(DataLoss):
+        kv.store.get(kv.key(1), clock())
+
+
+def test_flipped_byte_in_a_large_value_is_data_loss(kv, clock):
+    kv.must_put(3, LONG, 10, 11)
+    flip(kv.store, "data", versioned_key(kv.key(3), 10), at=100)
+    with pytest.raises(DataLoss, match=r"table 'kv' key \(3,\), data record"):
+        kv.store.get(kv.key(3), clock())
+    with pytest.raises(DataLoss, match=r"key \(3,\)"):
+        list(kv.store.scan_table("kv", clock()))
+
+
+def test_a_damaged_lock_is_never_committed_as_a_sound_write(kv, clock):
+    kv.must_prewrite_put(4, "four", 4, 20)
+    flip(kv.store, "lock", kv.key(4))
+    with pytest.raises(DataLoss, match=r"table 'kv' key \(4,\), lock record"):
+        kv.must_commit(4, 20, 21)
+    assert kv.write_at(4, 21) is None  # nothing was written from the damaged lock
+    with pytest.raises(DataLoss):
+        kv.store.get(kv.key(4), clock())
+
+
+def test_bulk_prewrite_and_resolve_seal_and_check_every_record(kv, clock):
+    """The bulk paths (one txn_ranges entry, locks resolved by range) write sealed records and
+    check the locks they turn into writes."""
+    rows = [(LockOp.PUT, kv.key(k), kv.row(k, f"v{k}")) for k in range(100)]
+    kv.store.prewrite(rows, kv.key(0), 30)
+    flip(kv.store, "lock", kv.key(50))
+    with pytest.raises(DataLoss, match=r"key \(50,\)"):
+        kv.store.resolve_locks(30, 31)
+    assert kv.write_at(0, 31) is None  # all or none
+    flip(kv.store, "lock", kv.key(50))  # repaired: the same flip again
+    assert kv.store.resolve_locks(30, 31) == 100
+    assert [kv.value_of(v) for v in next(iter(kv.store.scan_table("kv", clock())))[1]] == [
+        f"v{k}" for k in range(100)
+    ]
+    report = check_storage(kv.store.storage)
+    assert report.ok, report.damage
+
+
+def test_check_store_reports_each_planted_damage(kv, clock):
+    kv.must_put(1, "one", 10, 11)
+    kv.must_put(3, LONG, 12, 13)
+    kv.must_prewrite_put(5, "five", 5, 14)
+    assert check_storage(kv.store.storage).ok
+    flip(kv.store, "write", versioned_key(kv.key(1), 11))
+    flip(kv.store, "data", versioned_key(kv.key(3), 12), at=50)
+    flip(kv.store, "lock", kv.key(5))
+    with kv.store.storage.env.begin(write=True) as txn:
+        txn.put(b"kv", b"{not json", db=kv.store.storage.cf["catalog"])
+    text = "\n".join(map(str, check_storage(kv.store.storage).damage))
+    assert "catalog: table 'kv': bad entry" in text
+    # with the catalog entry damaged, keys are named by table id
+    assert "write: table id 16 key 000000108000000000000001 at ts 11" in text
+    assert "data: table id 16 key 000000108000000000000003 at start_ts 12" in text
+    assert "lock: table id 16 key 000000108000000000000005" in text
+
+
+def _write_some(path: str, clock) -> None:
+    s = LocalStore(path, clock=clock, sync=False)
+    kv = Kv(s)
+    for k in range(300):
+        kv.must_put(k, LONG, 2 * k + 10, 2 * k + 11)
+    s.close()
+
+
+def test_truncated_data_file_is_refused_before_lmdb_maps_it(tmp_path, clock):
+    path = str(tmp_path / "lmdb")
+    _write_some(path, clock)
+    data = os.path.join(path, "data.mdb")
+    meta = check_data_file(path)
+    assert meta is not None and (meta.last_page + 1) * meta.page_size <= os.path.getsize(data)
+    os.truncate(data, os.path.getsize(data) // 2)
+    with pytest.raises(DataLoss, match=f"{data} is truncated"):
+        LocalStore(path, clock=clock)
+    report = check_store(path)
+    assert not report.ok and "is truncated" in str(report.damage[0])
+
+
+@pytest.mark.parametrize("pages", [(0,), (1,), (0, 1)])
+def test_zeroed_meta_page_is_refused_with_the_file_named(tmp_path, clock, pages):
+    path = str(tmp_path / "lmdb")
+    _write_some(path, clock)
+    data = os.path.join(path, "data.mdb")
+    with open(data, "r+b") as f:
+        for p in pages:
+            f.seek(p * 4096)
+            f.write(b"\0" * 4096)
+    with pytest.raises(DataLoss, match=f"{data}: meta page {pages[0]} is not an LMDB meta page"):
+        LocalStore(path, clock=clock)
+
+
+def test_store_of_another_format_is_refused_at_open(tmp_path, clock):
+    path = str(tmp_path / "lmdb")
+    _write_some(path, clock)
+    env = lmdb.open(path, max_dbs=10)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True) as txn:  # what a store of format 1 looks like: no format key
+        txn.delete(STORE_FORMAT_KEY, db=meta)
+    env.close()
+    with pytest.raises(FailedPrecondition, match="on-disk format is 1 .*reads format 2 only"):
+        LocalStore(path, clock=clock)
+    env = lmdb.open(path, max_dbs=10)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True) as txn:
+        txn.put(STORE_FORMAT_KEY, b"3", db=meta)
+    env.close()
+    with pytest.raises(FailedPrecondition, match="on-disk format is 3"):
+        LocalStore(path, clock=clock)

@@ -10,7 +10,10 @@ own, actions are serialised in queue order, and a whole group costs one LMDB com
 Nobody waits artificially: while the writer commits one group, new requests queue up, and the
 next group takes all of them (up to ``max_group``).
 
-A damaged LMDB tree met by an action is DataLoss for that action's caller.
+A group that cannot be written because the filesystem is full fails as a whole: every caller of
+the group gets the same DiskFull (RESOURCE_EXHAUSTED, naming the data dir), nothing of the group
+is applied, and the writer goes on with the next group, so the store works again once space is
+freed. A damaged LMDB tree met by an action is DataLoss for that action's caller.
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ class GroupCommitter:
                             raise
                         except BaseException as e:  # noqa: BLE001 - handed to its own caller
                             child.abort()
+                            if self.storage.resource_error(e) is not None:
+                                raise  # the group's transaction is spoilt: all callers learn
                             if isinstance(e, DAMAGED_TREE):
                                 e = self.storage.tree_damaged(e)
                             outcomes.append((False, e))
@@ -112,7 +117,11 @@ class GroupCommitter:
                     raise
             except lmdb.MapFullError:
                 # Re-run the whole group after growing: actions are deterministic over the state.
-                self.storage.grow()
+                try:
+                    self.storage.grow()
+                except BaseException as e:  # noqa: BLE001 - the map cannot grow: all callers learn
+                    self._fail(group, e)
+                    return
                 continue
             except BaseException as e:  # noqa: BLE001 - the commit itself failed: all callers learn
                 self._fail(group, e)
@@ -123,9 +132,9 @@ class GroupCommitter:
         self._answer(group, outcomes)
 
     def _fail(self, group: list[tuple[Action, Future[Any]]], exc: BaseException) -> None:
-        """The group's transaction failed: every caller gets the same error, and the writer
-        goes on with the next group."""
-        err: BaseException = exc
+        """The group's transaction failed: every caller gets the same error (DiskFull when the
+        filesystem is full), and the writer goes on with the next group."""
+        err: BaseException = self.storage.resource_error(exc) or exc
         if isinstance(exc, DAMAGED_TREE):
             err = self.storage.tree_damaged(exc)
         for _, fut in group:

@@ -45,6 +45,7 @@ _ERRORS: dict[grpc.StatusCode, type[errors.SnapviewError]] = {
     grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
     grpc.StatusCode.ABORTED: errors.Aborted,
     grpc.StatusCode.DATA_LOSS: errors.DataLoss,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
 }
 
 

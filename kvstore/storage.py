@@ -13,12 +13,14 @@ pages and that the file covers the last page they record (a truncated file would
 SIGBUS on the first read of a missing page). The store's record layout is recorded in the meta CF
 (``store/format``) and checked at open. Records carry a checksum (kvstore.mvcc.records); the
 ``Reader`` verifies every record it decodes and raises DataLoss naming the table and key of a
-damaged one.
+damaged one. A write that fails because the filesystem is full becomes DiskFull
+(``Storage.resource_error``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from bisect import bisect_left
@@ -29,7 +31,7 @@ from operator import itemgetter
 import lmdb
 
 from kvstore import integrity
-from kvstore.errors import DataLoss, FailedPrecondition
+from kvstore.errors import DataLoss, DiskFull, FailedPrecondition
 from kvstore.meta_keys import STORE_FORMAT_KEY
 from kvstore.mvcc.keys import TS_MASK, parse_versioned_key, table_id_of, versioned_key
 from kvstore.mvcc.records import (
@@ -44,6 +46,9 @@ from kvstore.mvcc.records import (
 
 CF_NAMES = ("lock", "data", "write", "changes", "txn_locks", "txn_ranges", "catalog", "meta")
 DEFAULT_MAP_SIZE = 64 << 20
+# A failed write leaves the filesystem with less than this free: it was the space that ran out
+# (LMDB reports a short write of the data file as EIO, not ENOSPC).
+DISK_FULL_SLACK_BYTES = 4 << 20
 
 
 # What LMDB raises on a page that is not what the tree expects (garbage inside the data file).
@@ -201,6 +206,46 @@ class Storage:
     def used_bytes(self) -> int:
         info, stat = self.env.info(), self.env.stat()
         return (info["last_pgno"] + 1) * stat["psize"]
+
+    def free_bytes(self) -> int:
+        """Space left on the filesystem of the data file, for the user this process runs as."""
+        st = os.statvfs(self.path)
+        return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+
+    def resource_error(self, exc: BaseException) -> DiskFull | None:
+        """DiskFull for a write that failed because the filesystem is full, else None.
+
+        ENOSPC and EDQUOT say so themselves. LMDB reports a short write of the data file as EIO
+        (py-lmdb: lmdb.Error "Input/output error", or lmdb.DiskError), so an I/O error counts
+        as a full disk when the filesystem has less than DISK_FULL_SLACK_BYTES left."""
+        if isinstance(exc, DiskFull):
+            return exc
+        if not isinstance(exc, lmdb.Error | OSError):
+            return None
+        code = getattr(exc, "errno", None)
+        text = str(exc)
+        if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in text:
+            full = True
+        elif code == errno.EIO or isinstance(exc, lmdb.DiskError) or "Input/output error" in text:
+            try:
+                full = self.free_bytes() < DISK_FULL_SLACK_BYTES
+            except OSError:
+                full = False
+        else:
+            full = False
+        if not full:
+            return None
+        try:
+            left = f"{self.free_bytes():,} bytes free"
+        except OSError:
+            left = "free space unknown"
+        err = DiskFull(
+            f"disk full: the filesystem holding the data dir {self.path} is full ({left}); "
+            f"writing {os.path.join(self.path, 'data.mdb')} failed ({text}). Nothing of this "
+            "write was applied; reads still work; free space on that filesystem and retry"
+        )
+        err.__cause__ = exc
+        return err
 
 
 _SECOND = itemgetter(1)

@@ -1,15 +1,17 @@
 """Corruption is detected, never served: record checksums checked on every read path, the data
-file's header and size checked before LMDB maps it, and the store format checked at open.
+file's header and size checked before LMDB maps it, the store format checked at open, and a
+write that finds the disk full fails its whole group with DiskFull while the store stays usable.
 Damage is planted in a real LMDB environment with py-lmdb directly."""
 
 from __future__ import annotations
 
 import os
+import threading
 
 import lmdb
 import pytest
 
-from kvstore.errors import DataLoss, FailedPrecondition
+from kvstore.errors import DataLoss, DiskFull, FailedPrecondition
 from kvstore.integrity import check_data_file, check_storage, check_store
 from kvstore.meta_keys import STORE_FORMAT_KEY
 from kvstore.mvcc.keys import versioned_key
@@ -165,3 +167,72 @@ def test_store_of_another_format_is_refused_at_open(tmp_path, clock):
     env.close()
     with pytest.raises(FailedPrecondition, match="on-disk format is 3"):
         LocalStore(path, clock=clock)
+
+
+# ---------------------------------------------------------------- disk full
+
+
+def test_disk_error_fails_the_whole_group_with_disk_full_and_the_store_goes_on(store, monkeypatch):
+    """Every waiter of a group whose write hit a full disk gets DiskFull naming the data dir;
+    nothing of the group is applied; the next group commits."""
+    monkeypatch.setattr(store.storage, "free_bytes", lambda: 1234)
+    gate, running = threading.Event(), threading.Event()
+
+    def blocker(ctx):  # holds the writer, so the next three actions queue up as one group
+        running.set()
+        gate.wait(10)
+
+    def put(key: bytes, fail: bool = False):
+        def act(ctx):
+            ctx.buf.put("meta", key, b"1")
+            if fail:  # what py-lmdb raises when LMDB's write of the data file comes up short
+                raise lmdb.Error("mdb_txn_commit: Input/output error")
+
+        return act
+
+    first = store.committer.submit(blocker)
+    assert running.wait(10)
+    group = [store.committer.submit(put(b"x/a")), store.committer.submit(put(b"x/b", True))]
+    group.append(store.committer.submit(put(b"x/c")))
+    gate.set()
+    first.result(10)
+    for fut in group:
+        e = fut.exception(10)
+        assert isinstance(e, DiskFull) and e.code == "RESOURCE_EXHAUSTED", e
+        assert store.storage.path in str(e) and "1,234 bytes free" in str(e)
+    with store.storage.read_txn() as r:
+        assert [r.get("meta", k) for k in (b"x/a", b"x/b", b"x/c")] == [None, None, None]
+    store.run_write(put(b"x/d"))  # the writer goes on
+    with store.storage.read_txn() as r:
+        assert r.get("meta", b"x/d") == b"1"
+
+
+def test_io_error_with_space_left_is_not_called_disk_full(store, monkeypatch):
+    monkeypatch.setattr(store.storage, "free_bytes", lambda: 10 << 30)
+    assert store.storage.resource_error(lmdb.Error("mdb_txn_commit: Input/output error")) is None
+    assert store.storage.resource_error(OSError(28, "No space left on device")) is not None
+    assert store.storage.resource_error(ValueError("No space left")) is None
+
+
+def test_direct_writer_hands_a_full_disk_back_to_the_server(tmp_path, monkeypatch):
+    """A direct writer (Spark executor on the server's host) meeting a full disk hands the chunk
+    back (DirectUnavailable); the server then answers DiskFull. Any other engine error is raised."""
+    from kvstore.direct import DirectPrewriter, DirectUnavailable
+
+    s = LocalStore(str(tmp_path / "lmdb"), sync=False)
+    info = s.create_table("t", "id BIGINT", ["id"])
+    s.close()
+    direct = DirectPrewriter(str(tmp_path / "lmdb"), 1 << 20)
+    muts = [(LockOp.PUT, info.key_codec.encode({"id": 1}), info.row_codec.encode({"id": 1}))]
+
+    def fail(*_):
+        raise lmdb.Error("mdb_txn_commit: Input/output error")
+
+    monkeypatch.setattr(direct, "_write", fail)
+    monkeypatch.setattr(direct.storage, "free_bytes", lambda: 0)
+    with pytest.raises(DirectUnavailable, match="disk is full"):
+        direct.prewrite(info, muts, muts[0][1], 10, 1000)
+    monkeypatch.setattr(direct.storage, "free_bytes", lambda: 10 << 30)
+    with pytest.raises(lmdb.Error):
+        direct.prewrite(info, muts, muts[0][1], 10, 1000)
+    direct.storage.close()

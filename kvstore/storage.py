@@ -36,7 +36,6 @@ from kvstore.meta_keys import STORE_FORMAT_KEY
 from kvstore.mvcc.keys import TS_MASK, parse_versioned_key, table_id_of, versioned_key
 from kvstore.mvcc.records import (
     CRC_BYTES,
-    CRC_RESIDUE,
     STORE_FORMAT,
     ChecksumMismatch,
     Lock,
@@ -129,14 +128,13 @@ class Storage:
             readonly=readonly,
             create=not readonly,
         )
-        try:
-            self.cf = {name: self._open_cf(name, readonly) for name in CF_NAMES}
-        except BaseException:
-            self.env.close()
-            raise
         self._resize = _ResizeLock()
         try:
+            self.cf = {name: self._open_cf(name, readonly) for name in CF_NAMES}
             self._check_format(create and not readonly)
+        except DAMAGED_TREE as e:  # a damaged page on the way to the CFs or the format record
+            self.env.close()
+            raise self.tree_damaged(e) from None
         except BaseException:
             self.env.close()
             raise
@@ -302,9 +300,8 @@ class Reader:
 
     def check_intact(self, cf: str, items: list[tuple[bytes, bytes]]) -> None:
         """Raise DataLoss for the first damaged sealed record of ``items`` (one C-level pass)."""
-        crcs = list(map(crc32, map(_SECOND, items)))
-        if crcs.count(CRC_RESIDUE) != len(crcs):
-            i = next(i for i, c in enumerate(crcs) if c != CRC_RESIDUE)
+        if crc32(b"".join(map(_SECOND, items))):
+            i = next((i for i, (_, v) in enumerate(items) if crc32(v)), 0)
             raise self.damaged(cf, items[i][0], f"{cf} record fails its checksum")
 
     def get_lock(self, key: bytes) -> Lock | None:
@@ -315,7 +312,7 @@ class Reader:
     def get_lock_raw(self, key: bytes) -> bytes | None:
         """The encoded (sealed) lock on ``key``, checked intact, or None if there is none."""
         raw = self.txn.get(key, db=self.cf["lock"])
-        if raw is not None and crc32(raw) != CRC_RESIDUE:
+        if raw is not None and crc32(raw):
             raise self.damaged("lock", key, "lock record fails its checksum")
         return raw
 
@@ -371,7 +368,7 @@ class Reader:
         raw = self.txn.get(vkey, db=self.cf["data"])
         if raw is None:
             return None
-        if crc32(raw) != CRC_RESIDUE:
+        if crc32(raw):
             raise self.damaged("data", vkey, "value fails its checksum")
         return raw[:-CRC_BYTES]
 

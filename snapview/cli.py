@@ -359,7 +359,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     report = check_store(os.path.join(args.data_dir, "lmdb"))
     for d in report.damage:
         print(f"damaged: {d}")
-    counts = ", ".join(f"{cf} {n}" for cf, n in report.records.items())
+    counts = ", ".join(f"{cf} {n}" for cf, n in report.records.items()) or "none readable"
     state = f"{len(report.damage)} damaged" if report.damage else "no damage found"
     print(f"{report.path}: checked {sum(report.records.values())} records ({counts}): {state}")
     return 0 if report.ok else 1

@@ -9,6 +9,7 @@ from kvstore.errors import KeyIsLocked, KeyPrewrittenTwice, TxnRolledBack, Write
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import decode_ts, encode_ts, versioned_key
 from kvstore.mvcc.records import (
+    SEAL_XOR,
     SHORT_VALUE_MAX,
     VALUE_TAG,
     Lock,
@@ -156,7 +157,8 @@ def prewrite(
         # Sealed per record: the head's CRC is taken once and continued over each value.
         lock_crc = crc32(lock_head)
         buf.put_many(
-            "lock", [(k, lock_head + v + pack_crc(crc32(v, lock_crc))) for _, k, v in todo]
+            "lock",
+            [(k, lock_head + v + pack_crc(crc32(v, lock_crc) ^ SEAL_XOR)) for _, k, v in todo],
         )
         if len(todo) >= RANGE_INDEX_MIN_KEYS:
             # One entry stands for the run: resolve_locks finds these locks by scanning the lock
@@ -167,7 +169,10 @@ def prewrite(
             write_crc = crc32(write_head)
             buf.put_many(
                 "txn_locks",
-                [(ts_be + k, write_head + v + pack_crc(crc32(v, write_crc))) for _, k, v in todo],
+                [
+                    (ts_be + k, write_head + v + pack_crc(crc32(v, write_crc) ^ SEAL_XOR))
+                    for _, k, v in todo
+                ],
             )
         return
     # Per op, built once per request: the lock without its value, and the commit record's head

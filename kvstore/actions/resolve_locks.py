@@ -15,7 +15,7 @@ from kvstore.actions.commit import commit_key
 from kvstore.actions.rollback import rollback_key
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import encode_ts
-from kvstore.mvcc.records import CRC_BYTES, Lock, LockOp, crc32, pack_crc
+from kvstore.mvcc.records import CRC_BYTES, SEAL_XOR, Lock, LockOp, crc32, pack_crc
 from kvstore.storage import Reader
 
 LOCK_FLAG = LockOp.LOCK.value
@@ -91,7 +91,8 @@ def resolve_locks(ctx: WriteContext, start_ts: int, commit_ts: int) -> int:
         # it) read once: it is the same for every lock of the txn.
         cut = Lock.value_offset(ranged[0][1])
         pairs += [
-            (k, (w := raw[:9] + raw[cut:-CRC_BYTES]) + pack_crc(crc32(w))) for k, raw in ranged
+            (k, (w := raw[:9] + raw[cut:-CRC_BYTES]) + pack_crc(crc32(w) ^ SEAL_XOR))
+            for k, raw in ranged
         ]
         keys += [k for k, _ in ranged]
     # Comprehensions, not an append loop: this runs once per key of every committed epoch.

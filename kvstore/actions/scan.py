@@ -13,7 +13,6 @@ from kvstore.errors import KeyIsLocked
 from kvstore.mvcc.keys import versioned_key
 from kvstore.mvcc.records import (
     CRC_BYTES,
-    CRC_RESIDUE,
     WRITE_VALUE_OFFSET,
     WRITE_WITH_VALUE,
     LockOp,
@@ -88,16 +87,16 @@ def _select(
     n = len(ks)
     if n == 0:
         return decided
-    # Every record of the run is checked (one C-level pass), not just the chosen ones: a damaged
-    # kind byte could otherwise hide a version and serve an older one.
-    crcs = list(map(crc32, vs))
-    if crcs.count(CRC_RESIDUE) != n:
-        i = next(i for i, c in enumerate(crcs) if c != CRC_RESIDUE)
+    # Every record of the run is checked, not just the chosen ones (a damaged kind byte could
+    # otherwise hide a version and serve an older one): one CRC over the run joined.
+    joined = b"".join(vs)
+    if crc32(joined):
+        i = next((i for i, v in enumerate(vs) if crc32(v)), 0)
         raise reader.damaged("write", ks[i], "write record fails its checksum")
     klen = len(ks[0])
     klens = np.fromiter(map(len, ks), dtype=np.int64, count=n)
     if klen > 8 and bool((klens == klen).all()):
-        return _select_fixed(reader, ks, vs, read_ts, decided, keys, values)
+        return _select_fixed(reader, ks, vs, joined, read_ts, decided, keys, values)
     unpack = _TS.unpack_from
     for k, v in zip(ks, vs, strict=True):
         uk = k[:-8]
@@ -116,6 +115,7 @@ def _select_fixed(
     reader: Reader,
     ks: list[bytes],
     vs: list[bytes],
+    joined: bytes,
     read_ts: int,
     decided: bytes,
     keys: list[bytes],
@@ -129,7 +129,7 @@ def _select_fixed(
     vlens = np.fromiter(map(len, vs), dtype=np.int64, count=n)
     voff = np.zeros(n, dtype=np.int64)
     np.cumsum(vlens[:-1], out=voff[1:])
-    kinds = np.frombuffer(b"".join(vs), dtype=np.uint8)[voff]
+    kinds = np.frombuffer(joined, dtype=np.uint8)[voff]  # joined = b"".join(vs)
     candidate = (ts <= np.uint64(read_ts)) & ((kinds == 0x50) | (kinds == 0x44))
     cand_idx = np.flatnonzero(candidate)
     if cand_idx.size == 0:

@@ -55,8 +55,9 @@ def test_golden_changes_and_txn_lock_keys():
 
 
 def _crc_le(hex_body: str) -> str:
-    """The checksum trailer: zlib's CRC-32 of the body, 4 bytes little-endian."""
-    return zlib.crc32(bytes.fromhex(hex_body)).to_bytes(4, "little").hex()
+    """The checksum trailer: zlib's CRC-32 of the body XOR 0x6DD90A9D, 4 bytes little-endian,
+    which brings the CRC-32 of the whole record to 0."""
+    return (zlib.crc32(bytes.fromhex(hex_body)) ^ 0x6DD90A9D).to_bytes(4, "little").hex()
 
 
 def test_golden_lock_record():
@@ -73,7 +74,8 @@ def test_golden_lock_record():
         + "76616c"
     )
     assert lock.to_bytes().hex() == body + _crc_le(body)
-    assert lock.to_bytes().hex().endswith("2509d8e7")  # the trailer itself, pinned
+    assert lock.to_bytes().hex().endswith("b803018a")  # the trailer itself, pinned
+    assert zlib.crc32(lock.to_bytes()) == 0
     assert Lock.parse(lock.to_bytes()) == lock
     bare = Lock(LockOp.DELETE, b"pk", 1, 10)
     assert bare.to_bytes()[:1] == b"D" and Lock.parse(bare.to_bytes()) == bare

@@ -150,6 +150,25 @@ def test_zeroed_meta_page_is_refused_with_the_file_named(tmp_path, clock, pages)
         LocalStore(path, clock=clock)
 
 
+def test_garbage_in_a_tree_page_is_data_loss_naming_the_file(tmp_path, clock):
+    """A page of the B-tree overwritten with garbage (here the root of LMDB's main tree, which
+    the newer meta page names) is DataLoss naming the data file, not an lmdb traceback."""
+    path = str(tmp_path / "lmdb")
+    _write_some(path, clock)
+    data = os.path.join(path, "data.mdb")
+    meta = check_data_file(path)
+    assert meta is not None
+    with open(data, "r+b") as f:
+        f.seek(meta.index * meta.page_size + 128)  # mm_dbs[MAIN_DBI].md_root
+        root = int.from_bytes(f.read(8), "little")
+        f.seek(root * meta.page_size)
+        f.write(b"\xa5" * meta.page_size)
+    with pytest.raises(DataLoss, match=f"the LMDB data file {data} is damaged"):
+        LocalStore(path, clock=clock)
+    report = check_store(path)
+    assert not report.ok and f"the LMDB data file {data} is damaged" in str(report.damage[0])
+
+
 def test_store_of_another_format_is_refused_at_open(tmp_path, clock):
     path = str(tmp_path / "lmdb")
     _write_some(path, clock)

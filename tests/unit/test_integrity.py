@@ -15,7 +15,7 @@ from kvstore.errors import DataLoss, DiskFull, FailedPrecondition
 from kvstore.integrity import check_data_file, check_storage, check_store
 from kvstore.meta_keys import STORE_FORMAT_KEY
 from kvstore.mvcc.keys import versioned_key
-from kvstore.mvcc.records import LockOp
+from kvstore.mvcc.records import LockOp, WriteKind
 from kvstore.store import LocalStore
 from kvstore.testing import Kv
 
@@ -96,6 +96,30 @@ def test_bulk_prewrite_and_resolve_seal_and_check_every_record(kv, clock):
     ]
     report = check_storage(kv.store.storage)
     assert report.ok, report.damage
+
+
+def test_bulk_commit_checks_the_locks_it_turns_into_writes(kv, clock):
+    """store.commit of many keys (the bulk path: one read, one CRC for all locks) refuses a
+    damaged lock (DataLoss, nothing committed) and commits every row once it is repaired."""
+    keys = [kv.key(k) for k in range(200)]
+    kv.store.prewrite(
+        [(LockOp.PUT, kv.key(k), kv.row(k, f"v{k}")) for k in range(200)], keys[0], 40
+    )
+    flip(kv.store, "lock", kv.key(123))
+    with pytest.raises(DataLoss, match=r"key \(123,\), lock record"):
+        kv.store.commit(40, 41, keys)
+    assert kv.write_at(0, 41) is None and kv.lock(0) is not None  # all or none
+    flip(kv.store, "lock", kv.key(123))
+    kv.store.commit(40, 41, list(reversed(keys)))  # any key order
+    kv.store.commit(40, 41, keys)  # idempotent: the retry takes the per-key path
+    for k in (0, 123, 199):
+        kv.must_written(k, 40, 41, WriteKind.PUT)
+        kv.must_unlocked(k)
+    assert [kv.value_of(v) for v in next(iter(kv.store.scan_table("kv", clock())))[1]] == [
+        f"v{k}" for k in range(200)
+    ]
+    assert len(kv.store.scan_changes("kv", 40, 41)) == 200
+    assert check_storage(kv.store.storage).ok
 
 
 def test_check_store_reports_each_planted_damage(kv, clock):

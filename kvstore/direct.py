@@ -6,7 +6,8 @@ The same ``actions.prewrite`` runs in one LMDB write transaction, which LMDB ser
 server's own writer across processes, after the same row validation the server does. Anything
 that needs the server's judgement is handed back to the caller, who then uses the RPC: a lock or
 conflict in the way (KeyIsLocked, WriteConflict, TxnRolledBack are raised as they are), a full
-map (DirectUnavailable: only the server grows the map), a start_ts at or below the GC safepoint.
+map (DirectUnavailable: only the server grows the map), a full disk (DirectUnavailable: the server
+answers the same write with DiskFull), a start_ts at or below the GC safepoint.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class DirectPrewriter:
     """Prewrites into an LMDB environment opened from another process (one per process)."""
 
     def __init__(self, lmdb_path: str, map_size: int) -> None:
-        self.storage = Storage(lmdb_path, map_size=map_size, sync=True)
+        self.storage = Storage(lmdb_path, map_size=map_size, sync=True, create=False)
         self._lock = threading.Lock()
 
     def prewrite(
@@ -88,6 +89,11 @@ class DirectPrewriter:
             except lmdb.MapResizedError:
                 self.storage.env.set_mapsize(0)  # adopt the size the server grew it to
                 self._write(mutations, primary, start_ts, ttl_ms)
+            except lmdb.Error as e:
+                if self.storage.resource_error(e) is None:
+                    raise
+                # The server answers the same write with DiskFull (RESOURCE_EXHAUSTED).
+                raise DirectUnavailable(f"the store's disk is full ({e})") from None
 
     def _write(self, mutations: list[Mutation], primary: bytes, start_ts: int, ttl_ms: int) -> None:
         with self.storage.env.begin(write=True) as txn:

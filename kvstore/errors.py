@@ -239,3 +239,26 @@ class Aborted(RequestError):
 @register_error
 class Unauthenticated(RequestError):
     code = "UNAUTHENTICATED"
+
+
+@register_error
+class DataLoss(RequestError):
+    """A stored record is damaged (its checksum does not match, or the data file is truncated or
+    its header is overwritten). The message names the table and key, or the file. The damaged
+    record is never served; ``snapview check --data-dir DIR`` lists every damaged record."""
+
+    code = "DATA_LOSS"
+
+
+@register_error
+class ResourceExhausted(RequestError):
+    """The server ran out of a resource it needs to apply the request; nothing of it applied."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+@register_error
+class DiskFull(ResourceExhausted):
+    """The filesystem holding the data dir is full: the write was not applied (nothing of its
+    group was), reads keep working, and writes work again once space is freed. The message names
+    the data dir and how much space is left."""

@@ -10,6 +10,11 @@ own, actions are serialised in queue order, and a whole group costs one LMDB com
 Nobody waits artificially: while the writer commits one group, new requests queue up, and the
 next group takes all of them (up to ``max_group`` actions and ``max_group_cost`` mutations, so
 one group's work, and so any request's wait for it, stays bounded; see kvstore.limits).
+
+A group that cannot be written because the filesystem is full fails as a whole: every caller of
+the group gets the same DiskFull (RESOURCE_EXHAUSTED, naming the data dir), nothing of the group
+is applied, and the writer goes on with the next group, so the store works again once space is
+freed. A damaged LMDB tree met by an action is DataLoss for that action's caller.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import lmdb
 
 from kvstore.gc_pause import gc_paused
 from kvstore.limits import MAX_GROUP_MUTATIONS
-from kvstore.storage import Reader, Storage, WriteBuffer
+from kvstore.storage import DAMAGED_TREE, Reader, Storage, WriteBuffer
 
 
 @dataclass
@@ -114,6 +119,10 @@ class GroupCommitter:
                             raise
                         except BaseException as e:  # noqa: BLE001 - handed to its own caller
                             child.abort()
+                            if self.storage.resource_error(e) is not None:
+                                raise  # the group's transaction is spoilt: all callers learn
+                            if isinstance(e, DAMAGED_TREE):
+                                e = self.storage.tree_damaged(e)
                             outcomes.append((False, e))
                             continue
                         child.commit()
@@ -124,15 +133,31 @@ class GroupCommitter:
                     raise
             except lmdb.MapFullError:
                 # Re-run the whole group after growing: actions are deterministic over the state.
-                self.storage.grow()
+                try:
+                    self.storage.grow()
+                except BaseException as e:  # noqa: BLE001 - the map cannot grow: all callers learn
+                    self._fail(group, e)
+                    return
                 continue
             except BaseException as e:  # noqa: BLE001 - the commit itself failed: all callers learn
-                for _, fut in group:
-                    fut.set_exception(e)
+                self._fail(group, e)
                 return
             break
         self.groups += 1
         self.actions += len(group)
+        self._answer(group, outcomes)
+
+    def _fail(self, group: list[tuple[Action, Future[Any]]], exc: BaseException) -> None:
+        """The group's transaction failed: every caller gets the same error (DiskFull when the
+        filesystem is full), and the writer goes on with the next group."""
+        err: BaseException = self.storage.resource_error(exc) or exc
+        if isinstance(exc, DAMAGED_TREE):
+            err = self.storage.tree_damaged(exc)
+        for _, fut in group:
+            fut.set_exception(err)
+
+    @staticmethod
+    def _answer(group: list[tuple[Action, Future[Any]]], outcomes: list[tuple[bool, Any]]) -> None:
         for (_, fut), (ok, value) in zip(group, outcomes, strict=True):
             if ok:
                 fut.set_result(value)

@@ -46,6 +46,8 @@ _ERRORS: dict[grpc.StatusCode, type[errors.SnapviewError]] = {
     grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
     grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
     grpc.StatusCode.ABORTED: errors.Aborted,
+    grpc.StatusCode.DATA_LOSS: errors.DataLoss,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
 }
 
 

@@ -7,24 +7,58 @@ write that hits MDB_MAP_FULL is retried after the map doubles (see ``Storage.gro
 Durability: with ``sync=True`` (the default) every LMDB commit fsyncs before it returns, so a write
 acknowledged to a caller survives kill -9 and power loss. ``sync=False`` skips the fsync (an OS
 crash may lose the newest commits, a process crash loses nothing); benchmarks print which they use.
+
+Integrity: before LMDB opens the data file, ``kvstore.integrity.check_data_file`` checks its meta
+pages and that the file covers the last page they record (a truncated file would otherwise be a
+SIGBUS on the first read of a missing page). The store's record layout is recorded in the meta CF
+(``store/format``) and checked at open. Records carry a checksum (kvstore.mvcc.records); the
+``Reader`` verifies every record it decodes and raises DataLoss naming the table and key of a
+damaged one. A write that fails because the filesystem is full becomes DiskFull
+(``Storage.resource_error``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from itertools import islice
+from operator import itemgetter
 
 import lmdb
 
-from kvstore.mvcc.keys import TS_MASK, parse_versioned_key, versioned_key
-from kvstore.mvcc.records import Lock, Write
+from kvstore import integrity
+from kvstore.errors import DataLoss, DiskFull, FailedPrecondition
+from kvstore.meta_keys import STORE_FORMAT_KEY
+from kvstore.mvcc.keys import TS_MASK, parse_versioned_key, table_id_of, versioned_key
+from kvstore.mvcc.records import (
+    CRC_BYTES,
+    STORE_FORMAT,
+    ChecksumMismatch,
+    Lock,
+    Write,
+    crc32,
+)
 
 CF_NAMES = ("lock", "data", "write", "changes", "txn_locks", "txn_ranges", "catalog", "meta")
 DEFAULT_MAP_SIZE = 64 << 20
+# A failed write leaves the filesystem with less than this free: it was the space that ran out
+# (LMDB reports a short write of the data file as EIO, not ENOSPC).
+DISK_FULL_SLACK_BYTES = 4 << 20
+
+
+# What LMDB raises on a page that is not what the tree expects (garbage inside the data file).
+DAMAGED_TREE = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadTxnError, lmdb.PanicError)
+
+
+def raw_key_name(key: bytes) -> str:
+    """How a user key is named without a catalog: its table id and bytes."""
+    if len(key) < 4:
+        return f"key {key.hex()}"
+    return f"table id {table_id_of(key)} key {key.hex()}"
 
 
 class _ResizeLock:
@@ -66,10 +100,23 @@ class _ResizeLock:
 class Storage:
     """An open LMDB environment with the snapview column families."""
 
-    def __init__(self, path: str, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True) -> None:
-        os.makedirs(path, exist_ok=True)
+    def __init__(
+        self,
+        path: str,
+        map_size: int = DEFAULT_MAP_SIZE,
+        sync: bool = True,
+        create: bool = True,
+        readonly: bool = False,
+    ) -> None:
+        """Open (``create``: or make) the environment at ``path``. ``readonly`` opens an existing
+        one for reading only (``snapview check``), beside a server or without one."""
+        if not readonly:
+            os.makedirs(path, exist_ok=True)
         self.path = path
         self.sync = sync
+        # How errors name a user key; LocalStore names the table and the key's values instead.
+        self.key_namer: Callable[[bytes], str] = raw_key_name
+        integrity.check_data_file(path)  # raises DataLoss naming the file: never a SIGBUS later
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -78,18 +125,68 @@ class Storage:
             max_readers=1024,
             readahead=False,
             metasync=sync,
+            readonly=readonly,
+            create=not readonly,
         )
-        self.cf = {name: self.env.open_db(name.encode()) for name in CF_NAMES}
         self._resize = _ResizeLock()
+        try:
+            self.cf = {name: self._open_cf(name, readonly) for name in CF_NAMES}
+            self._check_format(create and not readonly)
+        except DAMAGED_TREE as e:  # a damaged page on the way to the CFs or the format record
+            self.env.close()
+            raise self.tree_damaged(e) from None
+        except BaseException:
+            self.env.close()
+            raise
+
+    def _open_cf(self, name: str, readonly: bool) -> lmdb._Database:
+        if not readonly:
+            return self.env.open_db(name.encode())
+        try:
+            return self.env.open_db(name.encode(), create=False)
+        except lmdb.NotFoundError:
+            raise DataLoss(
+                f"data loss: {self.path}: the column family {name!r} is missing"
+            ) from None
+
+    def _check_format(self, create: bool) -> None:
+        """Refuse a store of another record layout; record ours in a new one (``create``)."""
+        with self.env.begin(write=create) as txn:
+            raw = txn.get(STORE_FORMAT_KEY, db=self.cf["meta"])
+            if raw is None:
+                empty = all(txn.stat(db)["entries"] == 0 for db in self.cf.values())
+                if empty and create:
+                    txn.put(STORE_FORMAT_KEY, str(STORE_FORMAT).encode(), db=self.cf["meta"])
+                    return
+                found = "1 (records without checksums)" if not empty else "unknown (none recorded)"
+            elif raw == str(STORE_FORMAT).encode():
+                return
+            else:
+                found = raw.decode(errors="replace")
+        raise FailedPrecondition(
+            f"{self.path}: the store's on-disk format is {found}; this snapview reads format "
+            f"{STORE_FORMAT} only. Read the data with the snapview that wrote it and load it into "
+            "a new data dir"
+        )
 
     def close(self) -> None:
         self.env.close()
 
     @contextlib.contextmanager
     def read_txn(self) -> Iterator[Reader]:
-        """A consistent read-only view of every CF."""
-        with self._resize.shared(), self.env.begin() as txn:
-            yield Reader(self, txn)
+        """A consistent read-only view of every CF. A damaged LMDB tree met on the way (a page
+        overwritten with garbage) is DataLoss naming the data file, not a bare lmdb error."""
+        try:
+            with self._resize.shared(), self.env.begin() as txn:
+                yield Reader(self, txn)
+        except DAMAGED_TREE as e:
+            raise self.tree_damaged(e) from None
+
+    def tree_damaged(self, exc: BaseException) -> DataLoss:
+        return DataLoss(
+            f"data loss: the LMDB data file {os.path.join(self.path, 'data.mdb')} is damaged "
+            f"({type(exc).__name__}: {exc}); `snapview check` reports what is affected"
+        )
 
     def begin_write(self) -> lmdb.Transaction[bytes]:
         return self.env.begin(write=True)
@@ -107,6 +204,49 @@ class Storage:
     def used_bytes(self) -> int:
         info, stat = self.env.info(), self.env.stat()
         return (info["last_pgno"] + 1) * stat["psize"]
+
+    def free_bytes(self) -> int:
+        """Space left on the filesystem of the data file, for the user this process runs as."""
+        st = os.statvfs(self.path)
+        return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+
+    def resource_error(self, exc: BaseException) -> DiskFull | None:
+        """DiskFull for a write that failed because the filesystem is full, else None.
+
+        ENOSPC and EDQUOT say so themselves. LMDB reports a short write of the data file as EIO
+        (py-lmdb: lmdb.Error "Input/output error", or lmdb.DiskError), so an I/O error counts
+        as a full disk when the filesystem has less than DISK_FULL_SLACK_BYTES left."""
+        if isinstance(exc, DiskFull):
+            return exc
+        if not isinstance(exc, lmdb.Error | OSError):
+            return None
+        code = getattr(exc, "errno", None)
+        text = str(exc)
+        if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in text:
+            full = True
+        elif code == errno.EIO or isinstance(exc, lmdb.DiskError) or "Input/output error" in text:
+            try:
+                full = self.free_bytes() < DISK_FULL_SLACK_BYTES
+            except OSError:
+                full = False
+        else:
+            full = False
+        if not full:
+            return None
+        try:
+            left = f"{self.free_bytes():,} bytes free"
+        except OSError:
+            left = "free space unknown"
+        err = DiskFull(
+            f"disk full: the filesystem holding the data dir {self.path} is full ({left}); "
+            f"writing {os.path.join(self.path, 'data.mdb')} failed ({text}). Nothing of this "
+            "write was applied; reads still work; free space on that filesystem and retry"
+        )
+        err.__cause__ = exc
+        return err
+
+
+_SECOND = itemgetter(1)
 
 
 class Reader:
@@ -129,10 +269,52 @@ class Reader:
     def get(self, cf: str, key: bytes) -> bytes | None:
         return self.txn.get(key, db=self.cf[cf])
 
+    def damaged(self, cf: str, key: bytes, what: str) -> DataLoss:
+        """The DataLoss error for a damaged record of ``cf`` at ``key``, naming table and key."""
+        if cf in ("write", "data") and len(key) > 12:
+            uk, ts = parse_versioned_key(key)
+            where = f"{self.storage.key_namer(uk)}, {cf} record at ts {ts}"
+        elif cf in ("txn_locks", "txn_ranges") and len(key) > 12:
+            where = f"{self.storage.key_namer(key[8:])}, {cf} entry of start_ts "
+            where += str(int.from_bytes(key[:8], "big"))
+        else:
+            where = f"{self.storage.key_namer(key)}, {cf} record"
+        return DataLoss(
+            f"data loss: {where}: {what}; the stored record is damaged and is not served "
+            f"(store {self.storage.path}; `snapview check` lists every damaged record)"
+        )
+
+    def parse_lock(self, key: bytes, raw: bytes) -> Lock:
+        """Decode the lock stored at ``key``; DataLoss if it is damaged."""
+        try:
+            return Lock.parse(raw)
+        except ChecksumMismatch as e:
+            raise self.damaged("lock", key, str(e)) from None
+
+    def parse_write(self, vkey: bytes, raw: bytes) -> Write:
+        """Decode the write record stored at versioned key ``vkey``; DataLoss if damaged."""
+        try:
+            return Write.parse(raw)
+        except ChecksumMismatch as e:
+            raise self.damaged("write", vkey, str(e)) from None
+
+    def check_intact(self, cf: str, items: list[tuple[bytes, bytes]]) -> None:
+        """Raise DataLoss for the first damaged sealed record of ``items`` (one C-level pass)."""
+        if crc32(b"".join(map(_SECOND, items))):
+            i = next((i for i, (_, v) in enumerate(items) if crc32(v)), 0)
+            raise self.damaged(cf, items[i][0], f"{cf} record fails its checksum")
+
     def get_lock(self, key: bytes) -> Lock | None:
         """The lock on ``key``, or None if there is none."""
         raw = self.txn.get(key, db=self.cf["lock"])
-        return None if raw is None else Lock.parse(raw)
+        return None if raw is None else self.parse_lock(key, raw)
+
+    def get_lock_raw(self, key: bytes) -> bytes | None:
+        """The encoded (sealed) lock on ``key``, checked intact, or None if there is none."""
+        raw = self.txn.get(key, db=self.cf["lock"])
+        if raw is not None and crc32(raw):
+            raise self.damaged("lock", key, "lock record fails its checksum")
+        return raw
 
     def seek_write(self, key: bytes, ts: int = TS_MASK) -> tuple[int, Write] | None:
         """The newest write record of ``key`` with commit_ts <= ts, or None if there is none."""
@@ -142,7 +324,7 @@ class Reader:
         k = cur.key()
         if len(k) != len(key) + 8 or k[:-8] != key:
             return None
-        return parse_versioned_key(k)[1], Write.parse(cur.value())
+        return parse_versioned_key(k)[1], self.parse_write(k, cur.value())
 
     def newest_commit_ts(self, key: bytes) -> int | None:
         """The commit_ts of ``key``'s newest write record (of any kind), or None."""
@@ -164,7 +346,7 @@ class Reader:
             k = cur.key()
             if len(k) != n or k[:-8] != key:
                 return
-            yield parse_versioned_key(k)[1], Write.parse(cur.value())
+            yield parse_versioned_key(k)[1], self.parse_write(k, cur.value())
             if not cur.next():
                 return
 
@@ -181,7 +363,14 @@ class Reader:
         return None
 
     def get_data(self, key: bytes, start_ts: int) -> bytes | None:
-        return self.txn.get(versioned_key(key, start_ts), db=self.cf["data"])
+        """The large value txn ``start_ts`` wrote for ``key`` (checked intact), or None."""
+        vkey = versioned_key(key, start_ts)
+        raw = self.txn.get(vkey, db=self.cf["data"])
+        if raw is None:
+            return None
+        if crc32(raw):
+            raise self.damaged("data", vkey, "value fails its checksum")
+        return raw[:-CRC_BYTES]
 
     def iter_range(self, cf: str, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         """Items of ``cf`` with start <= key < end (end None: to the last key)."""
@@ -214,6 +403,13 @@ class Reader:
             out += part[: bisect_left(part, (end,))]
             return out
         return out
+
+    def walk(self, cf: str) -> Iterator[tuple[bytes, bytes]]:
+        """Every item of ``cf`` in key order; a damaged tree raises DataLoss (``snapview check``)."""
+        try:
+            yield from self.txn.cursor(db=self.cf[cf]).iternext()
+        except DAMAGED_TREE as e:
+            raise self.storage.tree_damaged(e) from None
 
     def iter_prefix(self, cf: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         cur = self.txn.cursor(db=self.cf[cf])

@@ -45,7 +45,7 @@ from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.results import DropResult, TxnStatusResult
-from kvstore.storage import DEFAULT_MAP_SIZE, Storage
+from kvstore.storage import DEFAULT_MAP_SIZE, Storage, raw_key_name
 from kvstore.table_info import TableInfo
 from kvstore.validation import check_key, describe_key, repeated_key, validate_rows
 
@@ -76,6 +76,7 @@ class LocalStore:
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         self.storage = Storage(path, map_size=map_size, sync=sync)
+        self.storage.key_namer = self.describe_key  # DataLoss names the table and key values
         self.committer = GroupCommitter(self.storage)
         self.catalog = Catalog()
         self.clock = clock
@@ -180,7 +181,7 @@ class LocalStore:
         try:
             return describe_key(self.catalog.get_id(table_id_of(key)), key)
         except Exception:  # noqa: BLE001 - a message helper: fall back to the raw bytes
-            return f"key {key.hex()}"
+            return raw_key_name(key)
 
     @staticmethod
     def _check_key(info: TableInfo | None, key: bytes) -> None:

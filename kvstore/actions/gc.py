@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import parse_changes_key, parse_versioned_key, versioned_key
-from kvstore.mvcc.records import Write, WriteKind
+from kvstore.mvcc.records import WriteKind
 
 
 def gc(ctx: WriteContext, safepoint: int) -> int:
@@ -26,7 +26,7 @@ def gc(ctx: WriteContext, safepoint: int) -> int:
             cur_key, settled = uk, False
         if commit_ts > safepoint:
             continue
-        w = Write.parse(v)
+        w = reader.parse_write(k, v)
         keep = not settled and w.kind is WriteKind.PUT
         if not settled and w.kind in (WriteKind.PUT, WriteKind.DELETE):
             settled = True

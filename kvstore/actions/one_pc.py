@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import struct
+
 from kvstore.actions.prewrite import check_prewrite, stage_value
 from kvstore.group_commit import WriteContext
-from kvstore.mvcc.keys import changes_key, versioned_key
-from kvstore.mvcc.records import LockOp, Mutation, Write, WriteKind
+from kvstore.mvcc.keys import encode_ts
+from kvstore.mvcc.records import SEAL_XOR, VALUE_TAG, LockOp, Mutation, crc32, pack_crc
 
-_KIND = {LockOp.PUT: WriteKind.PUT, LockOp.DELETE: WriteKind.DELETE, LockOp.LOCK: WriteKind.LOCK}
+_U64 = struct.Struct(">Q")
 
 
 def one_pc_commit(
@@ -19,12 +21,17 @@ def one_pc_commit(
     commit_ts >= start_ts), and no lock is ever left behind. The caller must make ``commit_ts``
     invisible to readers until this action's group is durable (LocalStore's in-flight set)."""
     reader, buf = ctx.reader, ctx.buf
+    # Records are built from bytes here, not through Write objects: this loop runs once per row
+    # of every small transaction. Write kinds share the lock ops' one-byte flags (P/D/L).
+    ts_be = _U64.pack(start_ts)
+    suffix = encode_ts(commit_ts)
+    commit_be = _U64.pack(commit_ts)
+    tag, seal_xor = VALUE_TAG, SEAL_XOR
     for op, key, value in mutations:
         if not check_prewrite(reader, key, primary, start_ts):
             continue
         short = stage_value(buf, op, key, value, start_ts)
-        buf.put(
-            "write", versioned_key(key, commit_ts), Write(_KIND[op], start_ts, short).to_bytes()
-        )
+        body = op.value + ts_be if short is None else op.value + ts_be + tag + short
+        buf.put("write", key + suffix, body + pack_crc(crc32(body) ^ seal_xor))
         if op is not LockOp.LOCK:
-            buf.put("changes", changes_key(key, commit_ts), b"")
+            buf.put("changes", key[:4] + commit_be + key, b"")

@@ -8,7 +8,18 @@ from operator import itemgetter
 from kvstore.errors import KeyIsLocked, KeyPrewrittenTwice, TxnRolledBack, WriteConflict
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import decode_ts, encode_ts, versioned_key
-from kvstore.mvcc.records import SHORT_VALUE_MAX, VALUE_TAG, Lock, LockOp, Mutation, WriteKind
+from kvstore.mvcc.records import (
+    SEAL_XOR,
+    SHORT_VALUE_MAX,
+    VALUE_TAG,
+    Lock,
+    LockOp,
+    Mutation,
+    WriteKind,
+    crc32,
+    pack_crc,
+    seal,
+)
 from kvstore.storage import Reader, WriteBuffer
 
 # A bulk prewrite of at least this many keys indexes its locks by one txn_ranges entry (first
@@ -68,7 +79,7 @@ def stage_value(
     if op is not LockOp.PUT:
         return None
     if len(value) > SHORT_VALUE_MAX:
-        buf.put("data", versioned_key(key, start_ts), value)
+        buf.put("data", versioned_key(key, start_ts), seal(value))
         return None
     return value
 
@@ -143,14 +154,26 @@ def prewrite(
         if not todo:
             return
         lock_head = Lock.header(LockOp.PUT, primary, start_ts, ttl_ms, txn_size) + VALUE_TAG
-        buf.put_many("lock", [(k, lock_head + v) for _, k, v in todo])
+        # Sealed per record: the head's CRC is taken once and continued over each value.
+        lock_crc = crc32(lock_head)
+        buf.put_many(
+            "lock",
+            [(k, lock_head + v + pack_crc(crc32(v, lock_crc) ^ SEAL_XOR)) for _, k, v in todo],
+        )
         if len(todo) >= RANGE_INDEX_MIN_KEYS:
             # One entry stands for the run: resolve_locks finds these locks by scanning the lock
             # CF between the first and last key for locks of start_ts.
             buf.put("txn_ranges", ts_be + todo[0][1], todo[-1][1])
         else:
             write_head = LockOp.PUT.value + ts_be + VALUE_TAG
-            buf.put_many("txn_locks", [(ts_be + k, write_head + v) for _, k, v in todo])
+            write_crc = crc32(write_head)
+            buf.put_many(
+                "txn_locks",
+                [
+                    (ts_be + k, write_head + v + pack_crc(crc32(v, write_crc) ^ SEAL_XOR))
+                    for _, k, v in todo
+                ],
+            )
         return
     # Per op, built once per request: the lock without its value, and the commit record's head
     # (same one-byte flag and start_ts; see Lock.write_bytes).
@@ -177,12 +200,12 @@ def prewrite(
                 continue
         lock_head, write_head = heads[op]
         if op is LockOp.PUT and len(value) <= SHORT_VALUE_MAX:
-            locks.append((key, lock_head + tag + value))
-            write = write_head + tag + value
+            locks.append((key, seal(lock_head + tag + value)))
+            write = seal(write_head + tag + value)
         else:
             short = stage_value(buf, op, key, value, start_ts)
-            locks.append((key, lock_head if short is None else lock_head + tag + short))
-            write = write_head if short is None else write_head + tag + short
+            locks.append((key, seal(lock_head if short is None else lock_head + tag + short)))
+            write = seal(write_head if short is None else write_head + tag + short)
         # The index entry carries the commit record, so resolve_locks needs no lock lookup.
         index.append((ts_be + key, write))
     locks.sort()

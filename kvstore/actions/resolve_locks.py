@@ -15,7 +15,7 @@ from kvstore.actions.commit import commit_key
 from kvstore.actions.rollback import rollback_key
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import encode_ts
-from kvstore.mvcc.records import Lock, LockOp
+from kvstore.mvcc.records import CRC_BYTES, SEAL_XOR, Lock, LockOp, crc32, pack_crc
 from kvstore.storage import Reader
 
 LOCK_FLAG = LockOp.LOCK.value
@@ -104,6 +104,10 @@ def resolve_locks_step(
         for key, _ in ranged:
             rollback_key(ctx, key, start_ts)
         return len(entries) + len(ranged), more
+    # Every record read here is checked before it is turned into a commit record: a damaged
+    # one fails the action (DataLoss) rather than being sealed again as sound.
+    reader.check_intact("txn_locks", [e for e in entries if e[1]])
+    reader.check_intact("lock", ranged)
     # Index entries of an older format (no Write record) take the per-key path.
     if not all(w for _, w in entries):
         for k, w in entries:
@@ -121,7 +125,10 @@ def resolve_locks_step(
         # Lock.write_bytes for each lock, with the value offset (the primary's length is in
         # it) read once: it is the same for every lock of the txn.
         cut = Lock.value_offset(ranged[0][1])
-        pairs += [(k, raw[:9] + raw[cut:]) for k, raw in ranged]
+        pairs += [
+            (k, (w := raw[:9] + raw[cut:-CRC_BYTES]) + pack_crc(crc32(w) ^ SEAL_XOR))
+            for k, raw in ranged
+        ]
         keys += [k for k, _ in ranged]
     # Comprehensions, not an append loop: this runs once per key of every committed epoch.
     suffix = encode_ts(commit_ts)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from kvstore.mvcc.keys import table_prefix
-from kvstore.mvcc.records import Lock
 from kvstore.storage import Reader
 
 
@@ -14,6 +13,6 @@ def resolved_ts(reader: Reader, table_id: int, tso_now: int) -> int:
     lock in the table yet will take its commit_ts after tso_now, and a txn with a lock commits
     above its start_ts, so the answer is min(tso_now, min start_ts of the table's locks - 1)."""
     res = tso_now
-    for _, raw in reader.iter_prefix("lock", table_prefix(table_id)):
-        res = min(res, Lock.parse(raw).start_ts - 1)
+    for key, raw in reader.iter_prefix("lock", table_prefix(table_id)):
+        res = min(res, reader.parse_lock(key, raw).start_ts - 1)
     return res

@@ -20,7 +20,8 @@ def rollback_key(ctx: WriteContext, key: bytes, start_ts: int) -> None:
     if lock is not None and lock.start_ts == start_ts:
         buf.delete("lock", key)
         buf.delete("txn_locks", txn_lock_key(start_ts, key))
-        if lock.short_value is None and reader.get_data(key, start_ts) is not None:
+        # (present or not: the value is dropped unread, damaged or not)
+        if lock.short_value is None and reader.get("data", versioned_key(key, start_ts)):
             buf.delete("data", versioned_key(key, start_ts))
     else:
         rec = reader.find_txn_write(key, start_ts)

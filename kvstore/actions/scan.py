@@ -10,7 +10,14 @@ from operator import itemgetter
 import numpy as np
 
 from kvstore.errors import KeyIsLocked
-from kvstore.mvcc.records import WRITE_VALUE_OFFSET, Lock, LockOp
+from kvstore.mvcc.keys import versioned_key
+from kvstore.mvcc.records import (
+    CRC_BYTES,
+    WRITE_VALUE_OFFSET,
+    WRITE_WITH_VALUE,
+    LockOp,
+    crc32,
+)
 from kvstore.storage import Reader
 
 _TS = struct.Struct(">Q")
@@ -22,7 +29,7 @@ def first_blocking_lock(
 ) -> KeyIsLocked | None:
     """The first Put/Delete lock in [start, end) with start_ts <= read_ts, as an error to raise."""
     for key, raw in reader.iter_range("lock", start, end):
-        lock = Lock.parse(raw)
+        lock = reader.parse_lock(key, raw)
         if lock.start_ts <= read_ts and lock.op is not LockOp.LOCK:
             return KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
     return None
@@ -80,10 +87,16 @@ def _select(
     n = len(ks)
     if n == 0:
         return decided
+    # Every record of the run is checked, not just the chosen ones (a damaged kind byte could
+    # otherwise hide a version and serve an older one): one CRC over the run joined.
+    joined = b"".join(vs)
+    if crc32(joined):
+        i = next((i for i, v in enumerate(vs) if crc32(v)), 0)
+        raise reader.damaged("write", ks[i], "write record fails its checksum")
     klen = len(ks[0])
     klens = np.fromiter(map(len, ks), dtype=np.int64, count=n)
     if klen > 8 and bool((klens == klen).all()):
-        return _select_fixed(reader, ks, vs, read_ts, decided, keys, values)
+        return _select_fixed(reader, ks, vs, joined, read_ts, decided, keys, values)
     unpack = _TS.unpack_from
     for k, v in zip(ks, vs, strict=True):
         uk = k[:-8]
@@ -102,6 +115,7 @@ def _select_fixed(
     reader: Reader,
     ks: list[bytes],
     vs: list[bytes],
+    joined: bytes,
     read_ts: int,
     decided: bytes,
     keys: list[bytes],
@@ -115,7 +129,7 @@ def _select_fixed(
     vlens = np.fromiter(map(len, vs), dtype=np.int64, count=n)
     voff = np.zeros(n, dtype=np.int64)
     np.cumsum(vlens[:-1], out=voff[1:])
-    kinds = np.frombuffer(b"".join(vs), dtype=np.uint8)[voff]
+    kinds = np.frombuffer(joined, dtype=np.uint8)[voff]  # joined = b"".join(vs)
     candidate = (ts <= np.uint64(read_ts)) & ((kinds == 0x50) | (kinds == 0x44))
     cand_idx = np.flatnonzero(candidate)
     if cand_idx.size == 0:
@@ -135,13 +149,13 @@ def _select_fixed(
     pick = itemgetter(*puts)
     sel_k, sel_v = (pick(ks), pick(vs)) if len(puts) > 1 else ((ks[puts[0]],), (vs[puts[0]],))
     keys.extend([k[:-8] for k in sel_k])
-    if bool((vlens[puts] >= WRITE_VALUE_OFFSET).all()):
-        values.extend([v[WRITE_VALUE_OFFSET:] for v in sel_v])
+    if bool((vlens[puts] >= WRITE_WITH_VALUE).all()):
+        values.extend([v[WRITE_VALUE_OFFSET:-CRC_BYTES] for v in sel_v])
     else:
         for k, v in zip(sel_k, sel_v, strict=True):
             values.append(
-                v[WRITE_VALUE_OFFSET:]
-                if len(v) >= WRITE_VALUE_OFFSET
+                v[WRITE_VALUE_OFFSET:-CRC_BYTES]
+                if len(v) >= WRITE_WITH_VALUE
                 else _data(reader, k[:-8], _TS.unpack_from(v, 1)[0])
             )
     return last
@@ -149,8 +163,8 @@ def _select_fixed(
 
 def _emit(reader: Reader, uk: bytes, v: bytes, keys: list[bytes], values: list[bytes]) -> None:
     keys.append(uk)
-    if len(v) >= WRITE_VALUE_OFFSET:
-        values.append(v[WRITE_VALUE_OFFSET:])
+    if len(v) >= WRITE_WITH_VALUE:
+        values.append(v[WRITE_VALUE_OFFSET:-CRC_BYTES])
     else:
         values.append(_data(reader, uk, _TS.unpack_from(v, 1)[0]))
 
@@ -158,5 +172,8 @@ def _emit(reader: Reader, uk: bytes, v: bytes, keys: list[bytes], values: list[b
 def _data(reader: Reader, key: bytes, start_ts: int) -> bytes:
     """The value a Put record keeps in the data CF (one too large to sit in the record)."""
     value = reader.get_data(key, start_ts)
-    assert value is not None, f"a committed Put of {key.hex()} has no data at {start_ts}"
+    if value is None:
+        raise reader.damaged(
+            "data", versioned_key(key, start_ts), "a committed Put's value is gone"
+        )
     return value

@@ -92,7 +92,7 @@ def test_zeroed_lmdb_meta_pages(tmp_path):
         f.write(b"\0" * 2 * 4096)  # both meta pages
     before = mdb.read_bytes()
     r = serve(d, "--port", "0")
-    assert_one_line_error(r, "cannot open the store", str(d / "lmdb"))
+    assert_one_line_error(r, "cannot be opened", str(d / "lmdb"))
     assert mdb.read_bytes() == before
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +22,7 @@ from kvstore.mvcc import (
     txn_lock_key,
     versioned_key,
 )
+from kvstore.mvcc.records import STORE_FORMAT, ChecksumMismatch
 from kvstore.rowcodec import RowCodec
 from kvstore.schema import TableSchema, parse_ddl
 
@@ -52,10 +54,16 @@ def test_golden_changes_and_txn_lock_keys():
     assert txn_lock_key(7, uk).hex() == "0000000000000007" + "00000010aa"
 
 
+def _crc_le(hex_body: str) -> str:
+    """The checksum trailer: zlib's CRC-32 of the body XOR 0x6DD90A9D, 4 bytes little-endian,
+    which brings the CRC-32 of the whole record to 0."""
+    return (zlib.crc32(bytes.fromhex(hex_body)) ^ 0x6DD90A9D).to_bytes(4, "little").hex()
+
+
 def test_golden_lock_record():
-    """op flag, start_ts, ttl, txn_size, primary length + primary, tagged short value."""
+    """op flag, start_ts, ttl, txn_size, primary length + primary, tagged short value, CRC-32."""
     lock = Lock(LockOp.PUT, b"pk", 0x0102, 3000, 2, b"val")
-    assert lock.to_bytes().hex() == (
+    body = (
         "50"
         + "0000000000000102"
         + "0000000000000bb8"
@@ -65,17 +73,45 @@ def test_golden_lock_record():
         + "76"
         + "76616c"
     )
+    assert lock.to_bytes().hex() == body + _crc_le(body)
+    assert lock.to_bytes().hex().endswith("b803018a")  # the trailer itself, pinned
+    assert zlib.crc32(lock.to_bytes()) == 0
     assert Lock.parse(lock.to_bytes()) == lock
     bare = Lock(LockOp.DELETE, b"pk", 1, 10)
     assert bare.to_bytes()[:1] == b"D" and Lock.parse(bare.to_bytes()) == bare
+    # The commit record built from the lock's bytes is the Write record, sealed anew.
+    assert Lock.write_bytes(lock.to_bytes()) == Write(WriteKind.PUT, 0x0102, b"val").to_bytes()
 
 
 def test_golden_write_record():
-    """kind flag, start_ts, tagged short value."""
+    """kind flag, start_ts, tagged short value, CRC-32."""
     w = Write(WriteKind.PUT, 0x0102, b"v")
-    assert w.to_bytes().hex() == "50" + "0000000000000102" + "76" + "76"
+    body = "50" + "0000000000000102" + "76" + "76"
+    assert w.to_bytes().hex() == body + _crc_le(body)
     assert Write.parse(w.to_bytes()) == w
-    assert Write(WriteKind.ROLLBACK, 9).to_bytes().hex() == "52" + "0000000000000009"
+    body = "52" + "0000000000000009"
+    assert Write(WriteKind.ROLLBACK, 9).to_bytes().hex() == body + _crc_le(body)
+    assert STORE_FORMAT == 2
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        Lock(LockOp.PUT, b"pk", 5, 3000, 1, b"row").to_bytes(),
+        Write(WriteKind.PUT, 5, b"row").to_bytes(),
+    ],
+)
+def test_every_flipped_byte_fails_the_checksum(record):
+    """A record with any one byte changed is refused (ChecksumMismatch), never decoded."""
+    parse = Lock.parse if len(record) > 20 else Write.parse
+    for i in range(len(record)):
+        for bit in (0x01, 0x80):
+            bad = bytearray(record)
+            bad[i] ^= bit
+            with pytest.raises(ChecksumMismatch):
+                parse(bytes(bad))
+    with pytest.raises(ChecksumMismatch):
+        parse(record[:-1])
 
 
 def test_golden_bigint_key():

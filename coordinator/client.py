@@ -12,10 +12,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
-import pyarrow as pa
 
 from coordinator.errors import BarrierNotReached
 from coordinator.jobs import JobClient
@@ -29,6 +28,9 @@ from kvstore.remote import CallMetadata, RemoteStore, RetryPolicy, RpcCaller
 from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
+
+if TYPE_CHECKING:  # pyarrow loads on the first read: the CLI's status, tables... never need it
+    import pyarrow as pa
 
 T = TypeVar("T")
 DEFAULT_ADDRESS = "localhost:50051"
@@ -199,6 +201,8 @@ class Client:
         """The whole table as of ``at`` (default: a fresh timestamp, i.e. the latest committed
         state) as a pyarrow Table in primary-key order. Repeating a read at the same ``at``
         returns the same rows, whatever commits later."""
+        import pyarrow as pa
+
         info = self.describe_table(table)
         batches = list(self.read_batches(table, at))
         return pa.Table.from_batches(batches, schema=info.table_schema.arrow_schema())

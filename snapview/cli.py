@@ -1,13 +1,17 @@
 """The ``snapview`` command line.
 
     snapview serve --data-dir DIR [--host 127.0.0.1] [--port 50051] [--barrier-interval 1s]
-    snapview status|tables|topology|delay [--coordinator HOST:PORT] [--json]
-    snapview topology --dot       # lineage as Graphviz DOT
-    snapview read TABLE [--at TS | --consistent | --barrier T] [--format table|csv|json]
+    snapview status|tables|topology|delay [--coordinator HOST:PORT] [--format text|json]
+    snapview topology --format dot       # lineage as Graphviz DOT
+    snapview read TABLE [--at TS | --consistent | --barrier T] [--format text|csv|json]
     snapview demo bank
     snapview chaos --workload bank --duration 120 --seed N
 
-Errors print one line, ``snapview: error: ...``, and exit with status 1 (2 for usage errors).
+``snapview COMMAND --help`` describes a command and shows every option's default. Errors print one
+line, ``snapview: error: ...``, and exit with status 1 (2 for usage errors). A command imports
+only what it needs when it runs: ``status`` or ``tables`` load neither PySpark nor pyarrow, so the
+CLI answers in a fraction of a second (docs/performance.md#the-cli). ``--json`` is a hidden alias
+of ``--format json`` (and ``--dot`` of topology's ``--format dot``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kvstore.errors import SnapviewError
@@ -38,33 +43,85 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
 
 
-def _client_args(p: argparse.ArgumentParser) -> None:
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default (unless it has none: no value, or a flag that
+    is off); descriptions keep their line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+# Every verb is one function that adds its parser to the subparsers and sets ``func``, the
+# handler that runs it. A new verb is one more such function, appended to COMMANDS.
+Subparsers = Any  # argparse's _SubParsersAction, which typeshed keeps private
+
+
+def _verb(
+    sub: Subparsers, name: str, summary: str, description: str = ""
+) -> argparse.ArgumentParser:
+    """A subcommand with a one-line summary (in ``snapview --help``) and a description (in
+    ``snapview NAME --help``), whose options show their defaults."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}.\n\n{description}".rstrip(),
+        formatter_class=_Formatter,
+    )
+
+
+def _client_args(
+    p: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")
+) -> argparse._MutuallyExclusiveGroup:
+    """The options every client verb has: where the server is, how to reach it, and --format.
+    ``--json`` is kept, hidden, as an alias of ``--format json``."""
     p.add_argument(
         "--coordinator",
         default=os.environ.get("SNAPVIEW_COORDINATOR", "localhost:50051"),
-        help="HOST:PORT of snapview serve (default: $SNAPVIEW_COORDINATOR or localhost:50051)",
+        metavar="HOST:PORT",
+        help="address of snapview serve ($SNAPVIEW_COORDINATOR overrides the default)",
     )
-    p.add_argument("--auth-token-file", help="file holding the shared auth token")
-    p.add_argument("--tls-ca", help="root certificate to verify a TLS server with")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="snapview",
-        description="Strongly consistent materialized "
-        "views over transactional tables, computed by Spark.",
+    p.add_argument("--auth-token-file", metavar="FILE", help="file holding the shared auth token")
+    p.add_argument("--tls-ca", metavar="FILE", help="root certificate to verify a TLS server with")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--format",
+        type=lambda f: "text" if f == "table" else f,  # 'table' was the old name of 'text'
+        choices=formats,
+        default="text",
+        help="output format",
     )
-    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    out.add_argument(
+        "--json", dest="format", action="store_const", const="json", help=argparse.SUPPRESS
+    )
+    return out  # the output options, which exclude each other
 
-    s = sub.add_parser("serve", help="run the coordinator and the store on one port")
+
+def add_serve(sub: Subparsers) -> None:
+    s = _verb(
+        sub,
+        "serve",
+        "run the coordinator and the store on one port",
+        "Runs until SIGTERM or Ctrl-C. Prints 'snapview serving on HOST:PORT ...' once it\n"
+        "accepts calls. A bind beyond loopback needs TLS (--tls-cert/--tls-key), a token\n"
+        "(--auth-token-file) or --insecure.",
+    )
     s.add_argument("--data-dir", required=True, help="where the LMDB environment lives")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=50051, help="0 picks a free port")
-    s.add_argument("--barrier-interval", type=parse_duration, default=1.0, metavar="DURATION")
-    s.add_argument("--tls-cert")
-    s.add_argument("--tls-key")
-    s.add_argument("--auth-token-file")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind")
+    s.add_argument("--port", type=int, default=50051, help="port to bind; 0 picks a free port")
+    s.add_argument(
+        "--barrier-interval",
+        type=parse_duration,
+        default="1s",
+        metavar="DURATION",
+        help="time between barriers (1s, 250ms, 2m)",
+    )
+    s.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve TLS")
+    s.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
+    s.add_argument(
+        "--auth-token-file", metavar="FILE", help="require the shared token in this file"
+    )
     s.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback bind without TLS or token"
     )
@@ -77,15 +134,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--map-size-mb",
         type=int,
         default=64,
-        help="initial LMDB map size; it grows by doubling when full",
+        help="initial LMDB map size in MiB; it grows by doubling when full",
     )
+    s.set_defaults(func=cmd_serve)
 
-    st = sub.add_parser("status", help="server status")
+
+def add_status(sub: Subparsers) -> None:
+    st = _verb(sub, "status", "server status", "Version, TSO, table and job counts, space used.")
     _client_args(st)
-    t = sub.add_parser("tables", help="list tables")
+    st.set_defaults(func=cmd_status)
+
+
+def add_tables(sub: Subparsers) -> None:
+    t = _verb(sub, "tables", "list tables", "Name, kind (root or view), primary key and schema.")
     _client_args(t)
-    r = sub.add_parser("read", help="print a table as of a timestamp")
-    r.add_argument("table")
+    t.set_defaults(func=cmd_tables)
+
+
+def add_read(sub: Subparsers) -> None:
+    r = _verb(
+        sub,
+        "read",
+        "print a table as of a timestamp",
+        "Without --at, --consistent or --barrier: the latest committed state.",
+    )
+    r.add_argument("table", help="the table or view to read")
     g = r.add_mutually_exclusive_group()
     g.add_argument("--at", type=int, help="read timestamp (default: latest)")
     g.add_argument(
@@ -94,30 +167,104 @@ def build_parser() -> argparse.ArgumentParser:
         help="read the table's version at its newest barrier (a consistent snapshot)",
     )
     g.add_argument("--barrier", type=int, help="read the table's version at this barrier")
-    r.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    _client_args(r)
+    _client_args(r, formats=("text", "csv", "json"))
+    r.set_defaults(func=cmd_read)
 
-    tp = sub.add_parser("topology", help="jobs and tables: who writes what from what")
-    tp.add_argument("--dot", action="store_true", help="print Graphviz DOT")
-    _client_args(tp)
-    dl = sub.add_parser("delay", help="barrier lag and E2E delay of every table and job")
+
+def add_topology(sub: Subparsers) -> None:
+    tp = _verb(
+        sub,
+        "topology",
+        "jobs and tables: who writes what from what",
+        "--format dot prints the lineage as Graphviz DOT (snapview topology --format dot | dot -Tsvg).",
+    )
+    out = _client_args(tp, formats=("text", "json", "dot"))
+    out.add_argument(
+        "--dot", dest="format", action="store_const", const="dot", help=argparse.SUPPRESS
+    )
+    tp.set_defaults(func=cmd_topology)
+
+
+def add_delay(sub: Subparsers) -> None:
+    dl = _verb(
+        sub,
+        "delay",
+        "barrier lag and E2E delay of every table and job",
+        "behind: barriers issued since the table's newest version; lag_ms: how old that\n"
+        "barrier is; e2e_ms: from the barrier to the commit of its version.",
+    )
     _client_args(dl)
+    dl.set_defaults(func=cmd_delay)
 
-    d = sub.add_parser("demo", help="run a demo on the embedded default")
-    d.add_argument("name", choices=["bank"])
-    d.add_argument("--duration", type=parse_duration, default=30.0, metavar="DURATION")
-    d.add_argument("--accounts", type=int, default=1000)
+
+def add_demo(sub: Subparsers) -> None:
+    d = _verb(
+        sub,
+        "demo",
+        "run a demo on an embedded server",
+        "bank: transfers between accounts, three views over them, and consistent reads that\n"
+        "check that money is neither made nor lost.",
+    )
+    d.add_argument("name", choices=["bank"], help="which demo")
+    d.add_argument(
+        "--duration", type=parse_duration, default="30s", metavar="DURATION", help="how long"
+    )
+    d.add_argument("--accounts", type=int, default=1000, help="number of accounts")
     d.add_argument("--writers", type=int, default=3, help="transfer processes")
-    d.add_argument("--barrier-interval", default="1s", metavar="DURATION")
+    d.add_argument(
+        "--barrier-interval", default="1s", metavar="DURATION", help="time between barriers"
+    )
     d.add_argument("--rate", type=float, default=100.0, help="transfers per second, 0: no limit")
-    ch = sub.add_parser("chaos", help="a seeded workload under a nemesis, then the checker")
-    ch.add_argument("--workload", choices=["bank", "append"], default="bank")
-    ch.add_argument("--duration", type=parse_duration, default=120.0, metavar="DURATION")
-    ch.add_argument("--seed", type=int, default=1)
-    ch.add_argument("--faults", default="", help="comma-separated fault kinds (default: all)")
+    d.set_defaults(func=cmd_demo)
+
+
+def add_chaos(sub: Subparsers) -> None:
+    ch = _verb(
+        sub,
+        "chaos",
+        "a seeded workload under a nemesis, then the checker",
+        "Exits 1 if the checker finds a violation (docs/design.md section 9).",
+    )
+    ch.add_argument("--workload", choices=["bank", "append"], default="bank", help="workload")
+    ch.add_argument(
+        "--duration", type=parse_duration, default="120s", metavar="DURATION", help="how long"
+    )
+    ch.add_argument("--seed", type=int, default=1, help="seed of every random choice")
+    ch.add_argument("--faults", default="", help="comma-separated fault kinds (empty: all)")
     ch.add_argument("--master", default="local[2]", help="Spark master of the view driver")
-    ch.add_argument("--fault-every", type=parse_duration, default=8.0, metavar="DURATION")
+    ch.add_argument(
+        "--fault-every",
+        type=parse_duration,
+        default="8s",
+        metavar="DURATION",
+        help="time between faults",
+    )
     ch.add_argument("--keep", action="store_true", help="keep the run's directory")
+    ch.set_defaults(func=cmd_chaos)
+
+
+COMMANDS: list[Callable[[Subparsers], None]] = [
+    add_serve,
+    add_status,
+    add_tables,
+    add_read,
+    add_topology,
+    add_delay,
+    add_demo,
+    add_chaos,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="snapview",
+        description="Strongly consistent materialized "
+        "views over transactional tables, computed by Spark.",
+        formatter_class=_Formatter,
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
     return ap
 
 
@@ -183,7 +330,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "group_commits": s.group_commits,
         "grouped_actions": s.grouped_actions,
     }
-    if args.json:
+    if args.format == "json":
         print(json.dumps(fields))
     else:
         for k, v in fields.items():
@@ -204,8 +351,10 @@ def cmd_tables(args: argparse.Namespace) -> int:
         }
         for t in tables
     ]
-    if args.json:
+    if args.format == "json":
         print(json.dumps(rows))
+    elif not rows:
+        print("no tables")
     else:
         for r in rows:
             print(
@@ -223,7 +372,7 @@ def cmd_read(args: argparse.Namespace) -> int:
             at = snap.read_ts(args.table)
             print(f"# {args.table} at barrier {snap.barrier} (read ts {at})", file=sys.stderr)
         table = c.read(args.table, at=at)
-    fmt = "json" if args.json else args.format
+    fmt = args.format
     if fmt == "json":
         print(json.dumps(table.to_pylist(), default=str))
     elif fmt == "csv":
@@ -252,7 +401,7 @@ def topology_dot(topo: TopologyResponse) -> str:
 def cmd_topology(args: argparse.Namespace) -> int:
     with _connect(args) as c:
         topo = c.topology()
-    if args.dot:
+    if args.format == "dot":
         print(topology_dot(topo))
         return 0
     jobs: list[dict[str, Any]] = [  # JSON objects
@@ -268,7 +417,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
         for j in topo.jobs
     ]
     tables = [{"table": t.table, "kind": t.kind, "writer": t.writer} for t in topo.tables]
-    if args.json:
+    if args.format == "json":
         print(json.dumps({"jobs": jobs, "tables": tables}))
         return 0
     for t in tables:
@@ -295,7 +444,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
         }
         for t in d.tables
     ]
-    if args.json:
+    if args.format == "json":
         print(json.dumps({"newest_barrier": d.newest_barrier, "tables": rows}))
         return 0
     print(f"newest barrier {d.newest_barrier}")
@@ -352,18 +501,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {
-        "serve": cmd_serve,
-        "status": cmd_status,
-        "tables": cmd_tables,
-        "read": cmd_read,
-        "topology": cmd_topology,
-        "delay": cmd_delay,
-        "demo": cmd_demo,
-        "chaos": cmd_chaos,
-    }
     try:
-        return handlers[args.cmd](args)
+        return int(args.func(args))
     except SnapviewError as e:
         print(f"snapview: error: {e}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ import coordinator
 from kvstore.errors import Unauthenticated
 from kvstore.remote import RetryPolicy
 from snapview.embedded import EmbeddedServer
+from tests.conftest import serve
 
 FAST_FAIL = RetryPolicy(max_attempts=2, max_elapsed_s=2)
 
@@ -156,13 +157,77 @@ def test_cli_errors_are_one_line(server):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(
-    "cmd", ["serve", "status", "tables", "read", "topology", "delay", "demo", "chaos"]
-)
+VERBS = ["serve", "status", "tables", "read", "topology", "delay", "demo", "chaos"]
+
+
+@pytest.mark.parametrize("cmd", VERBS)
 def test_cli_help(cmd):
-    """Every command documents itself."""
+    """Every command describes itself, and every option that has a default shows it."""
     r = cli(cmd, "--help")
     assert r.returncode == 0 and "usage: snapview " + cmd in r.stdout
+    description = r.stdout.split("\n\n")[1]  # after the usage block
+    assert description[0].isupper() and len(description) > 10, description
+    defaults = {
+        "serve": ["(default: 127.0.0.1)", "(default: 50051)", "(default: 1s)", "(default: 64)"],
+        "demo": ["(default: 30s)", "(default: 1000)", "(default: 3)", "(default: 100.0)"],
+        "chaos": ["(default: bank)", "(default: 120s)", "(default: local[2])"],
+    }.get(cmd, ["(default: localhost:50051)", "(default: text)"])
+    flat = " ".join(r.stdout.split())  # help wraps lines
+    for d in defaults:
+        assert d in flat, (cmd, d)
+    top = cli("--help").stdout
+    assert any(line.split()[:1] == [cmd] and len(line.split()) > 1 for line in top.splitlines())
+
+
+def test_cli_one_output_flag():
+    """--format is the output flag; --json and topology's --dot are aliases that exclude it."""
+    r = cli("topology", "--dot", "--json")
+    assert r.returncode == 2 and "not allowed with" in r.stderr
+    r = cli("read", "t", "--format", "json", "--json")
+    assert r.returncode == 2 and "not allowed with" in r.stderr
+    assert "--json" not in cli("status", "--help").stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status"],
+        ["tables"],
+        ["read", "x"],
+        ["topology"],
+        ["delay"],
+        ["status", "--auth-token-file", "/no/such/file"],
+    ],
+)
+def test_cli_verb_errors_are_one_line(args):
+    """Each client verb reports a failure as one line and exit status 1, no traceback."""
+    r = cli(*args, "--coordinator", "127.0.0.1:1")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("snapview: error: "), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_cli_tables_on_an_empty_server_says_so(tmp_path):
+    for srv in serve(tmp_path):
+        r = cli("tables", "--coordinator", srv.address)
+        assert r.returncode == 0 and r.stdout.strip() == "no tables"
+        assert (
+            json.loads(cli("tables", "--coordinator", srv.address, "--format", "json").stdout) == []
+        )
+
+
+def test_cli_status_loads_neither_spark_nor_arrow(server):
+    """``import snapview.cli`` and the status verb load no PySpark, pandas, pyarrow or numpy:
+    they are what made every call take seconds."""
+    code = (
+        "import sys, snapview.cli as c\n"
+        f"assert c.main(['status', '--coordinator', {server.address!r}]) == 0\n"
+        "heavy = [m for m in ('pyspark', 'pandas', 'pyarrow', 'numpy', 'py4j') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY []" in r.stdout, r.stdout
 
 
 def test_cli_chaos_refuses_unknown_faults():

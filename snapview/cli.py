@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kvstore.errors import SnapviewError
+from kvstore.errors import InvalidArgument, SnapviewError
 
 if TYPE_CHECKING:  # the commands load what they use when they run
     from coordinator.client import Client
@@ -160,7 +160,12 @@ def add_read(sub: Subparsers) -> None:
     )
     r.add_argument("table", help="the table or view to read")
     g = r.add_mutually_exclusive_group()
-    g.add_argument("--at", type=int, help="read timestamp (default: latest)")
+    g.add_argument(
+        "--at",
+        metavar="TIME",
+        help="read as of this snapview timestamp, or date and time: '2026-11-23 18:00:00' "
+        "(local time) or ISO 8601 with a zone, '2026-11-23T18:00:00+01:00' (default: latest)",
+    )
     g.add_argument(
         "--consistent",
         action="store_true",
@@ -316,11 +321,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from coordinator.times import format_ts
+
     with _connect(args) as c:
         s = c.status()
     fields = {
         "version": s.version,
         "tso": s.tso,
+        "tso_time": format_ts(s.tso),
         "tables": s.tables,
         "jobs": s.jobs,
         "data_dir": s.data_dir,
@@ -365,12 +373,24 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    from coordinator.times import parse_ts, with_wall
+
+    at = None if args.at is None else parse_ts(args.at)
     with _connect(args) as c:
-        at = args.at
         if args.consistent or args.barrier:
             snap = c.snapshot([args.table], barrier=args.barrier or 0)
             at = snap.read_ts(args.table)
-            print(f"# {args.table} at barrier {snap.barrier} (read ts {at})", file=sys.stderr)
+            print(
+                f"# {args.table} at barrier {with_wall(snap.barrier)}, read ts {at}",
+                file=sys.stderr,
+            )
+        info = c.describe_table(args.table)
+        if at is not None and at < info.created_ts:
+            # The table's keys hold nothing before it was created: say so, not "(no rows)".
+            raise InvalidArgument(
+                f"table {args.table!r} did not exist at {with_wall(at)}: it was created at "
+                f"{with_wall(info.created_ts)}"
+            )
         table = c.read(args.table, at=at)
     fmt = args.format
     if fmt == "json":
@@ -399,6 +419,8 @@ def topology_dot(topo: TopologyResponse) -> str:
 
 
 def cmd_topology(args: argparse.Namespace) -> int:
+    from coordinator.times import with_wall
+
     with _connect(args) as c:
         topo = c.topology()
     if args.format == "dot":
@@ -425,11 +447,15 @@ def cmd_topology(args: argparse.Namespace) -> int:
     for j in jobs:
         src = ", ".join(j["sources"]) or "(external)"
         extra = f" strategy={j['strategy']}" if j["strategy"] else ""
+        if j["kind"] == "view" and j["last_committed"]:  # a view's epochs are its barriers
+            extra += f" at barrier {with_wall(j['last_committed'])}"
         print(f"job   {j['job']:24} {j['kind']:5} {src} -> {j['sink']}{extra}")
     return 0
 
 
 def cmd_delay(args: argparse.Namespace) -> int:
+    from coordinator.times import format_ts, with_wall
+
     with _connect(args) as c:
         d = c.delay()
     rows = [
@@ -438,6 +464,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
             "kind": t.kind,
             "job": t.job,
             "barrier": t.barrier,
+            "barrier_time": format_ts(t.barrier),
             "barriers_behind": t.barriers_behind,
             "barrier_lag_ms": t.barrier_lag_ms,
             "e2e_delay_ms": t.e2e_delay_ms,
@@ -445,14 +472,22 @@ def cmd_delay(args: argparse.Namespace) -> int:
         for t in d.tables
     ]
     if args.format == "json":
-        print(json.dumps({"newest_barrier": d.newest_barrier, "tables": rows}))
+        newest = {
+            "newest_barrier": d.newest_barrier,
+            "newest_barrier_time": format_ts(d.newest_barrier),
+        }
+        print(json.dumps({**newest, "tables": rows}))
         return 0
-    print(f"newest barrier {d.newest_barrier}")
-    print(f"{'table':24} {'kind':5} {'job':20} {'barrier':>20} {'behind':>6} {'lag_ms':>7} e2e_ms")
+    print(f"newest barrier {with_wall(d.newest_barrier)}")
+    print(
+        f"{'table':24} {'kind':5} {'job':20} {'barrier':>20} {'barrier time':29} {'behind':>6} "
+        f"{'lag_ms':>7} e2e_ms"
+    )
     for r in rows:
         print(
             f"{r['table']:24} {r['kind']:5} {r['job'] or '-':20} {r['barrier']:>20} "
-            f"{r['barriers_behind']:>6} {r['barrier_lag_ms']:>7} {r['e2e_delay_ms']}"
+            f"{r['barrier_time']:29} {r['barriers_behind']:>6} {r['barrier_lag_ms']:>7} "
+            f"{r['e2e_delay_ms']}"
         )
     return 0
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import overload
 
+from coordinator.times import parse_ts
 from kvstore.errors import InvalidArgument
 
 CHANGE_TYPE = "_change_type"
@@ -37,6 +38,21 @@ def _int(
     return v
 
 
+def _timestamp(opts: Mapping[str, str], name: str) -> int | None:
+    """A snapview timestamp, or a date and time (``coordinator.times.parse_ts``: ISO 8601, local
+    time when it names no zone)."""
+    raw = opts.get(name.lower())
+    if raw is None or raw == "":
+        return None
+    try:
+        v = parse_ts(raw)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"snapview option {name}: {e}") from None
+    if v < 1:
+        raise InvalidArgument(f"snapview option {name}={v} must be >= 1")
+    return v
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Options of spark.read / spark.readStream / writeStream ``.format("snapview")``.
@@ -44,7 +60,9 @@ class SourceOptions:
     coordinator        HOST:PORT of snapview serve (default $SNAPVIEW_COORDINATOR or
                        localhost:50051)
     table              the table to read or write (required)
-    at                 snapshot timestamp (default: a fresh timestamp when the read is planned)
+    at                 snapshot timestamp, or a date and time ("2026-11-23 18:00:00", local time,
+                       or ISO 8601 with a zone); default: a fresh timestamp when the read is
+                       planned
     barrier            read the table's version at this barrier (a view: its commit for it)
     consistent         "true": read the table's version at its newest barrier. To read several
                        tables at one point, take ``client.snapshot(tables)`` and pass its
@@ -90,7 +108,7 @@ class SourceOptions:
                 f"table {table!r}: changes_from ({changes_from}) must be below "
                 f"changes_to ({changes_to})"
             )
-        at = _int(opts, "at", minimum=1)
+        at = _timestamp(opts, "at")
         if at is not None and changes_from is not None:
             raise InvalidArgument(
                 f"table {table!r}: 'at' and changes_from/changes_to exclude each other"

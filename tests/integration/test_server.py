@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
+import time
+from unittest import mock
 
 import grpc
 import pytest
@@ -233,3 +237,41 @@ def test_cli_status_loads_neither_spark_nor_arrow(server):
 def test_cli_chaos_refuses_unknown_faults():
     r = cli("chaos", "--faults", "kill-server,meteor")
     assert r.returncode == 2 and "meteor" in r.stderr and "kill-server" in r.stderr
+
+
+def test_cli_times_a_person_can_read(server, client, table_name):
+    """Barriers come with their wall time (local; TZ=UTC here), ``read --at`` takes a date and
+    time, and a read before the table existed says so instead of printing no rows."""
+    from coordinator.times import format_ts
+
+    before = time.time()
+    time.sleep(0.01)
+    client.create_table(table_name, "id BIGINT", primary_key=["id"])
+    with client.transaction() as t:
+        t.put(table_name, {"id": 1})
+    addr = ["--coordinator", server.address]
+    utc = {"TZ": "UTC"}
+    stamp = dt.datetime.fromtimestamp(before, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    r = cli("read", table_name, *addr, "--at", stamp, env=utc)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"table {table_name!r} did not exist at " in r.stderr
+    assert "it was created at" in r.stderr and "+00:00)" in r.stderr
+    later = dt.datetime.fromtimestamp(time.time() + 0.01, dt.UTC).isoformat()  # with +00:00
+    time.sleep(0.02)
+    r = cli("read", table_name, *addr, "--at", later, "--format", "json")
+    assert json.loads(r.stdout) == [{"id": 1}], r.stderr
+    r = cli("read", table_name, *addr, "--at", "teatime")
+    assert r.returncode == 1 and "not a timestamp: 'teatime'" in r.stderr
+    delay = cli("delay", *addr, env=utc).stdout.splitlines()
+    newest = int(delay[0].split()[2])
+    with mock.patch.dict(os.environ, utc):
+        time.tzset()
+        wall = format_ts(newest)
+    time.tzset()
+    assert delay[0] == f"newest barrier {newest} ({wall})" and wall.endswith("+00:00")
+    row = next(line for line in delay if line.startswith(table_name))
+    assert re.search(r" \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\+00:00 ", row), row
+    st = json.loads(cli("status", *addr, "--format", "json", env=utc).stdout)
+    assert st["tso_time"].endswith("+00:00")
+    r = cli("read", table_name, *addr, "--consistent", env=utc)
+    assert re.search(r"at barrier \d+ \(\d{4}-.*\+00:00\), read ts \d+", r.stderr), r.stderr

@@ -76,14 +76,30 @@ def _client_args(
 ) -> argparse._MutuallyExclusiveGroup:
     """The options every client verb has: where the server is, how to reach it, and --format.
     ``--json`` is kept, hidden, as an alias of ``--format json``."""
+    # The connection settings, as coordinator.ConnectionSettings.from_env() reads them.
+    env = os.environ
     p.add_argument(
-        "--coordinator",
-        default=os.environ.get("SNAPVIEW_COORDINATOR", "localhost:50051"),
+        "--address",
+        "--coordinator",  # the older name
+        dest="address",
+        default=env.get("SNAPVIEW_ADDRESS") or env.get("SNAPVIEW_COORDINATOR") or "localhost:50051",
         metavar="HOST:PORT",
-        help="address of snapview serve ($SNAPVIEW_COORDINATOR overrides the default)",
+        help="address of snapview serve ($SNAPVIEW_ADDRESS overrides the default)",
     )
-    p.add_argument("--auth-token-file", metavar="FILE", help="file holding the shared auth token")
-    p.add_argument("--tls-ca", metavar="FILE", help="root certificate to verify a TLS server with")
+    p.add_argument(
+        "--token-file",
+        "--auth-token-file",  # the older name
+        dest="token_file",
+        default=env.get("SNAPVIEW_TOKEN_FILE") or None,
+        metavar="FILE",
+        help="file holding the server's shared token (default: $SNAPVIEW_TOKEN_FILE)",
+    )
+    p.add_argument(
+        "--tls-ca",
+        default=env.get("SNAPVIEW_TLS_CA") or None,
+        metavar="FILE",
+        help="root certificate to verify a TLS server with (default: $SNAPVIEW_TLS_CA)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument(
         "--format",
@@ -105,7 +121,7 @@ def add_serve(sub: Subparsers) -> None:
         "run the coordinator and the store on one port",
         "Runs until SIGTERM or Ctrl-C. Prints 'snapview serving on HOST:PORT ...' once it\n"
         "accepts calls. A bind beyond loopback needs TLS (--tls-cert/--tls-key), a token\n"
-        "(--auth-token-file) or --insecure.",
+        "(--token-file) or --insecure.",
     )
     s.add_argument("--data-dir", required=True, help="where the LMDB environment lives")
     s.add_argument("--host", default="127.0.0.1", help="address to bind")
@@ -120,7 +136,11 @@ def add_serve(sub: Subparsers) -> None:
     s.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve TLS")
     s.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
     s.add_argument(
-        "--auth-token-file", metavar="FILE", help="require the shared token in this file"
+        "--token-file",
+        "--auth-token-file",  # the older name
+        dest="token_file",
+        metavar="FILE",
+        help="require the shared token in this file",
     )
     s.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback bind without TLS or token"
@@ -276,12 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _connect(args: argparse.Namespace) -> Client:
     import coordinator
 
+    settings = coordinator.ConnectionSettings(
+        address=args.address, token_file=args.token_file, tls_ca=args.tls_ca
+    )
     # A person is waiting: give up on an unreachable server after a few seconds, not thirty.
     return coordinator.connect(
-        args.coordinator,
-        token_file=args.auth_token_file,
-        tls_ca_file=args.tls_ca,
-        retry=coordinator.RetryPolicy(max_attempts=4, max_elapsed_s=5),
+        settings, retry=coordinator.RetryPolicy(max_attempts=4, max_elapsed_s=5)
     )
 
 
@@ -297,7 +317,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             barrier_interval_s=args.barrier_interval,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
-            auth_token_file=args.auth_token_file,
+            auth_token_file=args.token_file,
             insecure=args.insecure,
             sync=not args.no_sync,
             map_size=args.map_size_mb << 20,
@@ -535,6 +555,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # gRPC's C core logs failed TLS handshakes to stderr; our error line says what went wrong.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

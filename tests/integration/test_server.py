@@ -73,7 +73,9 @@ def test_auth_token_required(tmp_path):
     tok = tmp_path / "token"
     tok.write_text("s3cret\n")
     with EmbeddedServer(str(tmp_path / "d"), extra_args=["--auth-token-file", str(tok)]) as srv:
-        bad = coordinator.connect(srv.address, retry=FAST_FAIL)
+        with pytest.raises(Unauthenticated):  # connect's probe names the missing token
+            coordinator.connect(srv.address, retry=FAST_FAIL)
+        bad = coordinator.connect(srv.address, retry=FAST_FAIL, probe=False)
         with pytest.raises(Unauthenticated):
             bad.tso()
         bad.close()
@@ -116,7 +118,9 @@ def test_tls(tmp_path):
         c = coordinator.connect(f"localhost:{srv.port}", tls_ca_file=str(cert))
         assert c.tso() > 0
         c.close()
-        plain = coordinator.connect(srv.address, retry=FAST_FAIL)
+        with pytest.raises(coordinator.SnapviewError, match="requires TLS"):
+            coordinator.connect(srv.address, retry=FAST_FAIL)
+        plain = coordinator.connect(srv.address, retry=FAST_FAIL, probe=False)
         with pytest.raises(coordinator.SnapviewError):
             plain.tso()
         plain.close()

@@ -220,15 +220,15 @@ class Checker:
 
 @contextlib.contextmanager
 def _ticking(out: Callable[[str], object], what: str, every_s: float = 10.0) -> Iterator[None]:
-    """Print ``what...`` now, ``  still WHAT (Ns)`` every ``every_s`` while the block runs, and
-    ``  WHAT: done in Ns`` after it, so a slow start is never silent."""
+    """Print ``what...`` now, ``  ...Ns so far`` every ``every_s`` while the block runs, and
+    ``  done in Ns`` after it, so a slow start is never silent."""
     out(f"{what}...")
     start = time.monotonic()
     stop = threading.Event()
 
     def tick() -> None:
         while not stop.wait(every_s):
-            out(f"  still {what.lower()} ({time.monotonic() - start:.0f}s)")
+            out(f"  ...{time.monotonic() - start:.0f}s so far")
 
     t = threading.Thread(target=tick, daemon=True)
     t.start()
@@ -268,7 +268,7 @@ def summary_lines(
         f"  snapshot mode: {snap_n} consistent reads, {snap_bad} violations: {verdict}",
         f"  latest mode:   {lat_n} reads, {lat_bad} saw tables at different states{pct}",
         f"  freshness:     median {statistics.median(fresh) / 1000:.1f}s, "
-        f"max {max(fresh) / 1000:.1f}s; {lag}",
+        f"at the end {fresh[-1] / 1000:.1f}s; {lag}",
     ]
 
 

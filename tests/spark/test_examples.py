@@ -91,7 +91,7 @@ def test_demo_summary_says_when_views_fall_behind():
     assert lines[0] == "summary after 30s, 500 transfers:"
     assert lines[2] == "  latest mode:   10 reads, 4 saw tables at different states (40%)"
     assert lines[3] == (
-        "  freshness:     median 3.0s, max 9.0s; views 7 barriers behind at the end "
+        "  freshness:     median 3.0s, at the end 9.0s; views 7 barriers behind at the end "
         "(barriers every 1s)"
     )
     kept_up = bank.summary_lines(checker, 500, 30, behind=1, barrier_interval="1s")

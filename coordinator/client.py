@@ -125,10 +125,13 @@ def _probe(channel: grpc.Channel, s: ConnectionSettings, metadata: CallMetadata)
         # Something hung up on plain HTTP/2. Does it speak TLS? Ask with a TLS handshake.
         with grpc.secure_channel(s.address, grpc.ssl_channel_credentials()) as tls:
             tls_err = _try_tso(tls, metadata)
+        # Only a TLS answer counts: a handshake that got through (a reply, even an error) or a
+        # certificate our default roots do not know. A timeout or a hang-up proves nothing.
+        no_answer = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
         if (
             tls_err is None
-            or tls_err[0] != grpc.StatusCode.UNAVAILABLE
-            or ("CERTIFICATE_VERIFY_FAILED" in tls_err[1])
+            or tls_err[0] not in no_answer
+            or "CERTIFICATE_VERIFY_FAILED" in tls_err[1]
         ):
             raise Unavailable(
                 f"{where} requires TLS: pass tls_ca, the root certificate to verify it with "

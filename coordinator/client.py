@@ -121,7 +121,7 @@ def _probe(channel: grpc.Channel, s: ConnectionSettings, metadata: CallMetadata)
         )
     if s.tls_ca and "WRONG_VERSION_NUMBER" in details:
         raise Unavailable(f"{where} does not speak TLS: leave out tls_ca")
-    if not s.tls_ca and "Connection refused" not in details:
+    if not s.tls_ca and ("Socket closed" in details or "reset" in details.lower()):
         # Something hung up on plain HTTP/2. Does it speak TLS? Ask with a TLS handshake.
         with grpc.secure_channel(s.address, grpc.ssl_channel_credentials()) as tls:
             tls_err = _try_tso(tls, metadata)

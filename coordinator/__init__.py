@@ -9,6 +9,7 @@ Public names are re-exported here; ``tests/unit/test_public_api.py`` pins the li
 """
 
 from coordinator.client import Client, connect
+from coordinator.connection import ConnectionSettings
 from coordinator.errors import BarrierNotReached, SecondWriter, TopologyCycle
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
@@ -31,6 +32,7 @@ __all__ = [
     "AlreadyExists",
     "BarrierNotReached",
     "Client",
+    "ConnectionSettings",
     "FailedPrecondition",
     "InvalidArgument",
     "KeyIsLocked",

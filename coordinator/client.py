@@ -8,21 +8,21 @@ lock on a read, which is bounded by ``lock_wait_s``.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
-import pyarrow as pa
 
+from coordinator.connection import DEFAULT_ADDRESS as DEFAULT_ADDRESS  # re-exported
+from coordinator.connection import ConnectionSettings
 from coordinator.errors import BarrierNotReached
 from coordinator.jobs import JobClient
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
-from kvstore.errors import KeyIsLocked
+from kvstore.errors import KeyIsLocked, Unauthenticated, Unavailable
 from kvstore.lock_resolution import resolve_lock
 from kvstore.mvcc.records import Mutation
 from kvstore.remote import CallMetadata, RemoteStore, RetryPolicy, RpcCaller
@@ -31,8 +31,10 @@ from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
 
+if TYPE_CHECKING:  # pyarrow loads on the first read: the CLI's status, tables... never need it
+    import pyarrow as pa
+
 T = TypeVar("T")
-DEFAULT_ADDRESS = "localhost:50051"
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 256 << 20),
     ("grpc.max_send_message_length", 256 << 20),
@@ -44,30 +46,108 @@ GRPC_OPTIONS = [
 
 
 def connect(
-    address: str | None = None,
+    address: str | ConnectionSettings | None = None,
     *,
     token: str | None = None,
     token_file: str | None = None,
+    tls_ca: str | None = None,
     tls_ca_file: str | None = None,
     retry: RetryPolicy | None = None,
     lock_wait_s: float = 30.0,
+    probe: bool = True,
 ) -> Client:
-    """Connect to a snapview server (default: $SNAPVIEW_COORDINATOR or localhost:50051).
+    """Connect to a snapview server.
 
-    ``token``/``token_file`` send the shared auth token; ``tls_ca_file`` turns on TLS with that
-    root certificate. The connection is lazy: the first call reaches the server."""
-    address = address or os.environ.get("SNAPVIEW_COORDINATOR", DEFAULT_ADDRESS)
-    if token_file:
-        with open(token_file) as f:
-            token = f.read().strip()
-    if tls_ca_file:
-        with open(tls_ca_file, "rb") as f:
+    ``address`` is ``HOST:PORT`` or a ``ConnectionSettings``; the other settings come from the
+    keywords (``token`` or ``token_file``, ``tls_ca``: the root certificate that turns on TLS;
+    ``tls_ca_file`` is its older name) and then from the environment
+    (``ConnectionSettings.from_env``: SNAPVIEW_ADDRESS, SNAPVIEW_TOKEN_FILE, SNAPVIEW_TLS_CA;
+    default address localhost:50051).
+
+    With ``probe`` (default) one call with a short deadline checks that the settings fit the
+    server, so a server that needs TLS or a token is named as such at once instead of after the
+    transport retries run out: ``Unavailable("server at X requires TLS: pass tls_ca ...")``,
+    ``Unauthenticated("server at X needs a token ...")``. A server that does not answer yet (not
+    started, restarting) is not an error here: the first call waits for it under ``retry``."""
+    base = address if isinstance(address, ConnectionSettings) else ConnectionSettings.from_env()
+    settings = base.with_(
+        address=None if isinstance(address, ConnectionSettings) else address,
+        token=token,
+        token_file=token_file,
+        tls_ca=tls_ca or tls_ca_file,
+    )
+    secret = settings.resolved_token()
+    if settings.tls_ca:
+        with open(settings.tls_ca, "rb") as f:
             creds = grpc.ssl_channel_credentials(root_certificates=f.read())
-        channel = grpc.secure_channel(address, creds, options=GRPC_OPTIONS)
+        channel = grpc.secure_channel(settings.address, creds, options=GRPC_OPTIONS)
     else:
-        channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
-    metadata: CallMetadata = (("authorization", f"Bearer {token}"),) if token else ()
-    return Client(channel, address, retry or RetryPolicy(), metadata, lock_wait_s)
+        channel = grpc.insecure_channel(settings.address, options=GRPC_OPTIONS)
+    metadata: CallMetadata = (("authorization", f"Bearer {secret}"),) if secret else ()
+    if probe:
+        try:
+            _probe(channel, settings, metadata)
+        except BaseException:
+            channel.close()
+            raise
+    client = Client(channel, settings.address, retry or RetryPolicy(), metadata, lock_wait_s)
+    client.settings = settings
+    return client
+
+
+PROBE_TIMEOUT_S = 1.5
+
+
+def _probe(channel: grpc.Channel, s: ConnectionSettings, metadata: CallMetadata) -> None:
+    """One Tso call with a short deadline; raise a clear error if the settings do not fit the
+    server (TLS, certificate, token). Anything else is left to the caller's retries."""
+    err = _try_tso(channel, metadata)
+    if err is None:
+        return
+    code, details = err
+    where = f"server at {s.address}"
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        if metadata:
+            raise Unauthenticated(f"{where} refused the token (check token / token_file)")
+        raise Unauthenticated(
+            f"{where} needs a token: pass token or token_file (SNAPVIEW_TOKEN_FILE; CLI "
+            "--token-file; Spark option token or tokenFile)"
+        )
+    if code != grpc.StatusCode.UNAVAILABLE:
+        return
+    if "CERTIFICATE_VERIFY_FAILED" in details:
+        raise Unavailable(
+            f"{where} speaks TLS, but its certificate does not verify against tls_ca "
+            f"{s.tls_ca!r} (or its name does not match {s.address!r})"
+        )
+    if s.tls_ca and "WRONG_VERSION_NUMBER" in details:
+        raise Unavailable(f"{where} does not speak TLS: leave out tls_ca")
+    if not s.tls_ca and ("Socket closed" in details or "reset" in details.lower()):
+        # Something hung up on plain HTTP/2. Does it speak TLS? Ask with a TLS handshake.
+        with grpc.secure_channel(s.address, grpc.ssl_channel_credentials()) as tls:
+            tls_err = _try_tso(tls, metadata)
+        # Only a TLS answer counts: a handshake that got through (a reply, even an error) or a
+        # certificate our default roots do not know. A timeout or a hang-up proves nothing.
+        no_answer = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        if (
+            tls_err is None
+            or tls_err[0] not in no_answer
+            or "CERTIFICATE_VERIFY_FAILED" in tls_err[1]
+        ):
+            raise Unavailable(
+                f"{where} requires TLS: pass tls_ca, the root certificate to verify it with "
+                "(SNAPVIEW_TLS_CA; CLI --tls-ca; Spark option tlsCa)"
+            )
+
+
+def _try_tso(channel: grpc.Channel, metadata: CallMetadata) -> tuple[grpc.StatusCode, str] | None:
+    try:
+        cpb_grpc.CoordinatorStub(channel).Tso(
+            cpb.TsoRequest(count=1), timeout=PROBE_TIMEOUT_S, metadata=metadata
+        )
+        return None
+    except grpc.RpcError as e:
+        return e.code(), e.details() or ""
 
 
 class Client:
@@ -84,6 +164,8 @@ class Client:
         lock_wait_s: float = 30.0,
     ) -> None:
         self.address = address
+        self.settings = ConnectionSettings(address)
+        """How this client reached the server (``connect`` fills it in)."""
         self.channel = channel
         self.retry = retry
         self.lock_wait_s = lock_wait_s
@@ -204,6 +286,8 @@ class Client:
         """The whole table as of ``at`` (default: a fresh timestamp, i.e. the latest committed
         state) as a pyarrow Table in primary-key order. Repeating a read at the same ``at``
         returns the same rows, whatever commits later."""
+        import pyarrow as pa
+
         info = self.describe_table(table)
         batches = list(self.read_batches(table, at))
         return pa.Table.from_batches(batches, schema=info.table_schema.arrow_schema())

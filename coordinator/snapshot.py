@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from kvstore.errors import NotFound
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from coordinator.client import Client
 
 

@@ -12,10 +12,12 @@ import datetime as dt
 import decimal
 import re
 from dataclasses import dataclass
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from kvstore.errors import InvalidArgument, SchemaMismatch, cut
+
+if TYPE_CHECKING:  # pyarrow loads when an Arrow type is first asked for, not with the client
+    import pyarrow as pa
 
 ROW_ID_COLUMN = "_row_id"
 _EPOCH_DATE = dt.date(1970, 1, 1)
@@ -64,6 +66,8 @@ class DataType:
         return f"DECIMAL({self.precision},{self.scale})" if self.kind == "DECIMAL" else self.kind
 
     def arrow(self) -> pa.DataType:
+        import pyarrow as pa
+
         return {
             "BIGINT": pa.int64(),
             "INT": pa.int32(),
@@ -197,6 +201,8 @@ class TableSchema:
         return to_ddl(self.visible_columns)
 
     def arrow_schema(self, include_hidden: bool = False) -> pa.Schema:
+        import pyarrow as pa
+
         cols = self.columns if include_hidden else self.visible_columns
         return pa.schema([pa.field(c.name, c.type.arrow(), nullable=c.nullable) for c in cols])
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from kvstore.mvcc.keys import KeyCodec, table_prefix
-from kvstore.rowcodec import RowCodec
 from kvstore.schema import TableSchema, parse_ddl
+
+if TYPE_CHECKING:
+    from kvstore.rowcodec import RowCodec
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,9 @@ class TableInfo:
 
     @cached_property
     def row_codec(self) -> RowCodec:
+        # numpy and pyarrow load here, on a table's first row, not with the client
+        from kvstore.rowcodec import RowCodec
+
         return RowCodec(self.table_schema)
 
     @cached_property

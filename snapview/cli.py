@@ -1,14 +1,18 @@
 """The ``snapview`` command line.
 
     snapview serve --data-dir DIR [--host 127.0.0.1] [--port 50051] [--barrier-interval 1s]
-    snapview status|tables|topology|delay [--coordinator HOST:PORT] [--json]
-    snapview topology --dot       # lineage as Graphviz DOT
-    snapview read TABLE [--at TS | --consistent | --barrier T] [--format table|csv|json]
+    snapview status|tables|topology|delay [--coordinator HOST:PORT] [--format text|json]
+    snapview topology --format dot       # lineage as Graphviz DOT
+    snapview read TABLE [--at TS | --consistent | --barrier T] [--format text|csv|json]
     snapview demo bank
     snapview chaos --workload bank --duration 120 --seed N
     snapview check --data-dir DIR   # every record of a store; exit 1 if anything is damaged
 
-Errors print one line, ``snapview: error: ...``, and exit with status 1 (2 for usage errors).
+``snapview COMMAND --help`` describes a command and shows every option's default. Errors print one
+line, ``snapview: error: ...``, and exit with status 1 (2 for usage errors). A command imports
+only what it needs when it runs: ``status`` or ``tables`` load neither PySpark nor pyarrow, so the
+CLI answers in a fraction of a second (docs/performance.md#the-cli). ``--json`` is a hidden alias
+of ``--format json`` (and ``--dot`` of topology's ``--format dot``).
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kvstore.errors import SnapviewError
+from kvstore.errors import InvalidArgument, SnapviewError
 
 if TYPE_CHECKING:  # the commands load what they use when they run
     from coordinator.client import Client
@@ -40,33 +45,105 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
 
 
-def _client_args(p: argparse.ArgumentParser) -> None:
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default (unless it has none: no value, or a flag that
+    is off); descriptions keep their line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+# Every verb is one function that adds its parser to the subparsers and sets ``func``, the
+# handler that runs it. A new verb is one more such function, appended to COMMANDS.
+Subparsers = Any  # argparse's _SubParsersAction, which typeshed keeps private
+
+
+def _verb(
+    sub: Subparsers, name: str, summary: str, description: str = ""
+) -> argparse.ArgumentParser:
+    """A subcommand with a one-line summary (in ``snapview --help``) and a description (in
+    ``snapview NAME --help``), whose options show their defaults."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}.\n\n{description}".rstrip(),
+        formatter_class=_Formatter,
+    )
+
+
+def _client_args(
+    p: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")
+) -> argparse._MutuallyExclusiveGroup:
+    """The options every client verb has: where the server is, how to reach it, and --format.
+    ``--json`` is kept, hidden, as an alias of ``--format json``."""
+    # The connection settings, as coordinator.ConnectionSettings.from_env() reads them.
+    env = os.environ
     p.add_argument(
-        "--coordinator",
-        default=os.environ.get("SNAPVIEW_COORDINATOR", "localhost:50051"),
-        help="HOST:PORT of snapview serve (default: $SNAPVIEW_COORDINATOR or localhost:50051)",
+        "--address",
+        "--coordinator",  # the older name
+        dest="address",
+        default=env.get("SNAPVIEW_ADDRESS") or env.get("SNAPVIEW_COORDINATOR") or "localhost:50051",
+        metavar="HOST:PORT",
+        help="address of snapview serve ($SNAPVIEW_ADDRESS overrides the default)",
     )
-    p.add_argument("--auth-token-file", help="file holding the shared auth token")
-    p.add_argument("--tls-ca", help="root certificate to verify a TLS server with")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="snapview",
-        description="Strongly consistent materialized "
-        "views over transactional tables, computed by Spark.",
+    p.add_argument(
+        "--token-file",
+        "--auth-token-file",  # the older name
+        dest="token_file",
+        default=env.get("SNAPVIEW_TOKEN_FILE") or None,
+        metavar="FILE",
+        help="file holding the server's shared token (default: $SNAPVIEW_TOKEN_FILE)",
     )
-    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    p.add_argument(
+        "--tls-ca",
+        default=env.get("SNAPVIEW_TLS_CA") or None,
+        metavar="FILE",
+        help="root certificate to verify a TLS server with (default: $SNAPVIEW_TLS_CA)",
+    )
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--format",
+        type=lambda f: "text" if f == "table" else f,  # 'table' was the old name of 'text'
+        choices=formats,
+        default="text",
+        help="output format",
+    )
+    out.add_argument(
+        "--json", dest="format", action="store_const", const="json", help=argparse.SUPPRESS
+    )
+    return out  # the output options, which exclude each other
 
-    s = sub.add_parser("serve", help="run the coordinator and the store on one port")
+
+def add_serve(sub: Subparsers) -> None:
+    s = _verb(
+        sub,
+        "serve",
+        "run the coordinator and the store on one port",
+        "Runs until SIGTERM or Ctrl-C. Prints 'snapview serving on HOST:PORT ...' once it\n"
+        "accepts calls. A bind beyond loopback needs TLS (--tls-cert/--tls-key), a token\n"
+        "(--token-file) or --insecure.",
+    )
     s.add_argument("--data-dir", required=True, help="where the LMDB environment lives")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=50051, help="0 picks a free port")
-    s.add_argument("--barrier-interval", type=parse_duration, default=1.0, metavar="DURATION")
-    s.add_argument("--tls-cert")
-    s.add_argument("--tls-key")
-    s.add_argument("--auth-token-file")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind")
+    s.add_argument("--port", type=int, default=50051, help="port to bind; 0 picks a free port")
+    s.add_argument(
+        "--barrier-interval",
+        type=parse_duration,
+        default="1s",
+        metavar="DURATION",
+        help="time between barriers (1s, 250ms, 2m)",
+    )
+    s.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve TLS")
+    s.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
+    s.add_argument(
+        "--token-file",
+        "--auth-token-file",  # the older name
+        dest="token_file",
+        metavar="FILE",
+        help="require the shared token in this file",
+    )
     s.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback bind without TLS or token"
     )
@@ -79,61 +156,211 @@ def build_parser() -> argparse.ArgumentParser:
         "--map-size-mb",
         type=int,
         default=64,
-        help="initial LMDB map size; it grows by doubling when full",
+        help="initial LMDB map size in MiB; it grows by doubling when full",
     )
+    s.set_defaults(func=cmd_serve)
 
-    st = sub.add_parser("status", help="server status")
+
+def add_status(sub: Subparsers) -> None:
+    st = _verb(sub, "status", "server status", "Version, TSO, table and job counts, space used.")
     _client_args(st)
-    t = sub.add_parser("tables", help="list tables")
+    st.set_defaults(func=cmd_status)
+
+
+def add_tables(sub: Subparsers) -> None:
+    t = _verb(sub, "tables", "list tables", "Name, kind (root or view), primary key and schema.")
     _client_args(t)
-    r = sub.add_parser("read", help="print a table as of a timestamp")
-    r.add_argument("table")
+    t.set_defaults(func=cmd_tables)
+
+
+def add_read(sub: Subparsers) -> None:
+    r = _verb(
+        sub,
+        "read",
+        "print a table as of a timestamp",
+        "Without --at, --consistent or --barrier: the latest committed state.",
+    )
+    r.add_argument("table", help="the table or view to read")
     g = r.add_mutually_exclusive_group()
-    g.add_argument("--at", type=int, help="read timestamp (default: latest)")
+    g.add_argument(
+        "--at",
+        metavar="TIME",
+        help="read as of this snapview timestamp, or date and time: '2026-11-23 18:00:00' "
+        "(local time) or ISO 8601 with a zone, '2026-11-23T18:00:00+01:00' (default: latest)",
+    )
     g.add_argument(
         "--consistent",
         action="store_true",
         help="read the table's version at its newest barrier (a consistent snapshot)",
     )
     g.add_argument("--barrier", type=int, help="read the table's version at this barrier")
-    r.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    _client_args(r)
+    _client_args(r, formats=("text", "csv", "json"))
+    r.set_defaults(func=cmd_read)
 
-    tp = sub.add_parser("topology", help="jobs and tables: who writes what from what")
-    tp.add_argument("--dot", action="store_true", help="print Graphviz DOT")
-    _client_args(tp)
-    dl = sub.add_parser("delay", help="barrier lag and E2E delay of every table and job")
+
+def add_topology(sub: Subparsers) -> None:
+    tp = _verb(
+        sub,
+        "topology",
+        "jobs and tables: who writes what from what",
+        "--format dot prints the lineage as Graphviz DOT (snapview topology --format dot | dot -Tsvg).",
+    )
+    out = _client_args(tp, formats=("text", "json", "dot"))
+    out.add_argument(
+        "--dot", dest="format", action="store_const", const="dot", help=argparse.SUPPRESS
+    )
+    tp.set_defaults(func=cmd_topology)
+
+
+def add_delay(sub: Subparsers) -> None:
+    dl = _verb(
+        sub,
+        "delay",
+        "barrier lag and E2E delay of every table and job",
+        "behind: barriers issued since the table's newest version; lag_ms: how old that\n"
+        "barrier is; e2e_ms: from the barrier to the commit of its version.",
+    )
     _client_args(dl)
+    dl.set_defaults(func=cmd_delay)
 
-    d = sub.add_parser("demo", help="run a demo on the embedded default")
-    d.add_argument("name", choices=["bank"])
-    d.add_argument("--duration", type=parse_duration, default=30.0, metavar="DURATION")
-    d.add_argument("--accounts", type=int, default=1000)
+
+def add_demo(sub: Subparsers) -> None:
+    d = _verb(
+        sub,
+        "demo",
+        "run a demo on an embedded server",
+        "bank: transfers between accounts, three views over them, and consistent reads that\n"
+        "check that money is neither made nor lost.",
+    )
+    d.add_argument("name", choices=["bank"], help="which demo")
+    d.add_argument(
+        "--duration", type=parse_duration, default="30s", metavar="DURATION", help="how long"
+    )
+    d.add_argument("--accounts", type=int, default=1000, help="number of accounts")
     d.add_argument("--writers", type=int, default=3, help="transfer processes")
-    d.add_argument("--barrier-interval", default="1s", metavar="DURATION")
+    d.add_argument(
+        "--barrier-interval", default="1s", metavar="DURATION", help="time between barriers"
+    )
     d.add_argument("--rate", type=float, default=100.0, help="transfers per second, 0: no limit")
-    ch = sub.add_parser("chaos", help="a seeded workload under a nemesis, then the checker")
-    ch.add_argument("--workload", choices=["bank", "append"], default="bank")
-    ch.add_argument("--duration", type=parse_duration, default=120.0, metavar="DURATION")
-    ch.add_argument("--seed", type=int, default=1)
-    ch.add_argument("--faults", default="", help="comma-separated fault kinds (default: all)")
+    d.set_defaults(func=cmd_demo)
+
+
+def add_chaos(sub: Subparsers) -> None:
+    ch = _verb(
+        sub,
+        "chaos",
+        "a seeded workload under a nemesis, then the checker",
+        "Exits 1 if the checker finds a violation (docs/design.md section 9).",
+    )
+    ch.add_argument("--workload", choices=["bank", "append"], default="bank", help="workload")
+    ch.add_argument(
+        "--duration", type=parse_duration, default="120s", metavar="DURATION", help="how long"
+    )
+    ch.add_argument("--seed", type=int, default=1, help="seed of every random choice")
+    ch.add_argument("--faults", default="", help="comma-separated fault kinds (empty: all)")
     ch.add_argument("--master", default="local[2]", help="Spark master of the view driver")
-    ch.add_argument("--fault-every", type=parse_duration, default=8.0, metavar="DURATION")
+    ch.add_argument(
+        "--fault-every",
+        type=parse_duration,
+        default="8s",
+        metavar="DURATION",
+        help="time between faults",
+    )
     ch.add_argument("--keep", action="store_true", help="keep the run's directory")
-    ck = sub.add_parser("check", help="check every record of a store on disk for damage")
+    ch.set_defaults(func=cmd_chaos)
+
+
+def add_check(sub: Subparsers) -> None:
+    ck = _verb(
+        sub,
+        "check",
+        "check every record of a store on disk for damage",
+        "Read-only, with or without a server running; exits 1 if anything is damaged.",
+    )
     ck.add_argument("--data-dir", required=True, help="the data dir of a snapview serve")
+    ck.set_defaults(func=cmd_check)
+
+
+def add_jobs(sub: Subparsers) -> None:
+    j = _verb(
+        sub,
+        "jobs",
+        "every job: its state (running, lost, failed, stopped, not_started) and lag",
+        "A job's state comes from its own reports to the coordinator (docs/design.md 5.5).",
+    )
+    _client_args(j)
+    j.set_defaults(func=cmd_jobs)
+
+
+def add_drop(sub: Subparsers) -> None:
+    d = _verb(
+        sub,
+        "drop",
+        "drop a table or view (a view with its job)",
+        "A table that views read is refused unless --cascade, which drops everything downstream "
+        "too, in one transaction. The writer job of every dropped table is unregistered and "
+        "stops at its next report.",
+    )
+    _client_args(d)
+    d.add_argument("table", help="the table or view to drop")
+    d.add_argument("--cascade", action="store_true", help="drop every table downstream too")
+    d.set_defaults(func=cmd_drop)
+
+
+def add_views(sub: Subparsers) -> None:
+    v = _verb(
+        sub,
+        "views",
+        "run view jobs as a service",
+        "views run FILE: FILE defines views(spark, address) returning MaterializedViews (or "
+        "builders); each is started, a failed job is restarted with back-off, and SIGTERM stops "
+        "them all cleanly.",
+    )
+    _client_args(v)
+    v.add_argument("action", choices=["run"], help="what to do")
+    v.add_argument("file", help="a Python file defining views(spark, address)")
+    v.add_argument("--master", default="local[2]", help="Spark master")
+    v.set_defaults(func=cmd_views)
+
+
+COMMANDS: list[Callable[[Subparsers], None]] = [
+    add_serve,
+    add_status,
+    add_tables,
+    add_read,
+    add_topology,
+    add_delay,
+    add_demo,
+    add_chaos,
+    add_check,
+    add_jobs,
+    add_drop,
+    add_views,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="snapview",
+        description="Strongly consistent materialized "
+        "views over transactional tables, computed by Spark.",
+        formatter_class=_Formatter,
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
     return ap
 
 
 def _connect(args: argparse.Namespace) -> Client:
     import coordinator
 
+    settings = coordinator.ConnectionSettings(
+        address=args.address, token_file=args.token_file, tls_ca=args.tls_ca
+    )
     # A person is waiting: give up on an unreachable server after a few seconds, not thirty.
     return coordinator.connect(
-        args.coordinator,
-        token_file=args.auth_token_file,
-        tls_ca_file=args.tls_ca,
-        retry=coordinator.RetryPolicy(max_attempts=4, max_elapsed_s=5),
+        settings, retry=coordinator.RetryPolicy(max_attempts=4, max_elapsed_s=5)
     )
 
 
@@ -150,7 +377,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             barrier_interval_s=args.barrier_interval,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
-            auth_token_file=args.auth_token_file,
+            auth_token_file=args.token_file,
             insecure=args.insecure,
             sync=not args.no_sync,
             map_size=args.map_size_mb << 20,
@@ -174,11 +401,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from coordinator.times import format_ts
+
     with _connect(args) as c:
         s = c.status()
     fields = {
         "version": s.version,
         "tso": s.tso,
+        "tso_time": format_ts(s.tso),
         "tables": s.tables,
         "jobs": s.jobs,
         "data_dir": s.data_dir,
@@ -188,7 +418,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "group_commits": s.group_commits,
         "grouped_actions": s.grouped_actions,
     }
-    if args.json:
+    if args.format == "json":
         print(json.dumps(fields))
     else:
         for k, v in fields.items():
@@ -209,8 +439,10 @@ def cmd_tables(args: argparse.Namespace) -> int:
         }
         for t in tables
     ]
-    if args.json:
+    if args.format == "json":
         print(json.dumps(rows))
+    elif not rows:
+        print("no tables")
     else:
         for r in rows:
             print(
@@ -221,14 +453,26 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    from coordinator.times import parse_ts, with_wall
+
+    at = None if args.at is None else parse_ts(args.at)
     with _connect(args) as c:
-        at = args.at
         if args.consistent or args.barrier:
             snap = c.snapshot([args.table], barrier=args.barrier or 0)
             at = snap.read_ts(args.table)
-            print(f"# {args.table} at barrier {snap.barrier} (read ts {at})", file=sys.stderr)
+            print(
+                f"# {args.table} at barrier {with_wall(snap.barrier)}, read ts {at}",
+                file=sys.stderr,
+            )
+        info = c.describe_table(args.table)
+        if at is not None and at < info.created_ts:
+            # The table's keys hold nothing before it was created: say so, not "(no rows)".
+            raise InvalidArgument(
+                f"table {args.table!r} did not exist at {with_wall(at)}: it was created at "
+                f"{with_wall(info.created_ts)}"
+            )
         table = c.read(args.table, at=at)
-    fmt = "json" if args.json else args.format
+    fmt = args.format
     if fmt == "json":
         print(json.dumps(table.to_pylist(), default=str))
     elif fmt == "csv":
@@ -255,9 +499,11 @@ def topology_dot(topo: TopologyResponse) -> str:
 
 
 def cmd_topology(args: argparse.Namespace) -> int:
+    from coordinator.times import with_wall
+
     with _connect(args) as c:
         topo = c.topology()
-    if args.dot:
+    if args.format == "dot":
         print(topology_dot(topo))
         return 0
     jobs: list[dict[str, Any]] = [  # JSON objects
@@ -273,7 +519,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
         for j in topo.jobs
     ]
     tables = [{"table": t.table, "kind": t.kind, "writer": t.writer} for t in topo.tables]
-    if args.json:
+    if args.format == "json":
         print(json.dumps({"jobs": jobs, "tables": tables}))
         return 0
     for t in tables:
@@ -281,11 +527,15 @@ def cmd_topology(args: argparse.Namespace) -> int:
     for j in jobs:
         src = ", ".join(j["sources"]) or "(external)"
         extra = f" strategy={j['strategy']}" if j["strategy"] else ""
+        if j["kind"] == "view" and j["last_committed"]:  # a view's epochs are its barriers
+            extra += f" at barrier {with_wall(j['last_committed'])}"
         print(f"job   {j['job']:24} {j['kind']:5} {src} -> {j['sink']}{extra}")
     return 0
 
 
 def cmd_delay(args: argparse.Namespace) -> int:
+    from coordinator.times import format_ts, with_wall
+
     with _connect(args) as c:
         d = c.delay()
     rows = [
@@ -294,23 +544,60 @@ def cmd_delay(args: argparse.Namespace) -> int:
             "kind": t.kind,
             "job": t.job,
             "barrier": t.barrier,
+            "barrier_time": format_ts(t.barrier),
             "barriers_behind": t.barriers_behind,
             "barrier_lag_ms": t.barrier_lag_ms,
             "e2e_delay_ms": t.e2e_delay_ms,
+            "job_state": t.job_state,
         }
         for t in d.tables
     ]
-    if args.json:
-        print(json.dumps({"newest_barrier": d.newest_barrier, "tables": rows}))
+    if args.format == "json":
+        newest = {
+            "newest_barrier": d.newest_barrier,
+            "newest_barrier_time": format_ts(d.newest_barrier),
+        }
+        print(json.dumps({**newest, "tables": rows}))
         return 0
-    print(f"newest barrier {d.newest_barrier}")
-    print(f"{'table':24} {'kind':5} {'job':20} {'barrier':>20} {'behind':>6} {'lag_ms':>7} e2e_ms")
+    print(f"newest barrier {with_wall(d.newest_barrier)}")
+    print(
+        f"{'table':24} {'kind':5} {'job':20} {'barrier':>20} {'barrier time':29} {'behind':>6} "
+        f"{'lag_ms':>7} {'e2e_ms':>7} job state"
+    )
     for r in rows:
         print(
             f"{r['table']:24} {r['kind']:5} {r['job'] or '-':20} {r['barrier']:>20} "
-            f"{r['barriers_behind']:>6} {r['barrier_lag_ms']:>7} {r['e2e_delay_ms']}"
+            f"{r['barrier_time']:29} {r['barriers_behind']:>6} {r['barrier_lag_ms']:>7} "
+            f"{r['e2e_delay_ms']:>7} {r['job_state'] or '-'}"
         )
     return 0
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from snapview.lifecycle_commands import format_jobs, job_rows
+
+    with _connect(args) as c:
+        rows = job_rows(c)
+    if args.format == "json":
+        print(json.dumps(rows))
+    else:
+        print("\n".join(format_jobs(rows)))
+    return 0
+
+
+def cmd_drop(args: argparse.Namespace) -> int:
+    from snapview.lifecycle_commands import drop_lines
+
+    with _connect(args) as c:
+        lines = drop_lines(c, args.table, args.cascade)
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_views(args: argparse.Namespace) -> int:
+    from snapview.views_service import run_file
+
+    return run_file(args.file, args.address, args.master)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -369,20 +656,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # gRPC's C core logs failed TLS handshakes to stderr; our error line says what went wrong.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = build_parser().parse_args(argv)
-    handlers = {
-        "serve": cmd_serve,
-        "status": cmd_status,
-        "tables": cmd_tables,
-        "read": cmd_read,
-        "topology": cmd_topology,
-        "delay": cmd_delay,
-        "demo": cmd_demo,
-        "chaos": cmd_chaos,
-        "check": cmd_check,
-    }
     try:
-        return handlers[args.cmd](args)
+        return int(args.func(args))
     except SnapviewError as e:
         print(f"snapview: error: {e}", file=sys.stderr)
         return 1

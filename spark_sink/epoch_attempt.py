@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from coordinator.client import Client
+from coordinator.connection import ConnectionSettings
 from coordinator.jobs import FEED, EpochInfo, EpochMetadata, EpochState
 from kvstore.errors import SnapviewError
 from kvstore.table_info import TableInfo
@@ -82,7 +83,7 @@ class EpochAttempt:
 
     def target(
         self,
-        coordinator: str,
+        coordinator: str | ConnectionSettings,
         token: str | None,
         table: TableInfo,
         mode: str,

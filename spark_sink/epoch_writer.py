@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from coordinator.connection import ConnectionSettings
 from coordinator.jobs import EpochInfo
 from kvstore.errors import SnapviewError
 from kvstore.failpoints import fail_point
@@ -52,7 +53,10 @@ def _partition_fn(
 
 
 class EpochWriter:
-    """``df.writeStream.foreachBatch(EpochWriter(addr, table="t", mode="upsert"))``.
+    """``df.writeStream.foreachBatch(EpochWriter(conn, table="t", mode="upsert"))``.
+
+    ``conn`` is a ``coordinator.ConnectionSettings`` (address, token or token file, TLS CA), or an
+    address with ``token=`` beside it (the older form).
 
     ``mode``: upsert (by primary key), delete (the rows name keys to delete), append (tables
     created with ``primary_key=[]``; rows get deterministic hidden ids). ``job`` defaults to the
@@ -64,7 +68,7 @@ class EpochWriter:
 
     def __init__(
         self,
-        coordinator: str,
+        coordinator: str | ConnectionSettings,
         table: str,
         mode: str = "upsert",
         job: str | None = None,

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
+from coordinator.connection import ConnectionSettings, as_settings
 from coordinator.errors import BarrierNotReached, SecondWriter
 from coordinator.jobs import JobState
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
@@ -87,8 +88,17 @@ class MaterializedViewBuilder:
         self._o[key] = value
         return self
 
+    def connection(self, settings: ConnectionSettings) -> MaterializedViewBuilder:
+        """How to reach the server: address, token or token file, TLS CA (default:
+        ``ConnectionSettings.from_env()``)."""
+        return self._set("coordinator", settings)
+
+    def _conn(self) -> ConnectionSettings:
+        return as_settings(self._o["coordinator"])
+
     def coordinator(self, address: str) -> MaterializedViewBuilder:
-        return self._set("coordinator", address)
+        """The server's address: ``connection(settings)`` with only the address changed."""
+        return self._set("coordinator", self._conn().with_(address=address))
 
     def query(self, sql: str) -> MaterializedViewBuilder:
         """Spark SQL over store tables, by name."""
@@ -128,7 +138,8 @@ class MaterializedViewBuilder:
         return self._set("job", name)
 
     def auth_token(self, token: str) -> MaterializedViewBuilder:
-        return self._set("token", token)
+        """The server's shared token: ``connection(settings)`` with only the token changed."""
+        return self._set("coordinator", self._conn().with_(token=token))
 
     def strategy(self, name: str) -> MaterializedViewBuilder:
         return self._set("strategy", name)
@@ -138,7 +149,8 @@ class MaterializedViewBuilder:
         register the job. Raises InvalidArgument for a missing or bad option, SecondWriter or
         TopologyCycle from the registry, SchemaMismatch for an incompatible existing target."""
         o = self._o
-        for key in ("coordinator", "query", "target"):
+        o["coordinator"] = self._conn()  # default: ConnectionSettings.from_env()
+        for key in ("query", "target"):
             if not o[key]:
                 raise InvalidArgument(f"MaterializedView: option {key!r} is required")
         if o["strategy"] not in STRATEGIES:
@@ -164,8 +176,8 @@ class MaterializedView:
         self.options = options
         self.target = options["target"]
         self.job = options["job"] or self.target
-        self.coordinator = options["coordinator"]
-        self.token = options["token"]
+        self.coordinator = as_settings(options["coordinator"], options["token"])
+        self.token: str | None = None  # in self.coordinator
         spark_sink.register(spark)
         self.spark = spark
         # Its own session: temp views of the sources at each barrier's read ts must not clash
@@ -292,11 +304,9 @@ class ViewJob:
         self._stopping = False
         reader = (
             view.spark.readStream.format("snapview_barriers")
-            .option("coordinator", view.coordinator)
+            .options(**as_settings(view.coordinator, view.token).spark_options())
             .option("job", view.job)
         )
-        if view.token:
-            reader = reader.option("authToken", view.token)
         self.query = (
             reader.load()
             .writeStream.foreachBatch(self._on_batch)

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 
 from coordinator.client import Client
+from coordinator.connection import ConnectionSettings
 from kvstore.errors import TxnError
 from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
@@ -42,7 +43,7 @@ DirectInfo = tuple[str, str, str, int]
 class EpochTarget:
     """What a task needs to prewrite into one epoch (pickled to executors)."""
 
-    coordinator: str
+    coordinator: str | ConnectionSettings
     token: str | None
     info: TableInfo
     mode: str

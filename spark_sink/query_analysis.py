@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from coordinator.client import Client
+from coordinator.connection import ConnectionSettings, as_settings
 from kvstore.errors import InvalidArgument, SchemaMismatch
 from kvstore.mvcc.keys import table_prefix
 from spark_source.connection import client_for
@@ -67,7 +68,7 @@ def read_small(client: Client, table: str, ts: int, limit: int) -> pa.Table | No
 
 def register_sources(
     session: SparkSession,
-    coordinator: str,
+    coordinator: str | ConnectionSettings,
     reads: dict[str, int],
     token: str | None = None,
     local: dict[str, pa.Table] | None = None,
@@ -89,10 +90,8 @@ def register_sources(
         # With the schema given, Spark skips asking the data source for it (a Python round trip).
         schema = table_struct(client.describe_table(table))
         r = session.read.format(JobSessionSource.name()).schema(schema)
-        r = r.option("coordinator", coordinator)
+        r = r.options(**as_settings(coordinator, token).spark_options())
         r = r.option("table", table).option("at", str(ts))
-        if token:
-            r = r.option("authToken", token)
         r.load().createOrReplaceTempView(table)
 
 

@@ -46,7 +46,7 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
         self._client().jobs.register_job(self.job, info.name, [], kind="sink")
 
     def _client(self) -> Client:
-        return client_for(self.opts.coordinator, self.opts.auth_token)
+        return client_for(self.opts.connection)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> EpochMessage:
         tc = task_context()
@@ -60,8 +60,8 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
                 pass
             return EpochMessage(attempt.epoch, attempt.start_ts, 0, -1, skipped=True)
         target = attempt.target(
-            self.opts.coordinator,
-            self.opts.auth_token,
+            self.opts.connection,
+            None,
             self.info,
             self.opts.mode,
             direct_info(client),

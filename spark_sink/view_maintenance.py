@@ -20,6 +20,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from coordinator.client import Client
+from coordinator.connection import ConnectionSettings
 from coordinator.jobs import EpochMetadata
 from kvstore.errors import Aborted, SchemaMismatch
 from kvstore.failpoints import fail_point
@@ -77,7 +78,7 @@ class Progress:
 class ViewSpec:
     """What a strategy needs to know about its view (built by MaterializedView)."""
 
-    coordinator: str
+    coordinator: str | ConnectionSettings
     token: str | None
     job: str
     target: str

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from coordinator.client import Client
+from coordinator.connection import ConnectionSettings
 from coordinator.jobs import BarrierPlan
 from kvstore.errors import InvalidArgument
 from spark_source.connection import client_for
@@ -48,7 +49,9 @@ def plan_rows(plans: Iterable[BarrierPlan]) -> list[tuple[int, str, int]]:
 
 
 class BarrierStreamReader(SimpleDataSourceStreamReader):
-    def __init__(self, coordinator: str, job: str, token: str | None, limit: int) -> None:
+    def __init__(
+        self, coordinator: str | ConnectionSettings, job: str, token: str | None, limit: int
+    ) -> None:
         self.coordinator, self.job, self.token, self.limit = coordinator, job, token, limit
 
     def _client(self) -> Client:
@@ -87,11 +90,17 @@ class BarrierDataSource(DataSource):
         return SCHEMA
 
     def simpleStreamReader(self, schema: StructType) -> BarrierStreamReader:
-        coordinator = self.options.get("coordinator")
-        job = self.options.get("job")
-        if not coordinator or not job:
-            raise InvalidArgument("format('snapview_barriers') needs options coordinator and job")
+        o = {str(k).lower(): v for k, v in dict(self.options).items()}
+        job = o.get("job")
+        if not job:
+            raise InvalidArgument("format('snapview_barriers') needs option job")
+        conn = ConnectionSettings.from_env(  # the same connection options as format("snapview")
+            address=o.get("address") or o.get("coordinator") or None,
+            token=o.get("token") or o.get("authtoken") or None,
+            token_file=o.get("tokenfile") or None,
+            tls_ca=o.get("tlsca") or None,
+        )
         limit = int(self.options.get("maxBarriersPerTrigger", MAX_BARRIERS_PER_BATCH))
         if limit <= 0:
             raise InvalidArgument(f"job {job!r}: maxBarriersPerTrigger must be positive")
-        return BarrierStreamReader(coordinator, job, self.options.get("authToken"), limit)
+        return BarrierStreamReader(conn, job, None, limit)

@@ -8,16 +8,19 @@ import threading
 
 import coordinator
 from coordinator.client import Client
+from coordinator.connection import ConnectionSettings, as_settings
 
 _lock = threading.Lock()
 _clients: dict[tuple, Client] = {}
 
 
-def client_for(address: str, token: str | None = None) -> Client:
-    """The process's client for ``address`` (a new one after a fork)."""
-    key = (os.getpid(), address, token)
+def client_for(conn: str | ConnectionSettings, token: str | None = None) -> Client:
+    """The process's client for ``conn`` (settings, or an address with ``token`` beside it; a new
+    client after a fork)."""
+    settings = as_settings(conn, token)
+    key = (os.getpid(), settings)
     with _lock:
         c = _clients.get(key)
         if c is None:
-            c = _clients[key] = coordinator.connect(address, token=token)
+            c = _clients[key] = coordinator.connect(settings)
         return c

@@ -35,9 +35,7 @@ class SnapviewDataSource(DataSource):
         return "snapview"
 
     def _info(self) -> TableInfo:
-        return client_for(self.opts.coordinator, self.opts.auth_token).describe_table(
-            self.opts.table, refresh=True
-        )
+        return client_for(self.opts.connection).describe_table(self.opts.table, refresh=True)
 
     def schema(self) -> StructType:
         with_changes = self.read_change_feed or self.opts.changes_from is not None
@@ -52,7 +50,7 @@ class SnapviewDataSource(DataSource):
     def read_ts(self) -> int:
         """The snapshot's timestamp: ``at``; the table's read ts at ``barrier`` or at its newest
         barrier (``consistent``); else a fresh timestamp (the latest state)."""
-        client = client_for(self.opts.coordinator, self.opts.auth_token)
+        client = client_for(self.opts.connection)
         o = self.opts
         if o.barrier is not None or o.consistent:
             return client.snapshot([o.table], barrier=o.barrier or 0).read_ts(o.table)

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import overload
 
+from coordinator.connection import ConnectionSettings
+from coordinator.times import parse_ts
 from kvstore.errors import InvalidArgument
 
 CHANGE_TYPE = "_change_type"
@@ -37,14 +39,35 @@ def _int(
     return v
 
 
+def _timestamp(opts: Mapping[str, str], name: str) -> int | None:
+    """A snapview timestamp, or a date and time (``coordinator.times.parse_ts``: ISO 8601, local
+    time when it names no zone)."""
+    raw = opts.get(name.lower())
+    if raw is None or raw == "":
+        return None
+    try:
+        v = parse_ts(raw)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"snapview option {name}: {e}") from None
+    if v < 1:
+        raise InvalidArgument(f"snapview option {name}={v} must be >= 1")
+    return v
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Options of spark.read / spark.readStream / writeStream ``.format("snapview")``.
 
-    coordinator        HOST:PORT of snapview serve (default $SNAPVIEW_COORDINATOR or
-                       localhost:50051)
+    address            HOST:PORT of snapview serve (``coordinator`` is an alias; default
+                       $SNAPVIEW_ADDRESS, or localhost:50051)
+    token, tokenFile   the server's shared token, or a file holding it (``authToken`` is an
+                       alias of ``token``; default $SNAPVIEW_TOKEN_FILE)
+    tlsCa              root certificate to verify a TLS server with (default $SNAPVIEW_TLS_CA)
+                       These four are ``coordinator.ConnectionSettings`` (docs/design.md §5.7).
     table              the table to read or write (required)
-    at                 snapshot timestamp (default: a fresh timestamp when the read is planned)
+    at                 snapshot timestamp, or a date and time ("2026-11-23 18:00:00", local time,
+                       or ISO 8601 with a zone); default: a fresh timestamp when the read is
+                       planned
     barrier            read the table's version at this barrier (a view: its commit for it)
     consistent         "true": read the table's version at its newest barrier. To read several
                        tables at one point, take ``client.snapshot(tables)`` and pass its
@@ -54,7 +77,6 @@ class SourceOptions:
     maxPartitions      at most this many snapshot partitions (default 64)
     maxRowsPerTrigger  streaming admission control: about this many changes per micro-batch
     resumeFromJob      streaming: without a checkpoint, start after what this sink job committed
-    authToken          the server's shared token, if it has one
     mode, job          writers only (see spark_sink)
     """
 
@@ -72,11 +94,15 @@ class SourceOptions:
     auth_token: str | None = None
     mode: str = "upsert"
     job: str | None = None
+    token_file: str | None = None
+    tls_ca: str | None = None
+
+    @property
+    def connection(self) -> ConnectionSettings:
+        return ConnectionSettings(self.coordinator, self.auth_token, self.token_file, self.tls_ca)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
-        import os
-
         opts = {str(k).lower(): v for k, v in dict(options).items()}
         table = opts.get("table")
         if not table:
@@ -90,7 +116,7 @@ class SourceOptions:
                 f"table {table!r}: changes_from ({changes_from}) must be below "
                 f"changes_to ({changes_to})"
             )
-        at = _int(opts, "at", minimum=1)
+        at = _timestamp(opts, "at")
         if at is not None and changes_from is not None:
             raise InvalidArgument(
                 f"table {table!r}: 'at' and changes_from/changes_to exclude each other"
@@ -109,9 +135,14 @@ class SourceOptions:
         mode = opts.get("mode", "upsert").lower()
         if mode not in ("upsert", "delete", "append"):
             raise InvalidArgument(f"table {table!r}: mode {mode!r} is not upsert, delete or append")
+        conn = ConnectionSettings.from_env(
+            address=opts.get("address") or opts.get("coordinator") or None,
+            token=opts.get("token") or opts.get("authtoken") or None,
+            token_file=opts.get("tokenfile") or None,
+            tls_ca=opts.get("tlsca") or None,
+        )
         return cls(
-            coordinator=opts.get("coordinator")
-            or os.environ.get("SNAPVIEW_COORDINATOR", "localhost:50051"),
+            coordinator=conn.address,
             table=table,
             at=at,
             barrier=barrier,
@@ -122,7 +153,9 @@ class SourceOptions:
             max_partitions=_int(opts, "maxPartitions", 64, 1),
             max_rows_per_trigger=_int(opts, "maxRowsPerTrigger", None, 1),
             resume_from_job=opts.get("resumefromjob") or None,
-            auth_token=opts.get("authtoken") or None,
+            auth_token=conn.token,
+            token_file=conn.token_file,
+            tls_ca=conn.tls_ca,
             mode=mode,
             job=opts.get("job") or None,
         )

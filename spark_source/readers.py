@@ -39,7 +39,7 @@ def plan_ranges(
     opts: SourceOptions, ranges: list[KeyRange], ts: int, as_changes: bool = False
 ) -> list[RangePartition]:
     """Cut key ranges into partitions of about opts.rows_per_partition rows each."""
-    client = client_for(opts.coordinator, opts.auth_token)
+    client = client_for(opts.connection)
     parts: list[RangePartition] = []
     points = [(r.start, r.end) for r in ranges if r.point]  # lookups need no split
     for i in range(0, len(points), POINTS_PER_PARTITION):
@@ -59,7 +59,7 @@ def plan_ranges(
 
 def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches of one key range at p.ts (executor side)."""
-    client = client_for(opts.coordinator, opts.auth_token)
+    client = client_for(opts.connection)
     chunks = client.with_lock_wait(
         lambda: [c for a, b in p.ranges for c in client.store.scan(a, b, p.ts)]
     )
@@ -73,7 +73,7 @@ def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition) -> Itera
 def read_changes(
     opts: SourceOptions, info: TableInfo, p: ChangePartition
 ) -> Iterator[pa.RecordBatch]:
-    client = client_for(opts.coordinator, opts.auth_token)
+    client = client_for(opts.connection)
     changes = client.with_lock_wait(
         lambda: client.store.scan_changes(info.name, p.from_ts, p.to_ts)
     )

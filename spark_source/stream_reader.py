@@ -35,7 +35,7 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
         self.opts, self.info = opts, info
 
     def _client(self) -> Client:
-        return client_for(self.opts.coordinator, self.opts.auth_token)
+        return client_for(self.opts.connection)
 
     def initialOffset(self) -> dict:
         if self.opts.resume_from_job:

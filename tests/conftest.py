@@ -107,3 +107,20 @@ def snapview_reader(spark, address: str, table: str, **options):
     for k, v in options.items():
         r = r.option(k, str(v))
     return r.load()
+
+
+def self_signed_cert(directory) -> tuple[str, str]:
+    """(cert.pem, key.pem) in ``directory``: a self-signed certificate for localhost and
+    127.0.0.1, its own CA."""
+    import os.path
+    import subprocess
+
+    key, cert = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+        + ["-keyout", key, "-out", cert, "-subj", "/CN=localhost"]
+        + ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key

@@ -3,7 +3,7 @@
 The process owns its data dir exclusively (an flock on ``DATA_DIR/serve.lock``), so two servers
 can never hand out timestamps from the same TSO state. It speaks gRPC health checking and server
 reflection. Security: optional TLS (``--tls-cert``/``--tls-key``) and a shared token
-(``--auth-token-file``: clients send ``authorization: Bearer TOKEN``; health checks need none).
+(``--token-file``: clients send ``authorization: Bearer TOKEN``; health checks need none).
 A bind to anything but loopback is refused unless one of them is set or ``--insecure`` is given.
 
 The gRPC server is asyncio (``grpc.aio``) on an event loop in a thread of its own, so that the
@@ -202,7 +202,7 @@ class SnapviewServer:
         if not loopback and not (cfg.tls_cert or token or cfg.insecure):
             raise FailedPrecondition(
                 f"refusing to bind {cfg.host}, which is not loopback, without --tls-cert/--tls-key "
-                "or --auth-token-file; pass --insecure to do it anyway"
+                "or --token-file; pass --insecure to do it anyway"
             )
         creds = None
         if cfg.tls_cert:

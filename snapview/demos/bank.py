@@ -16,17 +16,21 @@ The tests and ``scripts/bench_freshness.py`` reuse these pieces.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import random
 import shutil
+import statistics
 import tempfile
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import coordinator
+from coordinator.times import with_wall
 from snapview.local_spark import local_session
 
 if TYPE_CHECKING:
@@ -193,6 +197,7 @@ class Checker:
     examples: list = field(default_factory=list)
     last_barrier: int = 0
     freshness_ms: int = 0
+    freshness_samples: list = field(default_factory=list)
 
     def read_once(self, mode: str) -> tuple[Snapshot, list[str]]:
         # Right after the views start, their first barriers may not overlap yet: wait for one.
@@ -203,11 +208,68 @@ class Checker:
         if bad:
             self.violations[mode] += 1
             if len(self.examples) < 5:
-                self.examples.append((mode, snap.barrier, bad))
+                # latest mode has no barrier: it reads every table at one fresh timestamp
+                at = snap.barrier if mode == "snapshot" else snap.read_ts(TABLES[0])
+                self.examples.append((mode, at, bad))
         if mode == "snapshot":
             self.last_barrier = snap.barrier
             self.freshness_ms = int(time.time() * 1000) - snap.barrier_wall_ms
+            self.freshness_samples.append(self.freshness_ms)
         return snap, bad
+
+
+@contextlib.contextmanager
+def _ticking(out: Callable[[str], object], what: str, every_s: float = 10.0) -> Iterator[None]:
+    """Print ``what...`` now, ``  ...Ns so far`` every ``every_s`` while the block runs, and
+    ``  done in Ns`` after it, so a slow start is never silent."""
+    out(f"{what}...")
+    start = time.monotonic()
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(every_s):
+            out(f"  ...{time.monotonic() - start:.0f}s so far")
+
+    t = threading.Thread(target=tick, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+    out(f"  done in {time.monotonic() - start:.1f}s")
+
+
+def views_behind(client: coordinator.Client) -> int:
+    """How many barriers the furthest-behind bank view is behind the newest barrier."""
+    d = client.delay()
+    return max((t.barriers_behind for t in d.tables if t.table in VIEWS), default=0)
+
+
+BEHIND_WARNING = 3  # barriers: below this a view is just finishing the one in progress
+
+
+def summary_lines(
+    checker: Checker, transfers: int, seconds: float, behind: int, barrier_interval: str
+) -> list[str]:
+    """The end of the demo, to read in five seconds."""
+    snap_n, snap_bad = checker.reads["snapshot"], checker.violations["snapshot"]
+    lat_n, lat_bad = checker.reads["latest"], checker.violations["latest"]
+    fresh = checker.freshness_samples or [0]
+    verdict = "every read saw one state" if snap_bad == 0 else "INVARIANT BROKEN"
+    pct = f" ({100 * lat_bad / lat_n:.0f}%)" if lat_n else ""
+    lag = (
+        f"views {behind} barriers behind at the end (barriers every {barrier_interval})"
+        if behind >= BEHIND_WARNING
+        else "views kept up with the barriers"
+    )
+    return [
+        f"summary after {seconds:.0f}s, {transfers} transfers:",
+        f"  snapshot mode: {snap_n} consistent reads, {snap_bad} violations: {verdict}",
+        f"  latest mode:   {lat_n} reads, {lat_bad} saw tables at different states{pct}",
+        f"  freshness:     median {statistics.median(fresh) / 1000:.1f}s, "
+        f"at the end {fresh[-1] / 1000:.1f}s; {lag}",
+    ]
 
 
 def run_bank_demo(
@@ -233,13 +295,16 @@ def run_bank_demo(
         expected = create_accounts(c, accounts)
         out(f"created {accounts} accounts in {BRANCHES} branches, total {expected}")
 
-        spark = local_session(app_name="snapview-demo-bank")
-        jobs = build_views(spark, srv.address)
+        with _ticking(out, "Starting Spark (local mode; the JVM takes a while)"):
+            spark = local_session(app_name="snapview-demo-bank")
+        with _ticking(out, f"Building the {len(VIEWS)} views (analyzing their queries)"):
+            jobs = build_views(spark, srv.address)
         for j in jobs.values():
             out(j.view.explain())
         ts = c.tso()
-        for j in jobs.values():
-            j.await_barrier(ts, timeout=120)
+        with _ticking(out, "Waiting for the views' first barrier (their first recompute)"):
+            for j in jobs.values():
+                j.await_barrier(ts, timeout=120)
         out(
             f"views built; {writers} transfer processes ({rate:g} transfers/s in all) for "
             f"{duration_s:g}s"
@@ -248,6 +313,7 @@ def run_bank_demo(
         checker = Checker(c, expected, accounts)
         start = time.monotonic()
         next_print = start + 1.0
+        behind, warned_at = 0, -1e9
         while time.monotonic() - start < duration_s:
             t0 = time.monotonic()
             checker.read_once("snapshot")
@@ -262,10 +328,23 @@ def run_bank_demo(
                     f"violations snapshot={checker.violations['snapshot']} "
                     f"latest={checker.violations['latest']}/{checker.reads['latest']}"
                 )
+                behind = views_behind(c)
+                if behind >= BEHIND_WARNING and time.monotonic() - warned_at >= 5:
+                    warned_at = time.monotonic()
+                    out(
+                        f"  views are behind by {behind} barriers: Spark recomputes them slower "
+                        f"than barriers arrive (every {barrier_interval}), so freshness grows"
+                    )
+        elapsed = time.monotonic() - start
         stop_transfers(stop, procs)
-        for mode, barrier, bad in checker.examples[:2]:
-            out(f"example {mode} violation at barrier {barrier}: {bad[0]}")
+        for mode, at, bad in checker.examples[:2]:
+            if mode == "snapshot":
+                out(f"example snapshot-mode violation at barrier {with_wall(at)}: {bad[0]}")
+            else:
+                out(f"example latest-mode read (all tables at ts {with_wall(at)}): {bad[0]}")
         ok = checker.violations["snapshot"] == 0
+        for line in summary_lines(checker, done.value, elapsed, behind, barrier_interval):
+            out(line)
         out(
             f"done: {done.value} transfers, {checker.reads['snapshot']} consistent reads with "
             f"{checker.violations['snapshot']} violations in snapshot mode; latest mode: "

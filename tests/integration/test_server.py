@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
+import time
+from unittest import mock
 
 import grpc
 import pytest
@@ -16,6 +20,7 @@ import coordinator
 from kvstore.errors import Unauthenticated
 from kvstore.remote import RetryPolicy
 from snapview.embedded import EmbeddedServer
+from tests.conftest import serve
 
 FAST_FAIL = RetryPolicy(max_attempts=2, max_elapsed_s=2)
 
@@ -68,7 +73,9 @@ def test_auth_token_required(tmp_path):
     tok = tmp_path / "token"
     tok.write_text("s3cret\n")
     with EmbeddedServer(str(tmp_path / "d"), extra_args=["--auth-token-file", str(tok)]) as srv:
-        bad = coordinator.connect(srv.address, retry=FAST_FAIL)
+        with pytest.raises(Unauthenticated):  # connect's probe names the missing token
+            coordinator.connect(srv.address, retry=FAST_FAIL)
+        bad = coordinator.connect(srv.address, retry=FAST_FAIL, probe=False)
         with pytest.raises(Unauthenticated):
             bad.tso()
         bad.close()
@@ -111,7 +118,9 @@ def test_tls(tmp_path):
         c = coordinator.connect(f"localhost:{srv.port}", tls_ca_file=str(cert))
         assert c.tso() > 0
         c.close()
-        plain = coordinator.connect(srv.address, retry=FAST_FAIL)
+        with pytest.raises(coordinator.SnapviewError, match="requires TLS"):
+            coordinator.connect(srv.address, retry=FAST_FAIL)
+        plain = coordinator.connect(srv.address, retry=FAST_FAIL, probe=False)
         with pytest.raises(coordinator.SnapviewError):
             plain.tso()
         plain.close()
@@ -156,15 +165,117 @@ def test_cli_errors_are_one_line(server):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(
-    "cmd", ["serve", "status", "tables", "read", "topology", "delay", "demo", "chaos"]
-)
+VERBS = ["serve", "status", "tables", "read", "topology", "delay", "demo", "chaos"]
+
+
+@pytest.mark.parametrize("cmd", VERBS)
 def test_cli_help(cmd):
-    """Every command documents itself."""
+    """Every command describes itself, and every option that has a default shows it."""
     r = cli(cmd, "--help")
     assert r.returncode == 0 and "usage: snapview " + cmd in r.stdout
+    description = r.stdout.split("\n\n")[1]  # after the usage block
+    assert description[0].isupper() and len(description) > 10, description
+    defaults = {
+        "serve": ["(default: 127.0.0.1)", "(default: 50051)", "(default: 1s)", "(default: 64)"],
+        "demo": ["(default: 30s)", "(default: 1000)", "(default: 3)", "(default: 100.0)"],
+        "chaos": ["(default: bank)", "(default: 120s)", "(default: local[2])"],
+    }.get(cmd, ["(default: localhost:50051)", "(default: text)"])
+    flat = " ".join(r.stdout.split())  # help wraps lines
+    for d in defaults:
+        assert d in flat, (cmd, d)
+    top = cli("--help").stdout
+    assert any(line.split()[:1] == [cmd] and len(line.split()) > 1 for line in top.splitlines())
+
+
+def test_cli_one_output_flag():
+    """--format is the output flag; --json and topology's --dot are aliases that exclude it."""
+    r = cli("topology", "--dot", "--json")
+    assert r.returncode == 2 and "not allowed with" in r.stderr
+    r = cli("read", "t", "--format", "json", "--json")
+    assert r.returncode == 2 and "not allowed with" in r.stderr
+    assert "--json" not in cli("status", "--help").stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status"],
+        ["tables"],
+        ["read", "x"],
+        ["topology"],
+        ["delay"],
+        ["status", "--auth-token-file", "/no/such/file"],
+    ],
+)
+def test_cli_verb_errors_are_one_line(args):
+    """Each client verb reports a failure as one line and exit status 1, no traceback."""
+    r = cli(*args, "--coordinator", "127.0.0.1:1")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("snapview: error: "), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_cli_tables_on_an_empty_server_says_so(tmp_path):
+    for srv in serve(tmp_path):
+        r = cli("tables", "--coordinator", srv.address)
+        assert r.returncode == 0 and r.stdout.strip() == "no tables"
+        assert (
+            json.loads(cli("tables", "--coordinator", srv.address, "--format", "json").stdout) == []
+        )
+
+
+def test_cli_status_loads_neither_spark_nor_arrow(server):
+    """``import snapview.cli`` and the status verb load no PySpark, pandas, pyarrow or numpy:
+    they are what made every call take seconds."""
+    code = (
+        "import sys, snapview.cli as c\n"
+        f"assert c.main(['status', '--coordinator', {server.address!r}]) == 0\n"
+        "heavy = [m for m in ('pyspark', 'pandas', 'pyarrow', 'numpy', 'py4j') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY []" in r.stdout, r.stdout
 
 
 def test_cli_chaos_refuses_unknown_faults():
     r = cli("chaos", "--faults", "kill-server,meteor")
     assert r.returncode == 2 and "meteor" in r.stderr and "kill-server" in r.stderr
+
+
+def test_cli_times_a_person_can_read(server, client, table_name):
+    """Barriers come with their wall time (local; TZ=UTC here), ``read --at`` takes a date and
+    time, and a read before the table existed says so instead of printing no rows."""
+    from coordinator.times import format_ts
+
+    before = time.time()
+    time.sleep(0.01)
+    client.create_table(table_name, "id BIGINT", primary_key=["id"])
+    with client.transaction() as t:
+        t.put(table_name, {"id": 1})
+    addr = ["--coordinator", server.address]
+    utc = {"TZ": "UTC"}
+    stamp = dt.datetime.fromtimestamp(before, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    r = cli("read", table_name, *addr, "--at", stamp, env=utc)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"table {table_name!r} did not exist at " in r.stderr
+    assert "it was created at" in r.stderr and "+00:00)" in r.stderr
+    later = dt.datetime.fromtimestamp(time.time() + 0.01, dt.UTC).isoformat()  # with +00:00
+    time.sleep(0.02)
+    r = cli("read", table_name, *addr, "--at", later, "--format", "json")
+    assert json.loads(r.stdout) == [{"id": 1}], r.stderr
+    r = cli("read", table_name, *addr, "--at", "teatime")
+    assert r.returncode == 1 and "not a timestamp: 'teatime'" in r.stderr
+    delay = cli("delay", *addr, env=utc).stdout.splitlines()
+    newest = int(delay[0].split()[2])
+    with mock.patch.dict(os.environ, utc):
+        time.tzset()
+        wall = format_ts(newest)
+    time.tzset()
+    assert delay[0] == f"newest barrier {newest} ({wall})" and wall.endswith("+00:00")
+    row = next(line for line in delay if line.startswith(table_name))
+    assert re.search(r" \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\+00:00 ", row), row
+    st = json.loads(cli("status", *addr, "--format", "json", env=utc).stdout)
+    assert st["tso_time"].endswith("+00:00")
+    r = cli("read", table_name, *addr, "--consistent", env=utc)
+    assert re.search(r"at barrier \d+ \(\d{4}-.*\+00:00\), read ts \d+", r.stderr), r.stderr

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from scripts.examples import author_posts, shopping
+from snapview.demos import bank
 from tests.conftest import serve
 
 
@@ -60,3 +62,37 @@ def test_demo_bank_command(tmp_path):
     assert "freshness=" in live[-1] and "barrier=" in live[-1]
     done = lines[-1]
     assert done.startswith("done:") and "with 0 violations in snapshot mode" in done
+    # start-up is never silent: each slow step says what it is doing, then how long it took
+    for step in ("Starting Spark", "Building the 3 views", "Waiting for the views' first barrier"):
+        i = next(i for i, ln in enumerate(lines) if ln.startswith(step))
+        assert any(ln.startswith("  done in ") for ln in lines[i + 1 : i + 8]), lines[i:]
+    # the summary: four lines before "done:"
+    summary = lines[-5:-1]
+    assert summary[0].startswith("summary after ") and " transfers:" in summary[0]
+    assert re.fullmatch(
+        r"  snapshot mode: \d+ consistent reads, 0 violations: every read saw one state",
+        summary[1],
+    )
+    assert re.fullmatch(
+        r"  latest mode:   \d+ reads, \d+ saw tables at different states.*", summary[2]
+    )
+    assert summary[3].startswith("  freshness:     median ")
+    # latest mode has no barrier: its examples name the read timestamp instead
+    assert not any("at barrier 0" in ln for ln in lines)
+    assert all("all tables at ts" in ln for ln in lines if ln.startswith("example latest"))
+
+
+def test_demo_summary_says_when_views_fall_behind():
+    checker = bank.Checker(client=None, expected_total=0, accounts=0)  # type: ignore[arg-type]
+    checker.reads = {"snapshot": 10, "latest": 10}
+    checker.violations = {"snapshot": 0, "latest": 4}
+    checker.freshness_samples = [1000, 3000, 9000]
+    lines = bank.summary_lines(checker, 500, 30.2, behind=7, barrier_interval="1s")
+    assert lines[0] == "summary after 30s, 500 transfers:"
+    assert lines[2] == "  latest mode:   10 reads, 4 saw tables at different states (40%)"
+    assert lines[3] == (
+        "  freshness:     median 3.0s, at the end 9.0s; views 7 barriers behind at the end "
+        "(barriers every 1s)"
+    )
+    kept_up = bank.summary_lines(checker, 500, 30, behind=1, barrier_interval="1s")
+    assert kept_up[3].endswith("views kept up with the barriers")

@@ -16,6 +16,7 @@ def test_coordinator_exports_are_pinned():
             "AlreadyExists",
             "BarrierNotReached",
             "Client",
+            "ConnectionSettings",
             "FailedPrecondition",
             "InvalidArgument",
             "KeyIsLocked",

@@ -83,3 +83,39 @@ def test_dropping_a_view_unregisters_its_job(client, topo):
     assert r and r.also_dropped == () and r.unregistered_jobs == (jobs[2],)
     assert jobs[2] not in {j.job for j in client.jobs.list_jobs()}
     assert client.drop_table(v3, if_exists=True).dropped is False
+
+
+def _cli(server, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "snapview", *args, "--address", server.address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_cli_jobs_and_drop(server, client, topo):
+    """``snapview jobs`` lists each job's state; ``snapview drop`` refuses a table views read in
+    one line, and with --cascade drops it and everything downstream."""
+    import json
+
+    root, v1, v2, v3, jobs = topo
+    client.jobs.report_job(jobs[0], JobState.FAILED, "ValueError: boom")
+    r = _cli(server, "jobs", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = {row["job"]: row for row in json.loads(r.stdout)}
+    assert rows[jobs[0]]["state"] == "failed" and rows[jobs[0]]["last_error"] == "ValueError: boom"
+    assert rows[jobs[1]]["state"] == "not_started"
+    text = _cli(server, "jobs").stdout
+    assert jobs[0] in text and "failed" in text and "ValueError: boom" in text
+    r = _cli(server, "drop", root)
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and "cascade" in r.stderr and jobs[2] in r.stderr
+    r = _cli(server, "drop", root, "--cascade")
+    assert r.returncode == 0, r.stderr
+    assert f"dropped {root}" in r.stdout and f"dropped {v2}" in r.stdout
+    assert f"unregistered job {jobs[0]}" in r.stdout
+    assert not {root, v1, v2, v3} & {t.name for t in client.tables()}

@@ -125,3 +125,63 @@ def test_views_service_restarts_a_failed_job_and_stops_cleanly(spark, life_serve
         assert _state(c, view.job) is JobState.STOPPED
     finally:
         c.close()
+
+
+VIEWS_FILE = """
+from spark_sink import MaterializedView
+
+
+def views(spark, address):
+    return [
+        MaterializedView.builder(spark)
+        .coordinator(address)
+        .query("SELECT id, x + 1 AS y FROM run_src")
+        .target("run_view")
+        .primary_key("id")
+        .trigger_interval("200 milliseconds")
+    ]
+"""
+
+
+def test_views_run_serves_a_file_until_sigterm(tmp_path, life_server):
+    """``snapview views run FILE`` starts the file's views in its own process, keeps them
+    fresh, and on SIGTERM stops them cleanly (state STOPPED) and exits 0."""
+    import signal
+    import subprocess
+    import sys
+
+    c = coordinator.connect(life_server.address)
+    path = tmp_path / "views.py"
+    path.write_text(VIEWS_FILE)
+    proc = None
+    try:
+        c.create_table("run_src", "id BIGINT, x BIGINT", primary_key=["id"])
+        with c.transaction() as t:
+            t.put("run_src", {"id": 1, "x": 41})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "snapview", "views", "run", str(path)]
+            + ["--address", life_server.address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def has_row() -> bool:
+            try:
+                return c.snapshot(["run_view"]).read("run_view").to_pylist() == [{"id": 1, "y": 42}]
+            except Exception:  # noqa: BLE001 - no table or no version yet
+                return False
+
+        wait_for(has_row, 180, "the served view to compute")
+        job = {j.sink: j for j in c.jobs.list_jobs()}["run_view"]
+        assert job.state is JobState.RUNNING
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+        assert "view run_view: started" in out and "stopped 1 view(s)" in out, out
+        assert {j.sink: j for j in c.jobs.list_jobs()}["run_view"].state is JobState.STOPPED
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        c.close()

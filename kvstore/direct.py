@@ -54,6 +54,11 @@ class DirectPrewriter:
         self.storage = Storage(lmdb_path, map_size=map_size, sync=True, create=False)
         self._lock = threading.Lock()
 
+    def close(self) -> None:
+        """Close the environment (the server it belonged to is gone; a new one was opened)."""
+        with self._lock:
+            self.storage.close()
+
     def prewrite(
         self,
         info: TableInfo,

@@ -68,6 +68,12 @@ def direct_prewriter(target: EpochTarget) -> DirectPrewriter | None:
         # Loaded here, not at import: only an executor on the server's host opens the engine.
         from kvstore.direct import DirectPrewriter, same_instance
 
+        # A restarted server has a new instance id over the same files. LMDB allows one open of
+        # an environment per process, so the one opened for the old instance is closed first.
+        for old in [k for k in _direct if k[:2] == key[:2]]:
+            stale = _direct.pop(old)
+            if stale is not None:
+                stale.close()
         _direct[key] = (
             DirectPrewriter(lmdb_path, map_size) if same_instance(data_dir, instance_id) else None
         )

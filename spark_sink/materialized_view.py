@@ -36,6 +36,7 @@ import time
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from coordinator.errors import BarrierNotReached, SecondWriter
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
@@ -176,7 +177,8 @@ class MaterializedView:
         )
         self.session.conf.set("spark.sql.session.timeZone", "UTC")
         client = client_for(self.coordinator, self.token)
-        self.shape = self._analyze(client)
+        self.shape, df = self._analyze(client)
+        self.key_why = self._check_key(df)
         self._prepare_target(client)
         client.jobs.register_job(
             self.job,
@@ -201,7 +203,35 @@ class MaterializedView:
                     f"for {len(df.columns)} output columns ({', '.join(df.columns)})"
                 )
             df = df.toDF(*o["column_names"])
-        return view_shape(self.target, df, candidates, o["primary_key"])
+        return view_shape(self.target, df, candidates, o["primary_key"]), df
+
+    def _check_key(self, df: DataFrame) -> str:
+        """Check that the view's key is unique in the query's result now, before anything is
+        created or registered; returns why the key is what it is (for ``explain()``).
+
+        A Spark aggregation finds one duplicate, if any (nothing is collected into the driver but
+        that row). It costs one run of the query at build; a key that becomes non-unique later
+        still fails that barrier's epoch (nothing written)."""
+        shape = self.shape
+        if shape.one_row:
+            return "a global aggregate without primary_key"
+        given = bool(self.options["primary_key"])
+        why = "given by primary_key" if given else "the default: the query's first column"
+        key = list(shape.primary_key)
+        n = "_snapview_key_count"
+        dup = (
+            df.groupBy(*key).agg(F.count(F.lit(1)).alias(n)).filter(F.col(n) > 1).limit(1).collect()
+        )
+        if dup:
+            example = ", ".join(f"{k}={dup[0][k]!r}" for k in key)
+            hint = "set primary_key to columns that identify a row"
+            if not given:
+                hint = f"the key defaults to the first column; {hint}"
+            raise InvalidArgument(
+                f"view {self.target!r}: key ({', '.join(key)}) is not unique in the query's "
+                f"result: {example} appears {dup[0][n]} times ({hint})"
+            )
+        return f"{why}; unique in the query's result at build"
 
     def _prepare_target(self, client) -> None:
         o, shape = self.options, self.shape
@@ -246,7 +276,7 @@ class MaterializedView:
                 f"view {self.target} (job {self.job})",
                 f"  query:    {self.options['query']}",
                 f"  sources:  {', '.join(s.sources)}",
-                f"  key:      {key}",
+                f"  key:      {key} ({self.key_why})",
                 f"  strategy: {strategy.name}",
                 f"  why:      {strategy.why()}",
                 "  each barrier T: read the sources at their read ts for T, run the query, diff "

@@ -1,0 +1,75 @@
+"""A user's first hour with Spark (issue 12): mistakes that must fail at once, in one line,
+with nothing registered; the one call that makes store tables readable by name in Spark SQL."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from kvstore.errors import InvalidArgument
+from spark_sink import MaterializedView
+from tests.conftest import connected, serve
+
+
+@pytest.fixture(scope="module")
+def fh_server(tmp_path_factory):
+    yield from serve(tmp_path_factory.mktemp("first_hour"), "--barrier-interval", "200ms")
+
+
+@pytest.fixture
+def fc(fh_server):
+    yield from connected(fh_server)
+
+
+def registered(c) -> tuple[set[str], set[str]]:
+    """(table names, job names) the server knows."""
+    topo = c.topology()
+    return {t.name for t in c.tables()}, {j.job for j in topo.jobs}
+
+
+def test_default_key_not_unique_fails_build_in_one_line_with_nothing_registered(
+    spark, fh_server, fc
+):
+    fc.create_table("authors", "id BIGINT, country STRING", primary_key=["id"])
+    fc.create_table("books", "id BIGINT, author_id BIGINT", primary_key=["id"])
+    with fc.transaction() as t:
+        t.put("authors", {"id": 1, "country": "NL"})
+        t.put("authors", {"id": 2, "country": "FR"})
+        for i in range(5):
+            t.put("books", {"id": i, "author_id": 1 + i % 2})
+    before = registered(fc)
+    builder = (
+        MaterializedView.builder(spark)
+        .coordinator(fh_server.address)
+        .query("SELECT a.country, b.id AS book FROM authors a JOIN books b ON a.id = b.author_id")
+        .target("books_by_country")
+    )
+    t0 = time.monotonic()
+    with pytest.raises(InvalidArgument) as e:
+        builder.build()
+    assert time.monotonic() - t0 < 120  # a loaded 2-core machine; it was a start() failure
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert (
+        "'books_by_country'" in msg
+        and "key (country)" in msg
+        and re.search(r"country='(NL|FR)' appears [23] times", msg)
+    )
+    assert "first column" in msg and "primary_key" in msg
+    assert registered(fc) == before  # no target table, no job
+
+    # with a key that identifies a row it builds, and explain() says which key and why
+    v = builder.primary_key("book").build()
+    try:
+        assert "key:      book (given by primary_key; unique" in v.explain()
+    finally:
+        fc.jobs.unregister_job(v.job)
+        fc.drop_table(v.target)
+    d = builder.primary_key([]).query("SELECT id, country FROM authors").target("a2").build()
+    try:
+        assert "key:      id (the default: the query's first column; unique" in d.explain()
+    finally:
+        fc.jobs.unregister_job(d.job)
+        fc.drop_table(d.target)

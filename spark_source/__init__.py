@@ -14,6 +14,7 @@ from pyspark.sql.datasource import DataSource
 from spark_source.barrier_source import BarrierDataSource
 from spark_source.datasource import SnapviewDataSource
 from spark_source.options import CHANGE_TYPE, COMMIT_TS, SourceOptions
+from spark_source.worker_python import ensure_worker_python
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -23,7 +24,12 @@ def register(spark: SparkSession) -> None:
 
     Also turns on Python data source filter pushdown for the session (off by default in Spark
     4.3, where a reader that accepts filters is refused without it), so primary-key filters
-    narrow the key ranges read."""
+    narrow the key ranges read.
+
+    First makes sure Spark's Python workers can import snapview (spark_source.worker_python):
+    with PYSPARK_PYTHON unset they run this interpreter; a PYSPARK_PYTHON that cannot import
+    snapview raises InvalidArgument at once, before anything is registered."""
+    ensure_worker_python(spark)
     spark.conf.set(PUSHDOWN_CONF, "true")
     register_source(spark, SnapviewDataSource)
     register_source(spark, BarrierDataSource)

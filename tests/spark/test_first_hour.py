@@ -3,7 +3,10 @@ with nothing registered; the one call that makes store tables readable by name i
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -11,6 +14,8 @@ import pytest
 from kvstore.errors import InvalidArgument
 from spark_sink import MaterializedView
 from tests.conftest import connected, serve
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +78,53 @@ def test_default_key_not_unique_fails_build_in_one_line_with_nothing_registered(
     finally:
         fc.jobs.unregister_job(d.job)
         fc.drop_table(d.target)
+
+
+USER_SCRIPT = os.path.join(os.path.dirname(__file__), "user_script_own_session.py")
+
+
+def run_user_script(address: str, target: str, pyspark_python: str | None):
+    """The user's script in a fresh process with the venv's Python; ``python3`` on the PATH is
+    the system's (no pyspark, no grpc); PYSPARK_PYTHON as given (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env["PATH"] = "/usr/bin:/bin"
+    env["PYTHONPATH"] = ROOT
+    if pyspark_python:
+        env["PYSPARK_PYTHON"] = pyspark_python
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, USER_SCRIPT, address, target],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    return out, time.monotonic() - t0
+
+
+@pytest.mark.skipif(
+    subprocess.run(["/usr/bin/python3", "-c", "import pyspark"], capture_output=True).returncode
+    == 0,
+    reason="needs a system python3 without pyspark",
+)
+def test_worker_python_is_this_python_or_a_clear_error(fh_server, fc):
+    fc.create_table("wp_src", "id BIGINT, balance BIGINT", primary_key=["id"])
+    with fc.transaction() as t:
+        for i in range(3):
+            t.put("wp_src", {"id": i, "balance": 10 * i})
+    # PYSPARK_PYTHON unset: the workers would run the system's python3; snapview uses its own
+    out, _ = run_user_script(fh_server.address, "wp_view", None)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "ok rows=3"
+    fc.jobs.unregister_job("wp_view")
+
+    # PYSPARK_PYTHON set to a Python without snapview: one line naming it, at build()
+    before = registered(fc)
+    out, took = run_user_script(fh_server.address, "wp_view2", "/usr/bin/python3")
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("kvstore.errors.InvalidArgument: ") and "PYSPARK_PYTHON" in last
+    assert "/usr/bin/python3" in last and sys.executable in last
+    assert out.stderr.count("No module named") == 1  # in that line only: no worker failed
+    assert took < 120  # the JVM's start-up on a loaded machine; not a query's failure
+    assert registered(fc) == before

@@ -16,6 +16,7 @@ import spark_source
 from spark_sink.datasource import SnapviewSinkDataSource
 from spark_sink.epoch_writer import EpochWriter
 from spark_sink.materialized_view import MaterializedView, MaterializedViewBuilder, ViewJob
+from spark_sink.view_maintenance import ViewProgress
 
 
 def register(spark: SparkSession) -> None:
@@ -30,5 +31,6 @@ __all__ = [
     "MaterializedViewBuilder",
     "SnapviewSinkDataSource",
     "ViewJob",
+    "ViewProgress",
     "register",
 ]

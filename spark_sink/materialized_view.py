@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from types import MappingProxyType
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -48,7 +49,13 @@ from spark_sink.query_analysis import (
     register_sources,
     view_shape,
 )
-from spark_sink.view_maintenance import FULL_RECOMPUTE, STRATEGIES, FullRecompute, ViewSpec
+from spark_sink.view_maintenance import (
+    FULL_RECOMPUTE,
+    STRATEGIES,
+    FullRecompute,
+    ViewProgress,
+    ViewSpec,
+)
 from spark_source.connection import client_for
 
 log = logging.getLogger("snapview.view")
@@ -351,22 +358,31 @@ class ViewJob:
                     log.exception("view %r: barrier %d failed", self.view.target, r["barrier"])
                     raise
 
-    def progress(self) -> dict:
-        """What the job did since it started, and where the coordinator says it is."""
+    def progress(self) -> ViewProgress:
+        """What the job did since it started, and where the coordinator says it is (a frozen
+        ViewProgress: fields, ``p["name"]`` and a readable ``str(p)``)."""
         client = client_for(self.view.coordinator, self.view.token)
         try:
             last = client.jobs.get_epoch(self.view.job).epoch
         except SnapviewError:
             last = 0
-        out = self.strategy.progress.as_dict()
-        out.update(
+        p = self.strategy.progress
+        return ViewProgress(
             job=self.view.job,
             target=self.view.target,
             strategy=self.strategy.name,
-            committed_barrier=last,
             active=self.query.isActive,
+            committed_barrier=last,
+            first_barrier=p.first_barrier,
+            last_barrier=p.last_barrier,
+            barriers=p.barriers,
+            recomputed=p.recomputed,
+            unchanged=p.unchanged,
+            skipped=p.skipped,
+            mutations=p.mutations,
+            last_epoch_s=p.last_epoch_s,
+            last_steps=MappingProxyType(dict(p.last_steps)),
         )
-        return out
 
     def await_barrier(self, ts: int, timeout: float = 30.0) -> int:
         """Block until the view holds a barrier >= ``ts``; returns that barrier. Raises

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from kvstore.errors import InvalidArgument
-from spark_sink import MaterializedView
+from kvstore.mvcc.timestamp import physical_ms
+from spark_sink import MaterializedView, ViewProgress
 from tests.conftest import connected, serve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -128,3 +129,33 @@ def test_worker_python_is_this_python_or_a_clear_error(fh_server, fc):
     assert out.stderr.count("No module named") == 1  # in that line only: no worker failed
     assert took < 120  # the JVM's start-up on a loaded machine; not a query's failure
     assert registered(fc) == before
+
+
+def test_progress_is_typed_and_its_steps_add_up(spark, fh_server, fc):
+    fc.create_table("pg_src", "id BIGINT, v BIGINT", primary_key=["id"])
+    with fc.transaction() as t:
+        t.put("pg_src", {"id": 1, "v": 1})
+    job = (
+        MaterializedView.builder(spark)
+        .coordinator(fh_server.address)
+        .query("SELECT id, v FROM pg_src")
+        .target("pg_view")
+        .trigger_interval("100 milliseconds")
+        .build()
+        .start()
+    )
+    try:
+        first = job.await_barrier(fc.tso(), timeout=120)
+        wait = job.progress()
+        while job.progress().unchanged == 0:  # an epoch after the recomputed first one
+            time.sleep(0.05)
+        p = job.progress()
+    finally:
+        job.stop()
+    assert isinstance(p, ViewProgress) and p["barriers"] == p.barriers >= 2
+    assert p.recomputed >= 1 and p.unchanged >= 1 and p.committed_barrier >= first
+    assert p.barrier_wall_ms == physical_ms(p.committed_barrier)
+    assert abs(p.last_epoch_s - sum(p.last_steps.values())) < 1e-9
+    assert list(p.last_steps) == ["open", "commit"]  # the last epoch ran no query
+    assert wait.last_barrier <= p.last_barrier
+    assert str(p).startswith("view pg_view (job pg_view, full_recompute, active)")

@@ -17,6 +17,7 @@ from spark_sink.datasource import SnapviewSinkDataSource
 from spark_sink.epoch_writer import EpochWriter
 from spark_sink.materialized_view import MaterializedView, MaterializedViewBuilder, ViewJob
 from spark_sink.view_maintenance import ViewProgress
+from spark_source import RegisteredTables, register_tables
 
 
 def register(spark: SparkSession) -> None:
@@ -29,8 +30,10 @@ __all__ = [
     "EpochWriter",
     "MaterializedView",
     "MaterializedViewBuilder",
+    "RegisteredTables",
     "SnapviewSinkDataSource",
     "ViewJob",
     "ViewProgress",
     "register",
+    "register_tables",
 ]

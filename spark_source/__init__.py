@@ -3,6 +3,7 @@
     import spark_source
     spark_source.register(spark)
     spark.read.format("snapview").option("coordinator", addr).option("table", "t").load()
+    spark_source.register_tables(spark, addr, consistent=True)  # every table by name in SQL
 
 For writes (``writeStream.format("snapview")``) register ``spark_sink.register(spark)`` instead,
 which registers the same name with writers added.
@@ -14,6 +15,7 @@ from pyspark.sql.datasource import DataSource
 from spark_source.barrier_source import BarrierDataSource
 from spark_source.datasource import SnapviewDataSource
 from spark_source.options import CHANGE_TYPE, COMMIT_TS, SourceOptions
+from spark_source.tables import RegisteredTables, register_tables
 from spark_source.worker_python import ensure_worker_python
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -51,7 +53,9 @@ __all__ = [
     "CHANGE_TYPE",
     "COMMIT_TS",
     "BarrierDataSource",
+    "RegisteredTables",
     "SnapviewDataSource",
     "SourceOptions",
     "register",
+    "register_tables",
 ]

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+import coordinator
+import spark_source
 from kvstore.errors import InvalidArgument
 from kvstore.mvcc.timestamp import physical_ms
 from spark_sink import MaterializedView, ViewProgress
@@ -159,3 +161,57 @@ def test_progress_is_typed_and_its_steps_add_up(spark, fh_server, fc):
     assert list(p.last_steps) == ["open", "commit"]  # the last epoch ran no query
     assert wait.last_barrier <= p.last_barrier
     assert str(p).startswith("view pg_view (job pg_view, full_recompute, active)")
+
+
+@pytest.fixture(scope="module")
+def rt_server(tmp_path_factory):
+    """A server of its own: register_tables takes every table it has."""
+    yield from serve(tmp_path_factory.mktemp("register_tables"), "--barrier-interval", "200ms")
+
+
+def rows(df) -> list[dict]:
+    return sorted((r.asDict() for r in df.collect()), key=lambda r: sorted(r.items()))
+
+
+def test_register_tables_by_name_latest_and_at_one_barrier(spark, rt_server):
+    c = coordinator.connect(rt_server.address)
+    c.create_table("acc", "id BIGINT, branch INT, balance BIGINT", primary_key=["id"])
+    with c.transaction() as t:
+        for i in range(6):
+            t.put("acc", {"id": i, "branch": i % 2, "balance": 10})
+    job = (
+        MaterializedView.builder(spark)
+        .coordinator(rt_server.address)
+        .query("SELECT branch, SUM(balance) AS total FROM acc GROUP BY branch")
+        .target("acc_by_branch")
+        .primary_key("branch")
+        .trigger_interval("100 milliseconds")
+        .build()
+        .start()
+    )
+    try:
+        job.await_barrier(c.tso(), timeout=120)
+    finally:
+        job.stop()  # the view stays at its last barrier: the newest common one
+    join = (
+        "SELECT a.branch, SUM(a.balance) AS s, MIN(v.total) AS total FROM acc a "
+        "JOIN acc_by_branch v ON a.branch = v.branch GROUP BY a.branch ORDER BY a.branch"
+    )
+    reg = spark_source.register_tables(spark, rt_server.address, consistent=True)
+    snap = c.snapshot(["acc", "acc_by_branch"])
+    assert reg.names == ("acc", "acc_by_branch") and reg.barrier == snap.barrier > 0
+    assert dict(reg.read_ts) == {n: snap.read_ts(n) for n in reg.names}
+    with c.transaction() as t:  # after registering: a consistent session does not see it
+        t.put("acc", {"id": 0, "branch": 0, "balance": 1000})
+    for name in reg.names:
+        assert rows(spark.sql(f"SELECT * FROM {name}")) == sorted(
+            snap.read(name).to_pylist(), key=lambda r: sorted(r.items())
+        )
+    got = [r.asDict() for r in spark.sql(join).collect()]
+    assert got == [{"branch": 0, "s": 30, "total": 30}, {"branch": 1, "s": 30, "total": 30}]
+
+    latest = spark_source.register_tables(spark, rt_server.address)
+    assert latest.names == reg.names and latest.barrier == 0 and not latest.read_ts
+    got = [r.asDict() for r in spark.sql(join).collect()]
+    assert got == [{"branch": 0, "s": 1020, "total": 30}, {"branch": 1, "s": 30, "total": 30}]
+    c.close()

@@ -22,8 +22,7 @@ from spark_source import RegisteredTables, register_tables
 
 def register(spark: SparkSession) -> None:
     """Make ``format("snapview")`` available for reads and writes in ``spark``."""
-    spark_source.register(spark)
-    spark_source.register_source(spark, SnapviewSinkDataSource)
+    spark_source.register(spark, SnapviewSinkDataSource)
 
 
 __all__ = [

@@ -44,9 +44,11 @@ from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, Snapv
 from kvstore.schema import parse_ddl
 from spark_sink.partition_writer import direct_info
 from spark_sink.query_analysis import (
+    JobBarrierSource,
     mentioned_tables,
     prepare_session,
     register_sources,
+    stream_session,
     view_shape,
 )
 from spark_sink.view_maintenance import (
@@ -326,7 +328,8 @@ class ViewJob:
         self.error: BaseException | None = None
         self._stopping = False
         reader = (
-            view.spark.readStream.format("snapview_barriers")
+            stream_session(view.spark)
+            .readStream.format(JobBarrierSource.name())
             .option("coordinator", view.coordinator)
             .option("job", view.job)
         )

@@ -21,7 +21,7 @@ from spark_source.worker_python import ensure_worker_python
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: SparkSession, snapview: type[DataSource] = SnapviewDataSource) -> None:
     """Make ``format("snapview")`` available in ``spark`` (read side).
 
     Also turns on Python data source filter pushdown for the session (off by default in Spark
@@ -33,20 +33,31 @@ def register(spark: SparkSession) -> None:
     snapview raises InvalidArgument at once, before anything is registered."""
     ensure_worker_python(spark)
     spark.conf.set(PUSHDOWN_CONF, "true")
-    register_source(spark, SnapviewDataSource)
+    register_source(spark, snapview)  # spark_sink passes its subclass, with writers
     register_source(spark, BarrierDataSource)
 
 
+_REGISTERED: dict[tuple[str, str], type[DataSource]] = {}  # (session id, name) -> class
+
+
 def register_source(spark: SparkSession, source: type[DataSource]) -> None:
-    """Register ``source`` in ``spark``; a session that already has that name keeps the one it
-    has (Spark refuses to replace a data source in a session cloned by ``newSession``)."""
+    """Register ``source`` in ``spark``, once: registering the same class (or a superclass of
+    the one registered, as the read-only source under the sink) again under the same name in the
+    same session does nothing (Spark would log "replaced a previously registered data
+    source" each time); a session that already has that name from ``newSession`` keeps the one it
+    has (Spark refuses to replace a data source in a cloned session)."""
     from pyspark.errors import AnalysisException
 
+    key = (str(spark._jsparkSession.sessionUUID()), source.name())
+    have = _REGISTERED.get(key)
+    if have is not None and issubclass(have, source):  # the same, or the sink's subclass
+        return
     try:
         spark.dataSource.register(source)
     except AnalysisException as e:
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
             raise
+    _REGISTERED[key] = source
 
 
 __all__ = [

@@ -16,19 +16,23 @@ import spark_source
 from spark_sink.datasource import SnapviewSinkDataSource
 from spark_sink.epoch_writer import EpochWriter
 from spark_sink.materialized_view import MaterializedView, MaterializedViewBuilder, ViewJob
+from spark_sink.view_maintenance import ViewProgress
+from spark_source import RegisteredTables, register_tables
 
 
 def register(spark: SparkSession) -> None:
     """Make ``format("snapview")`` available for reads and writes in ``spark``."""
-    spark_source.register(spark)
-    spark_source.register_source(spark, SnapviewSinkDataSource)
+    spark_source.register(spark, SnapviewSinkDataSource)
 
 
 __all__ = [
     "EpochWriter",
     "MaterializedView",
     "MaterializedViewBuilder",
+    "RegisteredTables",
     "SnapviewSinkDataSource",
     "ViewJob",
+    "ViewProgress",
     "register",
+    "register_tables",
 ]

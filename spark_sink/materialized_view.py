@@ -34,8 +34,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from types import MappingProxyType
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from coordinator.connection import ConnectionSettings, as_settings
 from coordinator.errors import BarrierNotReached, SecondWriter
@@ -45,12 +47,20 @@ from kvstore.schema import parse_ddl
 from spark_sink.job_liveness import JobReporter
 from spark_sink.partition_writer import direct_info
 from spark_sink.query_analysis import (
+    JobBarrierSource,
     mentioned_tables,
     prepare_session,
     register_sources,
+    stream_session,
     view_shape,
 )
-from spark_sink.view_maintenance import FULL_RECOMPUTE, STRATEGIES, FullRecompute, ViewSpec
+from spark_sink.view_maintenance import (
+    FULL_RECOMPUTE,
+    STRATEGIES,
+    FullRecompute,
+    ViewProgress,
+    ViewSpec,
+)
 from spark_source.connection import client_for
 
 log = logging.getLogger("snapview.view")
@@ -190,7 +200,8 @@ class MaterializedView:
         )
         self.session.conf.set("spark.sql.session.timeZone", "UTC")
         client = client_for(self.coordinator, self.token)
-        self.shape = self._analyze(client)
+        self.shape, df = self._analyze(client)
+        self.key_why = self._check_key(df)
         self._prepare_target(client)
         client.jobs.register_job(
             self.job,
@@ -215,7 +226,35 @@ class MaterializedView:
                     f"for {len(df.columns)} output columns ({', '.join(df.columns)})"
                 )
             df = df.toDF(*o["column_names"])
-        return view_shape(self.target, df, candidates, o["primary_key"])
+        return view_shape(self.target, df, candidates, o["primary_key"]), df
+
+    def _check_key(self, df: DataFrame) -> str:
+        """Check that the view's key is unique in the query's result now, before anything is
+        created or registered; returns why the key is what it is (for ``explain()``).
+
+        A Spark aggregation finds one duplicate, if any (nothing is collected into the driver but
+        that row). It costs one run of the query at build; a key that becomes non-unique later
+        still fails that barrier's epoch (nothing written)."""
+        shape = self.shape
+        if shape.one_row:
+            return "a global aggregate without primary_key"
+        given = bool(self.options["primary_key"])
+        why = "given by primary_key" if given else "the default: the query's first column"
+        key = list(shape.primary_key)
+        n = "_snapview_key_count"
+        dup = (
+            df.groupBy(*key).agg(F.count(F.lit(1)).alias(n)).filter(F.col(n) > 1).limit(1).collect()
+        )
+        if dup:
+            example = ", ".join(f"{k}={dup[0][k]!r}" for k in key)
+            hint = "set primary_key to columns that identify a row"
+            if not given:
+                hint = f"the key defaults to the first column; {hint}"
+            raise InvalidArgument(
+                f"view {self.target!r}: key ({', '.join(key)}) is not unique in the query's "
+                f"result: {example} appears {dup[0][n]} times ({hint})"
+            )
+        return f"{why}; unique in the query's result at build"
 
     def _prepare_target(self, client) -> None:
         o, shape = self.options, self.shape
@@ -260,7 +299,7 @@ class MaterializedView:
                 f"view {self.target} (job {self.job})",
                 f"  query:    {self.options['query']}",
                 f"  sources:  {', '.join(s.sources)}",
-                f"  key:      {key}",
+                f"  key:      {key} ({self.key_why})",
                 f"  strategy: {strategy.name}",
                 f"  why:      {strategy.why()}",
                 "  each barrier T: read the sources at their read ts for T, run the query, diff "
@@ -303,7 +342,8 @@ class ViewJob:
         self.error: BaseException | None = None
         self._stopping = False
         reader = (
-            view.spark.readStream.format("snapview_barriers")
+            stream_session(view.spark)
+            .readStream.format(JobBarrierSource.name())
             .options(**as_settings(view.coordinator, view.token).spark_options())
             .option("job", view.job)
         )
@@ -353,22 +393,31 @@ class ViewJob:
                     log.exception("view %r: barrier %d failed", self.view.target, r["barrier"])
                     raise
 
-    def progress(self) -> dict:
-        """What the job did since it started, and where the coordinator says it is."""
+    def progress(self) -> ViewProgress:
+        """What the job did since it started, and where the coordinator says it is (a frozen
+        ViewProgress: fields, ``p["name"]`` and a readable ``str(p)``)."""
         client = client_for(self.view.coordinator, self.view.token)
         try:
             last = client.jobs.get_epoch(self.view.job).epoch
         except SnapviewError:
             last = 0
-        out = self.strategy.progress.as_dict()
-        out.update(
+        p = self.strategy.progress
+        return ViewProgress(
             job=self.view.job,
             target=self.view.target,
             strategy=self.strategy.name,
-            committed_barrier=last,
             active=self.query.isActive,
+            committed_barrier=last,
+            first_barrier=p.first_barrier,
+            last_barrier=p.last_barrier,
+            barriers=p.barriers,
+            recomputed=p.recomputed,
+            unchanged=p.unchanged,
+            skipped=p.skipped,
+            mutations=p.mutations,
+            last_epoch_s=p.last_epoch_s,
+            last_steps=MappingProxyType(dict(p.last_steps)),
         )
-        return out
 
     def await_barrier(self, ts: int, timeout: float = 30.0) -> int:
         """Block until the view holds a barrier >= ``ts``; returns that barrier. Raises

@@ -18,6 +18,7 @@ from coordinator.client import Client
 from coordinator.connection import ConnectionSettings, as_settings
 from kvstore.errors import InvalidArgument, SchemaMismatch
 from kvstore.mvcc.keys import table_prefix
+from spark_source.barrier_source import BarrierDataSource
 from spark_source.connection import client_for
 from spark_source.datasource import SnapviewDataSource
 from spark_source.spark_types import table_struct
@@ -37,6 +38,27 @@ class JobSessionSource(SnapviewDataSource):
     @classmethod
     def name(cls) -> str:
         return "snapview_job_session"
+
+
+class JobBarrierSource(BarrierDataSource):
+    """``format("snapview_barriers")`` under a name of its own, for a view job's stream session
+    (see JobSessionSource)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "snapview_job_barriers"
+
+
+def stream_session(spark: SparkSession) -> SparkSession:
+    """A session of its own for a view job's barrier stream: adaptive query execution off
+    (Structured Streaming turns it off anyway, warning each time a stream starts) and the
+    barrier source registered under JobBarrierSource's name."""
+    from spark_source import register_source
+
+    session = spark.newSession()
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    register_source(session, JobBarrierSource)
+    return session
 
 
 def prepare_session(session: SparkSession) -> None:

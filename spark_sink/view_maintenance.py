@@ -14,7 +14,9 @@ committed epoch that a replay skips.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -25,6 +27,7 @@ from coordinator.jobs import EpochMetadata
 from kvstore.errors import Aborted, SchemaMismatch
 from kvstore.failpoints import fail_point
 from kvstore.mvcc.records import LockOp, Mutation
+from kvstore.mvcc.timestamp import physical_ms
 from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
@@ -47,7 +50,8 @@ RECHECK_LARGE_EVERY = 100  # barriers before a source found large is measured ag
 
 @dataclass
 class Progress:
-    """What a view job did since it started (``ViewJob.progress()``)."""
+    """What a view job did since it started (the strategy's counters; ``ViewJob.progress()``
+    turns them into a ViewProgress)."""
 
     first_barrier: int = 0  # the first barrier this run committed
     last_barrier: int = 0
@@ -56,9 +60,9 @@ class Progress:
     unchanged: int = 0  # ... of which no source had changed (recorded without writing)
     skipped: int = 0  # barriers found already committed (a replay)
     mutations: int = 0
-    last_epoch_s: float = 0.0
-    last_steps: dict = field(default_factory=dict)  # seconds per step of the last recompute
-    recompute_seconds: list[float] = field(default_factory=list)  # ... that ran the query
+    last_epoch_s: float = 0.0  # the last committed epoch, = sum(last_steps.values())
+    last_steps: dict = field(default_factory=dict)  # seconds per step of that same epoch
+    recompute_seconds: list[float] = field(default_factory=list)  # epochs that ran the query
 
     def as_dict(self) -> dict:
         return {
@@ -72,6 +76,93 @@ class Progress:
             "last_epoch_s": round(self.last_epoch_s, 4),
             "last_steps": {k: round(v, 4) for k, v in self.last_steps.items()},
         }
+
+
+class Laps:
+    """Consecutive steps of one epoch: ``lap(name)`` charges the time since the previous lap to
+    ``name``, so the steps always add up to the whole epoch."""
+
+    def __init__(self) -> None:
+        self._t = time.perf_counter()
+        self.steps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.steps[name] = self.steps.get(name, 0.0) + now - self._t
+        self._t = now
+
+
+def _wall(ts: int) -> datetime | None:
+    return datetime.fromtimestamp(physical_ms(ts) / 1000, tz=UTC) if ts else None
+
+
+@dataclass(frozen=True)
+class ViewProgress:
+    """``ViewJob.progress()``: what a view job did since it started and where the coordinator
+    says it is. Barriers are TSO timestamps; each ``*_wall`` beside one is its wall time (UTC,
+    the timestamp's physical part), None for 0 (none yet). ``last_epoch_s`` is the duration of the
+    last committed epoch of this run and equals the sum of ``last_steps`` (seconds per step of
+    that same epoch: ``open``, then ``load``, ``analyze``, ``run``, ``diff``, ``write`` if it ran
+    the query, then ``commit``). ``p["barriers"]`` works as well as ``p.barriers``."""
+
+    job: str
+    target: str
+    strategy: str
+    active: bool
+    committed_barrier: int  # the coordinator's last committed epoch of the job (0: none)
+    first_barrier: int  # the first barrier this run committed (0: none yet)
+    last_barrier: int
+    barriers: int  # epochs committed by this run
+    recomputed: int  # ... of which ran the query
+    unchanged: int  # ... of which no source had changed (recorded without running it)
+    skipped: int  # barriers found already committed (a replay)
+    mutations: int
+    last_epoch_s: float
+    last_steps: Mapping[str, float]
+
+    @property
+    def committed_barrier_wall(self) -> datetime | None:
+        return _wall(self.committed_barrier)
+
+    @property
+    def first_barrier_wall(self) -> datetime | None:
+        return _wall(self.first_barrier)
+
+    @property
+    def last_barrier_wall(self) -> datetime | None:
+        return _wall(self.last_barrier)
+
+    @property
+    def barrier_wall_ms(self) -> int:
+        """The wall time of ``committed_barrier``, in ms since the epoch (0 for none)."""
+        return physical_ms(self.committed_barrier) if self.committed_barrier else 0
+
+    def __getitem__(self, key: str) -> object:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def as_dict(self) -> dict:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    def __str__(self) -> str:
+        def at(ts: int) -> str:
+            w = _wall(ts)
+            return f"{ts} ({w.isoformat(timespec='milliseconds')})" if w else "none"
+
+        steps = ", ".join(f"{k} {v:.3f}s" for k, v in self.last_steps.items())
+        return "\n".join(
+            [
+                f"view {self.target} (job {self.job}, {self.strategy}, "
+                f"{'active' if self.active else 'stopped'})",
+                f"  committed barrier: {at(self.committed_barrier)}",
+                f"  this run:          {self.barriers} epochs from {at(self.first_barrier)} to "
+                f"{at(self.last_barrier)}: {self.recomputed} recomputed, {self.unchanged} "
+                f"unchanged, {self.skipped} skipped (already committed), {self.mutations} "
+                "mutations",
+                f"  last epoch:        {self.last_epoch_s:.3f}s ({steps or 'none yet'})",
+            ]
+        )
 
 
 @dataclass
@@ -136,7 +227,7 @@ class FullRecompute:
 
     def _maintain_once(self, barrier: int, reads: dict[str, tuple[int, bool]]) -> None:
         spec = self.spec
-        t0 = time.perf_counter()
+        laps = Laps()
         client = client_for(spec.coordinator, spec.token)
         attempt = EpochAttempt.open(client, spec.job, barrier, ttl_ms=spec.lock_ttl_ms)
         if attempt.committed:
@@ -149,14 +240,13 @@ class FullRecompute:
         changed = self._recompute_next or any(c for _, c in reads.values())
         with attempt.running(target):
             muts: list[Mutation] = []
+            laps.lap("open")
             if changed:
-                new = self.compute({t: ts for t, (ts, _) in reads.items()})
-                t1 = time.perf_counter()
+                new = self.compute({t: ts for t, (ts, _) in reads.items()}, laps)
                 muts = self.diff(client, info, new, attempt.start_ts)
-                t2 = time.perf_counter()
+                laps.lap("diff")
                 self.write(client, target, muts)
-                steps = self.progress.last_steps
-                steps["diff"], steps["write"] = t2 - t1, time.perf_counter() - t2
+                laps.lap("write")
             fail_point("view.before_commit")
             meta = EpochMetadata(
                 sources={t: ts for t, (ts, _) in reads.items()},
@@ -175,7 +265,9 @@ class FullRecompute:
         p.recomputed += changed
         p.unchanged += not changed
         p.mutations += len(muts)
-        p.last_epoch_s = time.perf_counter() - t0
+        laps.lap("commit")
+        p.last_steps = laps.steps
+        p.last_epoch_s = sum(laps.steps.values())
         if changed:
             p.recompute_seconds.append(p.last_epoch_s)
             del p.recompute_seconds[:-1000]
@@ -183,10 +275,11 @@ class FullRecompute:
 
     # ------------------------------------------------------------------ the steps
 
-    def compute(self, reads: dict[str, int]) -> pa.Table:
-        """Run the query over the sources as of their read ts; the result as Arrow."""
+    def compute(self, reads: dict[str, int], laps: Laps | None = None) -> pa.Table:
+        """Run the query over the sources as of their read ts; the result as Arrow. Its steps
+        (load, analyze, run) go to ``laps``."""
         spec = self.spec
-        t0 = time.perf_counter()
+        laps = laps or Laps()
         client = client_for(spec.coordinator, spec.token)
         local: dict[str, pa.Table] = {}
         for table, ts in reads.items():
@@ -199,14 +292,13 @@ class FullRecompute:
             else:
                 local[table] = small
         register_sources(self.session, spec.coordinator, reads, spec.token, local)
-        t1 = time.perf_counter()
+        laps.lap("load")
         df = self.session.sql(spec.query)
         if spec.column_names:
             df = df.toDF(*spec.column_names)
-        t2 = time.perf_counter()
+        laps.lap("analyze")
         out = df.toArrow()
-        t3 = time.perf_counter()
-        self.progress.last_steps = {"load": t1 - t0, "analyze": t2 - t1, "run": t3 - t2}
+        laps.lap("run")
         return out
 
     def diff(self, client: Client, info: TableInfo, new: pa.Table, read_ts: int) -> list[Mutation]:

@@ -96,3 +96,29 @@ def test_demo_summary_says_when_views_fall_behind():
     )
     kept_up = bank.summary_lines(checker, 500, 30, behind=1, barrier_interval="1s")
     assert kept_up[3].endswith("views kept up with the barriers")
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOUR = os.path.join(ROOT, "scripts", "examples", "spark_tour.py")
+
+
+def test_readme_spark_section_is_the_tour_script():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    section = readme[readme.index("### Spark\n") : readme.index("### A materialized view")]
+    block = section[section.index("```python\n") + len("```python\n") : section.index("```\n")]
+    assert block == open(TOUR).read()
+
+
+def test_spark_tour_runs(ex_server):
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env["PYTHONPATH"] = ROOT
+    out = subprocess.run(
+        [sys.executable, TOUR, ex_server.address],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "accounts_log rows: 5" in out.stdout
+    assert out.stdout.count("insert") == 5  # the net changes in (t0, t1]: five new accounts

@@ -410,9 +410,17 @@ def test_drop_old_table_and_a_key_that_is_not_unique(spark, views_server, vc):
         return MaterializedView.builder(spark).coordinator(addr).query(sql).target("dup_view")
 
     with pytest.raises(coordinator.SchemaMismatch, match="dup_view"):
-        builder(f"SELECT branch, balance FROM {src}").build()
-    # drop_old_table replaces the incompatible table; branch is not unique in the result
-    job = builder(f"SELECT branch, balance FROM {src}").drop_old_table().build().start()
+        builder(f"SELECT id, balance FROM {src}").build()
+    # branch is not unique in the result: build() refuses before it drops or creates anything
+    with pytest.raises(coordinator.InvalidArgument, match=r"key \(branch\) is not unique"):
+        builder(f"SELECT branch, balance FROM {src}").drop_old_table().build()
+    assert [c.name for c in vc.describe_table("dup_view").table_schema.columns] == ["x"]
+    # drop_old_table replaces the incompatible table; branch is unique at build, not after
+    sql = f"SELECT branch, balance FROM {src} WHERE id < 10 OR id >= 100"
+    view = builder(sql).drop_old_table().build()
+    with vc.transaction() as t:
+        t.put(src, {"id": 100, "branch": 0, "balance": 1})
+    job = view.start()
     try:
         assert [
             c.name for c in vc.describe_table("dup_view", refresh=True).table_schema.columns

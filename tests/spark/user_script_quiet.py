@@ -1,0 +1,41 @@
+"""A clean run: local session, two views built, started and stopped; prints one line.
+
+python user_script_quiet.py HOST:PORT [warn]
+"""
+
+import sys
+
+import coordinator
+from snapview.local_spark import local_session
+from spark_sink import MaterializedView
+
+addr = sys.argv[1]
+c = coordinator.connect(addr)
+c.create_table("q_src", "id BIGINT, grp INT, v BIGINT", primary_key=["id"])
+with c.transaction() as t:
+    for i in range(10):
+        t.put("q_src", {"id": i, "grp": i % 3, "v": i})
+spark = local_session()
+if sys.argv[2:] == ["warn"]:  # a user's own level: Spark's warnings show, snapview's must not
+    spark.sparkContext.setLogLevel("WARN")
+jobs = [
+    MaterializedView.builder(spark)
+    .coordinator(addr)
+    .query(sql)
+    .target(target)
+    .primary_key(key)
+    .trigger_interval("200 milliseconds")
+    .build()
+    .start()
+    for sql, target, key in [
+        ("SELECT grp, SUM(v) AS total FROM q_src GROUP BY grp", "q_by_grp", "grp"),
+        ("SELECT id, v FROM q_src WHERE v > 3", "q_big", "id"),
+    ]
+]
+ts = c.tso()
+barriers = [job.await_barrier(ts, timeout=120) for job in jobs]
+for job in jobs:
+    job.stop()
+spark.stop()
+c.close()
+print("ok", len(barriers))

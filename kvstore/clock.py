@@ -17,7 +17,6 @@ no upper bound and measures lock age on the wall clock.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 
@@ -40,13 +39,6 @@ class TsoClock(Protocol):
         ...
 
 
-def issued_bound(clock: Callable[[], int] | None) -> int | None:
-    """The greatest timestamp ``clock`` can have issued, or None when it cannot say."""
-    return clock.issued() if isinstance(clock, TsoClock) else None
-
-
-def lock_clock_ms(clock: Callable[[], int] | None) -> int:
-    """Now, in milliseconds, on the clock lock TTLs are measured against."""
-    if isinstance(clock, TsoClock):
-        return clock.physical_ms()
+def wall_ms() -> int:
+    """The wall clock in ms: what a bare store ages locks on."""
     return int(time.time() * 1000)

@@ -28,7 +28,7 @@ from kvstore.catalog import (
     create_table_action,
     drop_table_action,
 )
-from kvstore.clock import issued_bound, lock_clock_ms
+from kvstore.clock import TsoClock, wall_ms
 from kvstore.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -79,7 +79,9 @@ class LocalStore:
         self.storage.key_namer = self.describe_key  # DataLoss names the table and key values
         self.committer = GroupCommitter(self.storage)
         self.catalog = Catalog()
-        self.clock = clock
+        self.clock: Callable[[], int] | None = None
+        self._tso: TsoClock | None = None
+        self.use_clock(clock)
         self.max_value_bytes = max_value_bytes
         self._catalog_lock = threading.Lock()
         # Set by the coordinator: inside a drop's write, (downstream tables, jobs) or a refusal.
@@ -93,9 +95,11 @@ class LocalStore:
             raw = r.get("meta", GC_SAFEPOINT)
         self.safepoint = int(raw) if raw else 0
 
-    def use_clock(self, clock: Callable[[], int]) -> None:
-        """Run on ``clock`` from now on (the server opens the store first, then its TSO)."""
+    def use_clock(self, clock: Callable[[], int] | None) -> None:
+        """Run on ``clock`` from now on (the server opens the store first, then its TSO). Whether
+        it is a TsoClock is decided here, once: the write paths ask it on every request."""
         self.clock = clock
+        self._tso = clock if isinstance(clock, TsoClock) else None
 
     def close(self) -> None:
         self.committer.close()
@@ -275,9 +279,9 @@ class LocalStore:
         and conflict every later writer of its key; a far-future safepoint would stop every
         writer for good."""
         self._check_ts(**named)
-        bound = issued_bound(self.clock)
-        if bound is None:
+        if self._tso is None:
             return
+        bound = self._tso.issued()
         for name, ts in named.items():
             if ts > bound:
                 raise InvalidArgument(
@@ -408,7 +412,7 @@ class LocalStore:
 
     def lock_clock_ms(self) -> int:
         """Now on the clock lock TTLs run on (the TSO's physical clock in a server)."""
-        return lock_clock_ms(self.clock)
+        return self._tso.physical_ms() if self._tso is not None else wall_ms()
 
     def resolve_lock_for_read(self, err: KeyIsLocked) -> bool:
         """Finish the txn behind ``err`` if its fate is decided; False if it is alive

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -23,6 +26,17 @@ class Clock:
 
     def __call__(self) -> int:
         return next(self._c)
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m snapview.cli ARGS`` as a user runs it (``env`` on top of ours), captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "snapview.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture

@@ -3,9 +3,6 @@ or a token named as such at once, not after the transport retries run out."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -13,7 +10,7 @@ import pytest
 import coordinator
 from coordinator import ConnectionSettings
 from kvstore.errors import Unauthenticated, Unavailable
-from tests.conftest import self_signed_cert, serve
+from tests.conftest import cli, self_signed_cert, serve
 
 TOKEN = "s3cret"
 
@@ -103,16 +100,6 @@ def test_unreachable_server_is_not_an_error_at_connect():
     with pytest.raises(coordinator.SnapviewError):
         c.tso()
     c.close()
-
-
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snapview.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_cli_connection_flags_and_env(tls, token_server):

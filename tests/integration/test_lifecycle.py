@@ -7,7 +7,7 @@ import pytest
 
 from coordinator.jobs import JobState
 from kvstore.errors import FailedPrecondition, NotFound
-from tests.conftest import wait_for
+from tests.conftest import cli, wait_for
 
 
 @pytest.fixture
@@ -86,15 +86,7 @@ def test_dropping_a_view_unregisters_its_job(client, topo):
 
 
 def _cli(server, *args: str):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-m", "snapview", *args, "--address", server.address],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return cli(*args, "--address", server.address)
 
 
 def test_cli_jobs_and_drop(server, client, topo):

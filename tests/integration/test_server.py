@@ -20,19 +20,9 @@ import coordinator
 from kvstore.errors import Unauthenticated
 from kvstore.remote import RetryPolicy
 from snapview.embedded import EmbeddedServer
-from tests.conftest import serve
+from tests.conftest import cli, serve
 
 FAST_FAIL = RetryPolicy(max_attempts=2, max_elapsed_s=2)
-
-
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snapview.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_health_check_serving(server):

@@ -77,22 +77,15 @@ class TimestampOracle:
         if not 1 <= count <= LOGICAL_MASK:
             raise ValueError(f"count must be in [1, {LOGICAL_MASK}]")
         with self._lock:
-            self._advance()
-            if self._logical + count > LOGICAL_MASK:
-                self._physical += 1
-                self._logical = 0
             # Extend the window before it runs out, and always before issuing past it.
-            if self._physical >= self._high_water - self.window_ms // 2:
+            if self._advance_for(count):
                 try:
                     self._persist(self._physical + self.window_ms)
                 except Exception:
                     if self._physical >= self._high_water:
                         raise
                     log.warning("cannot extend the TSO window; issuing inside the persisted one")
-            first = compose(self._physical, self._logical)
-            self._logical += count
-            self._issued = max(self._issued, first + count - 1)
-            return first
+            return self._issue(count)
 
     def try_allocate(self, count: int = 1) -> int | None:
         """``allocate(count)`` if that can be done without waiting, else None: when another
@@ -103,18 +96,27 @@ class TimestampOracle:
         if not self._lock.acquire(blocking=False):
             return None
         try:
-            self._advance()
-            physical, logical = self._physical, self._logical
-            if logical + count > LOGICAL_MASK:
-                physical, logical = physical + 1, 0
-            if physical >= self._high_water - self.window_ms // 2:
+            if self._advance_for(count):
                 return None  # allocate() extends the window before issuing from it
-            self._physical, self._logical = physical, logical + count
-            first = compose(physical, logical)
-            self._issued = max(self._issued, first + count - 1)
-            return first
+            return self._issue(count)
         finally:
             self._lock.release()
+
+    def _advance_for(self, count: int) -> bool:
+        """Advance the clock so that ``count`` timestamps fit at the current physical time;
+        whether the window must be extended before they are issued. Caller holds the lock."""
+        self._advance()
+        if self._logical + count > LOGICAL_MASK:
+            self._physical += 1
+            self._logical = 0
+        return self._physical >= self._high_water - self.window_ms // 2
+
+    def _issue(self, count: int) -> int:
+        """Hand out ``count`` timestamps at the current physical time. Caller holds the lock."""
+        first = compose(self._physical, self._logical)
+        self._logical += count
+        self._issued = max(self._issued, first + count - 1)
+        return first
 
     def now(self) -> int:
         """One fresh timestamp."""

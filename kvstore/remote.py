@@ -23,7 +23,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from kvstore import errors, wire
+from kvstore import errors, limits, validation, wire
 from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.limits import split_keys
 from kvstore.mvcc.keys import table_id_of, table_prefix
@@ -311,6 +311,35 @@ class RemoteStore:
         for c in chunks:
             wire.raise_key_error(c.error)
             yield list(c.keys), list(c.values)
+
+    def scan_ranges(
+        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int = 0
+    ) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        """As LocalStore.scan_ranges; a list above the request limits goes in several requests
+        (checked whole first, so a range in another table is refused before any is sent)."""
+        checked = validation.check_key_ranges(ranges)
+        return self._scan_ranges(checked, version, limit)
+
+    def _scan_ranges(
+        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int
+    ) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        remaining = limit
+        for run in limits.split_ranges(ranges, limits.MAX_SCAN_RANGES) or [[]]:
+            chunks = self.rpc.stream(
+                self.stub.ScanRanges,
+                pb.ScanRangesRequest(
+                    ranges=[pb.KeyRange(start_key=s, end_key=e) for s, e in run],
+                    version=version,
+                    limit=remaining if limit else 0,
+                ),
+            )
+            for c in chunks:
+                wire.raise_key_error(c.error)
+                if c.keys:
+                    yield list(c.keys), list(c.values)
+                remaining -= len(c.keys)
+            if limit and remaining <= 0:
+                return
 
     def scan_table(self, table: str, version: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
         info = self.describe_table(table)

@@ -15,7 +15,7 @@ from kvstore.errors import InvalidArgument, RequestTooLarge, TxnError
 from kvstore.grpc_errors import generic_handler
 from kvstore.limits import MAX_REQUEST_BYTES, MAX_REQUEST_MUTATIONS
 from kvstore.mvcc.records import Mutation
-from kvstore.store import LocalStore
+from kvstore.store import LocalStore, check_range_count
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.KvStore"
@@ -124,6 +124,19 @@ class KvStoreService:
             for keys, values in self.store.scan(
                 req.start_key, req.end_key or None, req.version, req.limit, req.chunk_rows
             ):
+                yield pb.ScanChunk(keys=keys, values=values)
+        except TxnError as e:
+            yield pb.ScanChunk(error=wire.key_error_to_pb(e))
+
+    def ScanRanges(
+        self, req: pb.ScanRangesRequest, ctx: grpc.ServicerContext
+    ) -> Iterator[pb.ScanChunk]:
+        check_range_count(len(req.ranges))  # before building a tuple per range
+        chunks = self.store.scan_ranges(
+            [(r.start_key, r.end_key) for r in req.ranges], req.version, req.limit
+        )
+        try:
+            for keys, values in chunks:
                 yield pb.ScanChunk(keys=keys, values=values)
         except TxnError as e:
             yield pb.ScanChunk(error=wire.key_error_to_pb(e))

@@ -34,12 +34,13 @@ from kvstore.errors import (
     InvalidArgument,
     KeyIsLocked,
     KeyPrewrittenTwice,
+    RequestTooLarge,
     TableNotFound,
     ValueTooLarge,
 )
 from kvstore.failpoints import fail_point
 from kvstore.group_commit import GroupCommitter, WriteContext
-from kvstore.limits import RESOLVE_STEP, SCAN_CHUNK_BYTES
+from kvstore.limits import MAX_SCAN_RANGES, RESOLVE_STEP, SCAN_CHUNK_BYTES
 from kvstore.lock_resolution import resolve_lock
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
@@ -47,7 +48,13 @@ from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.results import DropResult, TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage, raw_key_name
 from kvstore.table_info import TableInfo
-from kvstore.validation import check_key, describe_key, repeated_key, validate_rows
+from kvstore.validation import (
+    check_key,
+    check_key_ranges,
+    describe_key,
+    repeated_key,
+    validate_rows,
+)
 
 T = TypeVar("T")
 DropGuard = Callable[[WriteContext, str, bool], tuple[list[str], list[str]]]
@@ -55,6 +62,15 @@ DEFAULT_LOCK_TTL_MS = 3000
 MAX_LOCK_TTL_MS = 3_600_000
 DEFAULT_MAX_VALUE_BYTES = 4 << 20
 SCAN_CHUNK_ROWS = 8192
+
+
+def check_range_count(n: int) -> None:
+    """Refuse a keyed multi-range read of more ranges than kvstore.limits allows."""
+    if n > MAX_SCAN_RANGES:
+        raise RequestTooLarge(
+            f"ScanRanges: {n} ranges in one request; the limit is {MAX_SCAN_RANGES} "
+            "(split the request)"
+        )
 
 
 class LocalStore:
@@ -456,9 +472,7 @@ class LocalStore:
         chunk_rows = chunk_rows or SCAN_CHUNK_ROWS
         remaining = limit
         cursor = start
-        # Rows per chunk adapt to the row size so a chunk stays near SCAN_CHUNK_BYTES: the first
-        # chunk assumes the largest rows a table may hold, later ones the sizes just seen.
-        rows = max(1, min(chunk_rows, SCAN_CHUNK_BYTES // self.max_value_bytes))
+        rows = self._chunk_rows(chunk_rows, [])
         while True:
             want = rows if not remaining else min(rows, remaining)
             keys, values = self._read(
@@ -468,15 +482,61 @@ class LocalStore:
                 yield keys, values
             if len(keys) < want:
                 return
-            row_bytes = max(1, sum(map(len, values)) // len(values))
-            rows = max(1, min(chunk_rows, SCAN_CHUNK_BYTES // row_bytes))
+            rows = self._chunk_rows(chunk_rows, values)
             if remaining:
                 remaining -= len(keys)
                 if remaining <= 0:
                     return
-            # Past every version of the last key: user keys are prefix-free, so the next user key
-            # differs from it inside its length and sorts above any 8-byte version suffix.
-            cursor = keys[-1] + b"\xff" * 9
+            cursor = actions.past_versions(keys[-1])
+
+    def _chunk_rows(self, chunk_rows: int, values: list[bytes]) -> int:
+        """Rows for the next scan chunk, so that it stays near SCAN_CHUNK_BYTES: the first chunk
+        (no ``values`` yet) assumes the largest rows a table may hold, later ones the sizes of
+        the ``values`` just read."""
+        row_bytes = sum(map(len, values)) // len(values) if values else self.max_value_bytes
+        return max(1, min(chunk_rows, SCAN_CHUNK_BYTES // max(1, row_bytes)))
+
+    def scan_ranges(
+        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int = 0
+    ) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        """(keys, values) chunks of many [start, end) user-key ranges of one table at
+        ``version``: each range in the order given, each in key order (the caller sorts; an
+        overlap is read twice). One key alone is the range [key, key + b"\\0"); an empty end
+        means the end of the start's table. ``limit`` > 0 stops after that many pairs in all.
+
+        Each range is read exactly as ``scan`` reads it (locks resolved or KeyIsLocked, records
+        checked). Chunks are bounded like scan's (rows and about SCAN_CHUNK_BYTES) and each is
+        read in one LMDB read transaction over as many ranges as fit, never one per range.
+        Checked before anything is read: at most MAX_SCAN_RANGES ranges (RequestTooLarge), all
+        in one existing table (InvalidArgument, TableNotFound)."""
+        self._check_ts(version=version)
+        check_range_count(len(ranges))
+        checked = check_key_ranges(ranges)
+        if checked:
+            self.catalog.get_id(table_id_of(checked[0][0]))
+        return self._scan_ranges(checked, version, limit)
+
+    def _scan_ranges(
+        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int
+    ) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        remaining = limit
+        first, resume = 0, None
+        rows = self._chunk_rows(SCAN_CHUNK_ROWS, [])
+        while first < len(ranges):
+            want = rows if not remaining else min(rows, remaining)
+            keys, values, first, resume = self._read(
+                lambda r, f=first, c=resume, w=want: actions.scan_ranges(
+                    r, ranges, version, w, SCAN_CHUNK_BYTES, f, c
+                ),
+                version,
+            )
+            if keys:
+                yield keys, values
+                rows = self._chunk_rows(SCAN_CHUNK_ROWS, values)
+            if remaining:
+                remaining -= len(keys)
+                if remaining <= 0:
+                    return
 
     def scan_table(self, table: str, version: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
         info = self.catalog.get(table)

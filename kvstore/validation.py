@@ -6,10 +6,17 @@ the environment, so both refuse exactly the same rows with the same message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from kvstore.errors import SchemaMismatch
+from kvstore.errors import InvalidArgument, SchemaMismatch
+from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, table_id_of, table_prefix
 from kvstore.table_info import TableInfo
+
+# A range bound may extend a user key (key + b"\0" ends the range of that key alone), within
+# what LMDB takes as a key (511 bytes).
+MAX_RANGE_BOUND_BYTES = MAX_USER_KEY_BYTES + 16
 
 
 def check_key(info: TableInfo, key: bytes) -> None:
@@ -23,6 +30,44 @@ def check_key(info: TableInfo, key: bytes) -> None:
 def describe_key(info: TableInfo, key: bytes) -> str:
     """``table 'name' key (values...)``: how error messages name a row's key."""
     return f"table {info.name!r} key {info.key_codec.decode(key)}"
+
+
+def check_key_ranges(ranges: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The [start, end) user-key ranges of one keyed multi-range read, checked and with every
+    empty end filled in as the end of the start's table (as Scan reads it). Every start names a
+    table (at least 4 bytes), every end is above its start, and all ranges lie in one table (an
+    end may be the next table's prefix). Raises InvalidArgument naming the range at fault."""
+    out: list[tuple[bytes, bytes]] = []
+    prefix = b""
+    table_end = b""
+    for i, (start, end) in enumerate(ranges):
+        if len(start) < 4 or len(start) > MAX_RANGE_BOUND_BYTES or len(end) > MAX_RANGE_BOUND_BYTES:
+            raise InvalidArgument(
+                f"range {i} [{start[:32].hex()}, {end[:32].hex()}): a start must name a table "
+                f"(4 bytes at least) and bounds may have at most {MAX_RANGE_BOUND_BYTES} bytes"
+            )
+        if not prefix:
+            prefix = start[:4]
+            tid = table_id_of(prefix)
+            table_end = table_prefix(tid + 1) if tid < 0xFFFF_FFFF else b"\xff" * 5
+        elif start[:4] != prefix:
+            raise InvalidArgument(
+                f"range {i} starts in table id {table_id_of(start)} but range 0 in table id "
+                f"{table_id_of(prefix)}: all ranges of one request must lie in one table"
+            )
+        if not end:
+            end = table_end
+        elif end <= start:
+            raise InvalidArgument(
+                f"range {i} [{start.hex()}, {end.hex()}) is empty or reversed: need start < end"
+            )
+        elif end > table_end:
+            raise InvalidArgument(
+                f"range {i} [{start.hex()}, {end.hex()}) ends past table id "
+                f"{table_id_of(prefix)}: all ranges of one request must lie in one table"
+            )
+        out.append((start, end))
+    return out
 
 
 def repeated_key(keys: list[bytes]) -> bytes | None:

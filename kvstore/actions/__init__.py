@@ -19,7 +19,7 @@ from kvstore.actions.prewrite import prewrite
 from kvstore.actions.resolve_locks import resolve_locks, resolve_locks_step
 from kvstore.actions.resolved_ts import resolved_ts
 from kvstore.actions.rollback import rollback, rollback_key
-from kvstore.actions.scan import first_blocking_lock, scan
+from kvstore.actions.scan import first_blocking_lock, past_versions, scan, scan_ranges
 from kvstore.actions.scan_changes import scan_changes
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "gc",
     "get",
     "one_pc_commit",
+    "past_versions",
     "prewrite",
     "resolve_locks",
     "resolve_locks_step",
@@ -38,5 +39,6 @@ __all__ = [
     "rollback_key",
     "scan",
     "scan_changes",
+    "scan_ranges",
     "txn_heartbeat",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
+from collections.abc import Sequence
 from itertools import islice
 from operator import itemgetter
 
@@ -36,13 +37,21 @@ def first_blocking_lock(
 
 
 def scan(
-    reader: Reader, start: bytes, end: bytes | None, read_ts: int, limit: int = 0
+    reader: Reader,
+    start: bytes,
+    end: bytes | None,
+    read_ts: int,
+    limit: int = 0,
+    *,
+    first_run: int = 0,
 ) -> tuple[list[bytes], list[bytes]]:
     """The (user key, value) pairs in [start, end) as of ``read_ts``, in key order.
 
     Invariant: the same rules as ``get`` for every key (newest Put/Delete at or below read_ts
     decides; no lock is read through: raises KeyIsLocked for the first lock with start_ts <=
-    read_ts in the range). ``limit`` > 0 stops after that many pairs."""
+    read_ts in the range). ``limit`` > 0 stops after that many pairs. ``first_run`` > 0 reads
+    the write records in runs starting at that many, doubling (a short range, such as one key's
+    versions, then does not pull a whole run of the records past its end)."""
     blocking = first_blocking_lock(reader, start, end, read_ts)
     if blocking is not None:
         raise blocking
@@ -50,13 +59,18 @@ def scan(
     values: list[bytes] = []
     it = reader.items_from("write", start)
     decided = b""  # the last user key whose visible version is settled
+    run = min(first_run, _CHUNK) or _CHUNK
     while not limit or len(keys) < limit:
-        chunk = list(islice(it, _CHUNK))
+        chunk = list(islice(it, run))
+        run = min(run * 2, _CHUNK)
         if not chunk:
             break
         # (zip(*chunk) would build one iterator per pair: far slower than two C-level maps.)
         ks, vs = list(map(_FIRST, chunk)), list(map(_SECOND, chunk))
-        cut = len(ks) if end is None else bisect_left(ks, end)
+        # The range is over user keys: records are cut on theirs (a versioned key is compared
+        # wrongly with an end that extends its user key, such as key + b"\0" for one key alone).
+        # User keys are prefix-free, so records below the end still come first.
+        cut = len(ks) if end is None else bisect_left(ks, end, key=_user_key)
         if cut < len(ks):
             ks, vs = ks[:cut], vs[:cut]
         decided = _select(reader, ks, vs, read_ts, decided, keys, values)
@@ -71,6 +85,57 @@ _CHUNK = 8192
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
+def _user_key(versioned: bytes) -> bytes:
+    return versioned[:-8]
+
+
+def past_versions(key: bytes) -> bytes:
+    """A scan start past every version of user key ``key``: user keys are prefix-free, so the
+    next user key differs from it inside its length and sorts above any 8-byte version suffix."""
+    return key + b"\xff" * 9
+
+
+_NUMPY_MIN_RUN = 64  # write records from which _select chooses with numpy
+_RANGE_FIRST_RUN = 16  # write records first read per range of scan_ranges (a key's versions)
+
+
+def scan_ranges(
+    reader: Reader,
+    ranges: Sequence[tuple[bytes, bytes]],
+    read_ts: int,
+    max_rows: int,
+    max_bytes: int,
+    first: int = 0,
+    resume: bytes | None = None,
+) -> tuple[list[bytes], list[bytes], int, bytes | None]:
+    """The (user key, value) pairs of ``ranges[first:]`` as of ``read_ts``: each [start, end)
+    range in the order given, each in key order, until ``max_rows`` pairs or ``max_bytes`` of
+    values (checked after each range). ``resume`` replaces the start of ``ranges[first]`` (a
+    range a previous call stopped inside). Returns the pairs and where to go on: the index of
+    the first range not finished (``len(ranges)`` when all are) and the resume start inside it
+    (None to read it whole).
+
+    Invariant: every range is read exactly as ``scan`` reads it (same visibility rules; raises
+    KeyIsLocked for the first lock with start_ts <= read_ts in a range it reads)."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    size = 0
+    i = first
+    while i < len(ranges) and len(keys) < max_rows and size < max_bytes:
+        start, end = ranges[i]
+        if i == first and resume is not None:
+            start = resume
+        room = max_rows - len(keys)
+        ks, vs = scan(reader, start, end, read_ts, room, first_run=_RANGE_FIRST_RUN)
+        keys += ks
+        values += vs
+        if len(ks) == room:  # the range may hold more: the caller goes on inside it
+            return keys, values, i, past_versions(ks[-1])
+        size += sum(map(len, vs))
+        i += 1
+    return keys, values, i, None
+
+
 def _select(
     reader: Reader,
     ks: list[bytes],
@@ -83,7 +148,7 @@ def _select(
     """Append the visible (key, value) of every user key in one sorted run of write records.
 
     With fixed-length keys (every all-numeric primary key) the choice is made with numpy over
-    the whole run; otherwise one Python step per record. Returns the last decided user key."""
+    a run of at least _NUMPY_MIN_RUN records; otherwise one Python step per record. Returns the last decided user key."""
     n = len(ks)
     if n == 0:
         return decided
@@ -94,9 +159,12 @@ def _select(
         i = next((i for i, v in enumerate(vs) if crc32(v)), 0)
         raise reader.damaged("write", ks[i], "write record fails its checksum")
     klen = len(ks[0])
-    klens = np.fromiter(map(len, ks), dtype=np.int64, count=n)
-    if klen > 8 and bool((klens == klen).all()):
-        return _select_fixed(reader, ks, vs, joined, read_ts, decided, keys, values)
+    # (numpy's fixed cost outweighs a few Python steps: a short run, such as one key's versions
+    # in scan_ranges, takes the loop.)
+    if n >= _NUMPY_MIN_RUN and klen > 8:
+        klens = np.fromiter(map(len, ks), dtype=np.int64, count=n)
+        if bool((klens == klen).all()):
+            return _select_fixed(reader, ks, vs, joined, read_ts, decided, keys, values)
     unpack = _TS.unpack_from
     for k, v in zip(ks, vs, strict=True):
         uk = k[:-8]

@@ -276,6 +276,24 @@ class ScanChunk(_message.Message):
     error: KeyError
     def __init__(self, keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ..., error: _Optional[_Union[KeyError, _Mapping]] = ...) -> None: ...
 
+class KeyRange(_message.Message):
+    __slots__ = ("start_key", "end_key")
+    START_KEY_FIELD_NUMBER: _ClassVar[int]
+    END_KEY_FIELD_NUMBER: _ClassVar[int]
+    start_key: bytes
+    end_key: bytes
+    def __init__(self, start_key: _Optional[bytes] = ..., end_key: _Optional[bytes] = ...) -> None: ...
+
+class ScanRangesRequest(_message.Message):
+    __slots__ = ("ranges", "version", "limit")
+    RANGES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ranges: _containers.RepeatedCompositeFieldContainer[KeyRange]
+    version: int
+    limit: int
+    def __init__(self, ranges: _Optional[_Iterable[_Union[KeyRange, _Mapping]]] = ..., version: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
 class ScanChangesRequest(_message.Message):
     __slots__ = ("table", "from_ts", "to_ts", "chunk_rows")
     TABLE_FIELD_NUMBER: _ClassVar[int]

@@ -74,6 +74,11 @@ class KvStoreStub:
                 request_serializer=snapview_dot_v1_dot_kvstore__pb2.ScanRequest.SerializeToString,
                 response_deserializer=snapview_dot_v1_dot_kvstore__pb2.ScanChunk.FromString,
                 _registered_method=True)
+        self.ScanRanges = channel.unary_stream(
+                '/snapview.v1.KvStore/ScanRanges',
+                request_serializer=snapview_dot_v1_dot_kvstore__pb2.ScanRangesRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_kvstore__pb2.ScanChunk.FromString,
+                _registered_method=True)
         self.ScanChanges = channel.unary_stream(
                 '/snapview.v1.KvStore/ScanChanges',
                 request_serializer=snapview_dot_v1_dot_kvstore__pb2.ScanChangesRequest.SerializeToString,
@@ -167,6 +172,12 @@ class KvStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Scan(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ScanRanges(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -267,6 +278,11 @@ def add_KvStoreServicer_to_server(servicer, server):
             'Scan': grpc.unary_stream_rpc_method_handler(
                     servicer.Scan,
                     request_deserializer=snapview_dot_v1_dot_kvstore__pb2.ScanRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_kvstore__pb2.ScanChunk.SerializeToString,
+            ),
+            'ScanRanges': grpc.unary_stream_rpc_method_handler(
+                    servicer.ScanRanges,
+                    request_deserializer=snapview_dot_v1_dot_kvstore__pb2.ScanRangesRequest.FromString,
                     response_serializer=snapview_dot_v1_dot_kvstore__pb2.ScanChunk.SerializeToString,
             ),
             'ScanChanges': grpc.unary_stream_rpc_method_handler(
@@ -530,6 +546,33 @@ class KvStore:
             target,
             '/snapview.v1.KvStore/Scan',
             snapview_dot_v1_dot_kvstore__pb2.ScanRequest.SerializeToString,
+            snapview_dot_v1_dot_kvstore__pb2.ScanChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScanRanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/snapview.v1.KvStore/ScanRanges',
+            snapview_dot_v1_dot_kvstore__pb2.ScanRangesRequest.SerializeToString,
             snapview_dot_v1_dot_kvstore__pb2.ScanChunk.FromString,
             options,
             channel_credentials,

@@ -198,7 +198,10 @@ class FullRecompute:
       driver): Spark joins the result with the view as of the epoch's start_ts (full outer join
       on the key), and the executors prewrite the difference; the driver sees one duplicate key
       at most and a mutation count. The view never passes through the driver, so it may be larger
-      than the driver's memory. Steps: ``run_diff_write`` in place of run, diff, write.
+      than the driver's memory. Steps: ``run_diff_write`` in place of run, diff, write. It is
+      slower than the driver diff was for a view that fits there: a 100,000-row view over a
+      100,000-row source, 1,000 rows changed per barrier, 2.6-2.9 s per epoch against 0.82 s
+      before this path existed (about half the time is the key check, half the diff).
     - Driver path, only when every source was read by the driver: ``toArrow()`` of the result,
       a dict diff against a scan of the old view, prewrites from the driver. Measured faster for
       such views (10,000-row source, 1,000 rows changed per barrier, local[2], median recomputing

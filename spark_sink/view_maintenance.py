@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from coordinator.client import Client
 from coordinator.connection import ConnectionSettings
@@ -31,6 +31,7 @@ from kvstore.mvcc.timestamp import physical_ms
 from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
+from spark_sink.executor_diff import write_diff
 from spark_sink.partition_writer import (
     DIRECT_TXN_ROWS,
     DirectInfo,
@@ -102,8 +103,10 @@ class ViewProgress:
     says it is. Barriers are TSO timestamps; each ``*_wall`` beside one is its wall time (UTC,
     the timestamp's physical part), None for 0 (none yet). ``last_epoch_s`` is the duration of the
     last committed epoch of this run and equals the sum of ``last_steps`` (seconds per step of
-    that same epoch: ``open``, then ``load``, ``analyze``, ``run``, ``diff``, ``write`` if it ran
-    the query, then ``commit``). ``p["barriers"]`` works as well as ``p.barriers``."""
+    that same epoch: ``open``, then, if it ran the query, ``load``, ``analyze`` and either
+    ``run``, ``diff``, ``write`` (every source small: the driver path) or ``run_diff_write`` (the
+    executor path: the query, the key check, the diff and the prewrites in one Spark pipeline),
+    then ``commit``). ``p["barriers"]`` works as well as ``p.barriers``."""
 
     job: str
     target: str
@@ -181,18 +184,39 @@ class ViewSpec:
 
 class FullRecompute:
     """At each barrier: read the sources at their read ts, run the query on Spark, diff the
-    result against the view's previous version by primary key on the driver, and write only the
-    difference as epoch T. A barrier at which no source changed is recorded without running the
-    query (the view's contents are the same as at the barrier before).
+    result against the view's previous version by primary key, and write only the difference as
+    epoch T. A barrier at which no source changed is recorded without running the query (the
+    view's contents are the same as at the barrier before).
 
     Sources of up to LOCAL_SOURCE_ROWS rows are read by the driver and handed to Spark as local
     relations (a Python scan task costs more than such a query); larger ones are scanned by the
     executors in key-range partitions.
 
+    Two paths for the diff and the write:
+
+    - Executor path (``executor_diff.write_diff``), whenever a source is large (not read by the
+      driver): Spark joins the result with the view as of the epoch's start_ts (full outer join
+      on the key), and the executors prewrite the difference; the driver sees one duplicate key
+      at most and a mutation count. The view never passes through the driver, so it may be larger
+      than the driver's memory. Steps: ``run_diff_write`` in place of run, diff, write. It is
+      slower than the driver diff was for a view that fits there: a 100,000-row view over a
+      100,000-row source, 1,000 rows changed per barrier, 2.6-2.9 s per epoch against 0.82 s
+      before this path existed (about half the time is the key check, half the diff).
+    - Driver path, only when every source was read by the driver: ``toArrow()`` of the result,
+      a dict diff against a scan of the old view, prewrites from the driver. Measured faster for
+      such views (10,000-row source, 1,000 rows changed per barrier, local[2], median recomputing
+      epoch of 6): GROUP BY into 100 rows 0.24-0.31 s on the driver path against 0.94-0.95 s on
+      the executor path; a 10,000-row view 0.25-0.27 s against 0.79-0.88 s (the executor path
+      runs two Spark jobs, the key check and the diff, each with a shuffle and a Python task).
+      A view over small sources is at most a few hundred thousand rows in practice (a join of
+      two 50,000-row sources can be larger; the driver must then hold it). ``driver_diff =
+      False`` sends every view through the executor path.
+
     Cost: the whole query at every barrier where anything changed, whatever the size of the
-    change; the result must fit in the driver's memory."""
+    change."""
 
     name = FULL_RECOMPUTE
+    driver_diff = True  # views over small sources only take the driver path (see above)
 
     def __init__(
         self, spec: ViewSpec, session: SparkSession, direct_info: DirectInfo | None = None
@@ -239,21 +263,18 @@ class FullRecompute:
         target = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
         changed = self._recompute_next or any(c for _, c in reads.values())
         with attempt.running(target):
-            muts: list[Mutation] = []
+            n = 0
             laps.lap("open")
             if changed:
-                new = self.compute({t: ts for t, (ts, _) in reads.items()}, laps)
-                muts = self.diff(client, info, new, attempt.start_ts)
-                laps.lap("diff")
-                self.write(client, target, muts)
-                laps.lap("write")
+                reads_ts = {t: ts for t, (ts, _) in reads.items()}
+                n = self.recompute(client, info, target, attempt.start_ts, reads_ts, laps)
             fail_point("view.before_commit")
             meta = EpochMetadata(
                 sources={t: ts for t, (ts, _) in reads.items()},
                 fields={
                     "barrier": barrier,
                     "strategy": self.name,
-                    "mutations": len(muts),
+                    "mutations": n,
                     "recomputed": changed,
                 },
             )
@@ -264,7 +285,7 @@ class FullRecompute:
         p.barriers += 1
         p.recomputed += changed
         p.unchanged += not changed
-        p.mutations += len(muts)
+        p.mutations += n
         laps.lap("commit")
         p.last_steps = laps.steps
         p.last_epoch_s = sum(laps.steps.values())
@@ -275,9 +296,34 @@ class FullRecompute:
 
     # ------------------------------------------------------------------ the steps
 
-    def compute(self, reads: dict[str, int], laps: Laps | None = None) -> pa.Table:
-        """Run the query over the sources as of their read ts; the result as Arrow. Its steps
-        (load, analyze, run) go to ``laps``."""
+    def recompute(
+        self,
+        client: Client,
+        info: TableInfo,
+        target: EpochTarget,
+        read_ts: int,
+        reads: dict[str, int],
+        laps: Laps,
+    ) -> int:
+        """Run the query over the sources as of their read ts and prewrite the view's difference
+        to its version as of ``read_ts`` into ``target``; returns the number of mutations. Steps:
+        load, analyze, then run, diff, write (driver path) or run_diff_write (executor path)."""
+        df, small = self.query(reads, laps)
+        if small and self.driver_diff:
+            new = df.toArrow()
+            laps.lap("run")
+            muts = self.diff(client, info, new, read_ts)
+            laps.lap("diff")
+            self.write(client, target, muts)
+            laps.lap("write")
+            return len(muts)
+        n = write_diff(self.session, df, target, read_ts, self.spec.one_row)
+        laps.lap("run_diff_write")
+        return n
+
+    def query(self, reads: dict[str, int], laps: Laps | None = None) -> tuple[DataFrame, bool]:
+        """The query over the sources as of their read ts, as a DataFrame, and whether every
+        source was read by the driver (small). Its steps (load, analyze) go to ``laps``."""
         spec = self.spec
         laps = laps or Laps()
         client = client_for(spec.coordinator, spec.token)
@@ -297,9 +343,7 @@ class FullRecompute:
         if spec.column_names:
             df = df.toDF(*spec.column_names)
         laps.lap("analyze")
-        out = df.toArrow()
-        laps.lap("run")
-        return out
+        return df, len(local) == len(reads)
 
     def diff(self, client: Client, info: TableInfo, new: pa.Table, read_ts: int) -> list[Mutation]:
         """Mutations turning the view as of ``read_ts`` into ``new``: a PUT for every row that

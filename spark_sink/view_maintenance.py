@@ -64,6 +64,12 @@ class Progress:
     last_epoch_s: float = 0.0  # the last committed epoch, = sum(last_steps.values())
     last_steps: dict = field(default_factory=dict)  # seconds per step of that same epoch
     recompute_seconds: list[float] = field(default_factory=list)  # epochs that ran the query
+    # The last committed epoch: how it was made (full_recompute, build or delta), change rows
+    # read, keyed reads made, mutations written.
+    last_strategy: str = ""
+    last_changes: int = 0
+    last_lookups: int = 0
+    last_mutations: int = 0
 
     def as_dict(self) -> dict:
         return {
@@ -76,6 +82,10 @@ class Progress:
             "mutations": self.mutations,
             "last_epoch_s": round(self.last_epoch_s, 4),
             "last_steps": {k: round(v, 4) for k, v in self.last_steps.items()},
+            "last_strategy": self.last_strategy,
+            "last_changes": self.last_changes,
+            "last_lookups": self.last_lookups,
+            "last_mutations": self.last_mutations,
         }
 
 
@@ -122,6 +132,13 @@ class ViewProgress:
     mutations: int
     last_epoch_s: float
     last_steps: Mapping[str, float]
+    # How the last committed epoch was made: "full_recompute", or for an incremental view
+    # "build" (the whole query, at its first barrier) or "delta"; the change rows it read, the
+    # keyed reads it made and the mutations it wrote.
+    last_strategy: str = ""
+    last_changes: int = 0
+    last_lookups: int = 0
+    last_mutations: int = 0
 
     @property
     def committed_barrier_wall(self) -> datetime | None:
@@ -164,6 +181,9 @@ class ViewProgress:
                 f"unchanged, {self.skipped} skipped (already committed), {self.mutations} "
                 "mutations",
                 f"  last epoch:        {self.last_epoch_s:.3f}s ({steps or 'none yet'})",
+                f"                     {self.last_strategy or 'none'}: {self.last_changes} "
+                f"change rows read, {self.last_lookups} keyed reads, {self.last_mutations} "
+                "mutations",
             ]
         )
 
@@ -286,6 +306,8 @@ class FullRecompute:
         p.recomputed += changed
         p.unchanged += not changed
         p.mutations += n
+        p.last_strategy, p.last_mutations = FULL_RECOMPUTE, n
+        p.last_changes = p.last_lookups = 0  # it reads sources whole, not changes or keys
         laps.lap("commit")
         p.last_steps = laps.steps
         p.last_epoch_s = sum(laps.steps.values())

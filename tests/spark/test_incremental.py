@@ -63,16 +63,11 @@ def run_differential(spark, server, c, cases, rounds: int, seed: int, strategy="
         for v in views.values():
             v.maintain_available(until=ts, timeout=120)
 
-    import time
-
-    t0 = time.monotonic()
     catch_up()
-    print("built", time.monotonic() - t0)
     first = {n: c.snapshot([n]).barrier for n in views}
     for _ in range(rounds):
         D.apply(c, w.round())
         catch_up()
-    print("rounds", time.monotonic() - t0)
     checked = {}
     batch = D.SparkBatch(spark)
     for case in cases:
@@ -80,7 +75,6 @@ def run_differential(spark, server, c, cases, rounds: int, seed: int, strategy="
         barriers = _issued(c, case.name, first[case.name], last)
         sources = list(views[case.name].shape.sources)
         checked[case.name] = D.check_view(batch, c, case, sources, barriers)
-    print("checked", time.monotonic() - t0)
     return {"checked": checked, "views": views}
 
 

@@ -9,7 +9,13 @@ Changes are Z-sets: rows with integer weights (+1 inserted, -1 deleted; an updat
   (``lookup``), through every operator below the join (a multi-way join looks up one input at a
   time, each by the keys the previous one found). Superset reads are harmless: the join and the
   filters above it are applied to whatever was read.
-- Aggregate: handled by ``spark_sink.ivm.aggregate`` on top of the child's delta.
+- LEFT OUTER join: the inner join's delta, plus the change of the dangling rows: for every join
+  key the change touches, the left rows that had no match before (retracted) and have none now
+  (emitted), padded with NULLs; left rows with a NULL key always dangle.
+- Aggregate: the child's delta folded per group into the group state table
+  (``spark_sink.ivm.aggregate``); its output change is the group's old row retracted and its new
+  row emitted. A lookup into an aggregate reads the group state by key (the new state of a group
+  this epoch changed, else the stored one).
 
 A lookup of a table by columns is keyed one of two ways (``Access``): by the table's primary key
 when the columns cover it, else through an index state table (join column, primary key) that the
@@ -23,7 +29,17 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from spark_sink.ivm.expressions import compile_expr
-from spark_sink.ivm.plan import Filter, Join, Node, Project, Scan, Unsupported, output
+from spark_sink.ivm.plan import (
+    Aggregate,
+    Filter,
+    GroupRef,
+    Join,
+    Node,
+    Project,
+    Scan,
+    Unsupported,
+    output,
+)
 
 OLD, NEW = "old", "new"
 
@@ -112,10 +128,15 @@ def lookup_accesses(
             lookup_accesses(node.child, child_ids, pk_of, out)
         case Join():
             first, then, fk, tk, mine = _join_order(node, ids)
+            if node.kind == "left" and first is not node.left:
+                raise Unsupported(
+                    "a lookup into a LEFT OUTER join by its right side is not maintained "
+                    "incrementally"
+                )
             lookup_accesses(first, mine, pk_of, out)
             lookup_accesses(then, tk, pk_of, out)
-        case _:
-            raise Unsupported(f"a lookup into {type(node).__name__}")
+        case Aggregate():
+            _group_positions(node, ids)  # raises Unsupported unless ids include a group column
     return out
 
 
@@ -129,10 +150,27 @@ def plan_accesses(node: Node, pk_of: PkOf) -> list[Access]:
             out += lookup_accesses(right, rk, pk_of)
             out += lookup_accesses(left, lk, pk_of)
             out += plan_accesses(left, pk_of) + plan_accesses(right, pk_of)
+        case Aggregate(child=c):
+            out += plan_accesses(c, pk_of)
         case Scan():
             pass
-        case _:
-            raise Unsupported(f"{type(node).__name__} below a join")
+    return out
+
+
+def _group_positions(node: Aggregate, ids: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(position in ids, grouping expression index) for each of ``ids`` that is a plain output
+    of a grouping expression; at least one, else Unsupported."""
+    src = {a.id: e for a, e in node.outputs}
+    out = []
+    for i, c in enumerate(ids):
+        e = src[c]
+        if isinstance(e, GroupRef):
+            out.append((i, e.index))
+    if {g for _, g in out} != set(range(len(node.groups))):
+        raise Unsupported(
+            "a join with an aggregate on other than all its grouping columns is not maintained "
+            "incrementally"
+        )
     return out
 
 
@@ -168,17 +206,37 @@ def _join_order(node: Join, ids: tuple[int, ...]):
 # ---------------------------------------------------------------------- running
 
 
+class AggregateState(Protocol):
+    """An Aggregate node's group state for one epoch (spark_sink.ivm.aggregate)."""
+
+    def delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet: ...
+
+    def lookup(
+        self, rules: DeltaRules, node: Aggregate, idx: list[int], groups: set[tuple], side: str
+    ) -> list[tuple]: ...
+
+
 class DeltaRules:
     """Runs the delta rules of one query tree over one epoch's ``Inputs``; counts lookups."""
 
-    def __init__(self, inputs: Inputs) -> None:
+    def __init__(self, inputs: Inputs, aggregates: dict[int, AggregateState] | None = None) -> None:
         self.inputs = inputs
+        self.aggregates = aggregates or {}  # id(Aggregate node) -> its group state
         self.lookups = 0  # keys looked up
-        self._compiled: dict[int, object] = {}
+        self._compiled: dict[object, object] = {}
+        self._deltas: dict[int, ZSet] = {}
 
     # ------------------------------------------------------------------ delta
 
     def delta(self, node: Node) -> ZSet:
+        """The change of ``node``'s result between the old and the new barrier (computed once
+        per node and epoch)."""
+        got = self._deltas.get(id(node))
+        if got is None:
+            got = self._deltas[id(node)] = self._delta(node)
+        return got
+
+    def _delta(self, node: Node) -> ZSet:
         match node:
             case Scan(table=t, attrs=attrs):
                 rows, weights = self.inputs.changes(t)
@@ -188,7 +246,12 @@ class DeltaRules:
             case Project():
                 return self._project(node, self.delta(node.child))
             case Join():
-                return self.join_delta(node)
+                out = self.join_delta(node)
+                if node.kind == "left":
+                    self._dangling_delta(node, out)
+                return out
+            case Aggregate():
+                return self.aggregates[id(node)].delta(self, node, self.delta(node.child))
         raise Unsupported(f"{type(node).__name__} in a delta")
 
     def join_delta(self, node: Join) -> ZSet:
@@ -202,6 +265,30 @@ class DeltaRules:
             new_l = self.lookup(node.left, node.left_keys, dr.values(node.right_keys), NEW)
             self._join_into(out, node, new_l, dr)
         return out
+
+    def _dangling_delta(self, node: Join, out: ZSet) -> None:
+        """Add to ``out`` the change of a LEFT OUTER join's NULL-padded rows."""
+        dl, dr = self.delta(node.left), self.delta(node.right)  # (memoized below)
+        pad = (None,) * len(output(node.right))
+        lp = dl.pos()
+        li = [lp[c] for c in node.left_keys]
+        for r, w in zip(dl.rows, dl.weights, strict=True):
+            if any(r[i] is None for i in li):  # a NULL key never matches: it always dangles
+                out.rows.append(r + pad)
+                out.weights.append(w)
+        keys = dl.values(node.left_keys) | dr.values(node.right_keys)
+        if not keys:
+            return
+        for side, sign in ((OLD, -1), (NEW, 1)):
+            left = self.lookup(node.left, node.left_keys, keys, side)
+            matched = self.lookup(node.right, node.right_keys, keys, side).values(node.right_keys)
+            p = left.pos()
+            ki = [p[c] for c in node.left_keys]
+            for r in left.rows:
+                k = tuple(r[i] for i in ki)
+                if k in keys and k not in matched:
+                    out.rows.append(r + pad)
+                    out.weights.append(sign)
 
     # ------------------------------------------------------------------ lookup
 
@@ -236,8 +323,30 @@ class DeltaRules:
                     self._join_into(out, node, a, b)
                 else:
                     self._join_into(out, node, b, a)
+                if node.kind == "left":
+                    if first is not node.left:
+                        raise Unsupported("a lookup into a LEFT OUTER join by its right side")
+                    self._pad_unmatched(out, node, a, b)
                 return out
+            case Aggregate():
+                gpos = _group_positions(node, ids)
+                groups = {tuple(v[i] for i, _ in gpos) for v in values}
+                idx = [g for _, g in gpos]
+                st = self.aggregates[id(node)]
+                self.lookups += len(groups)
+                rows = st.lookup(self, node, idx, groups, side)
+                return ZSet(out_ids, rows, [1] * len(rows))
         raise Unsupported(f"a lookup into {type(node).__name__}")
+
+    def _pad_unmatched(self, out: ZSet, node: Join, left: ZSet, right: ZSet) -> None:
+        matched = right.values(node.right_keys)
+        p = left.pos()
+        ki = [p[c] for c in node.left_keys]
+        pad = (None,) * len(output(node.right))
+        for r in left.rows:
+            if tuple(r[i] for i in ki) not in matched:
+                out.rows.append(r + pad)
+                out.weights.append(1)
 
     # ------------------------------------------------------------------ operators
 

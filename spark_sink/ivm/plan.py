@@ -106,14 +106,16 @@ class Project:
 
 @dataclass(frozen=True)
 class Join:
-    """Inner equi-join: ``left_keys[i] = right_keys[i]`` (column ids of each side), then
-    ``residual`` (None: nothing more)."""
+    """Equi-join: ``left_keys[i] = right_keys[i]`` (column ids of each side), then
+    ``residual`` (None: nothing more). ``kind`` "inner", or "left" (a LEFT OUTER join: a left
+    row without a match is kept, padded with NULLs; no residual)."""
 
     left: Node
     right: Node
     left_keys: tuple[int, ...]
     right_keys: tuple[int, ...]
     residual: Expr | None
+    kind: str = "inner"
 
 
 @dataclass(frozen=True)
@@ -380,7 +382,7 @@ def _node(j, tables_of) -> Node:
         return _node(j.child(), tables_of)  # a view is a set of rows: order is not kept
     if kind == "Join":
         jt = str(j.joinType().toString())
-        if jt != "Inner":
+        if jt not in ("Inner", "LeftOuter"):
             raise Unsupported(f"a {jt} join is not maintained incrementally")
         left, right = _node(j.left(), tables_of), _node(j.right(), tables_of)
         lids = {a.id for a in output(left)}
@@ -408,7 +410,14 @@ def _node(j, tables_of) -> Node:
         residual = None
         for e in rest:
             residual = e if residual is None else Call("and", (residual, e), "boolean")
-        return Join(left, right, tuple(lk), tuple(rk), residual)
+        if jt == "LeftOuter" and residual is not None:
+            raise Unsupported(
+                "a LEFT OUTER join with a condition beyond column equalities is not maintained "
+                "incrementally"
+            )
+        return Join(
+            left, right, tuple(lk), tuple(rk), residual, "left" if jt == "LeftOuter" else "inner"
+        )
     if kind == "Aggregate":
         groups = _seq(j.groupingExpressions())
         plain = _Converter()
@@ -440,12 +449,10 @@ def delta_plan(df: DataFrame, tables_of: Callable[[str], str] = lambda name: nam
     option to the table's name (identity by default). Raises Unsupported naming the construct.
 
     Supported: Filter and Project with deterministic expressions of the closed language above,
-    inner equi-joins, and at most one Aggregate (COUNT, SUM, AVG, GROUP BY or global, DISTINCT)
-    with only Project above it."""
+    inner and LEFT OUTER equi-joins, and Aggregates (COUNT, SUM, AVG, GROUP BY or global,
+    DISTINCT) anywhere in the tree (a join looks one up by its grouping columns)."""
     plan = df._jdf.queryExecution().optimizedPlan()
-    root = _node(plan, tables_of)
-    _check_shape(root, top=True)
-    return root
+    return _node(plan, tables_of)
 
 
 def _window_names(window) -> str:
@@ -454,29 +461,6 @@ def _window_names(window) -> str:
     text = str(window.toString())
     names = sorted(set(re.findall(r"\b([a-z_]+)\(\)\s+windowspecdefinition", text)))
     return ", ".join(f"{n}()" for n in names) or "(a window function)"
-
-
-def _check_shape(node: Node, top: bool) -> None:
-    """At most one Aggregate, and above it only Project (a HAVING or a join over an aggregate
-    needs the rules of part 2)."""
-    match node:
-        case Aggregate(child=c):
-            if not top:
-                raise Unsupported(
-                    "an aggregate below a filter (HAVING) or a join is not maintained incrementally"
-                )
-            _check_shape(c, top=False)
-            if any(isinstance(n, Aggregate) for n in _walk(c)):
-                raise Unsupported("nested aggregates are not maintained incrementally")
-        case Project(child=c):
-            _check_shape(c, top)
-        case Filter(child=c):
-            _check_shape(c, top=False)
-        case Join(left=left, right=right):
-            _check_shape(left, top=False)
-            _check_shape(right, top=False)
-        case Scan():
-            pass
 
 
 def _walk(node: Node):
@@ -489,16 +473,23 @@ def _walk(node: Node):
             yield from _walk(right)
 
 
-def catalyst_aggregate(plan: JObject) -> tuple[JObject, list[JObject], list[JObject]]:
-    """The Catalyst parts of the Aggregate under ``plan``'s top Projects, in the order
-    ``delta_plan`` numbers them: (child plan, grouping expressions, AggregateExpressions)."""
-    node = plan
-    while _name(node) in ("Project", "Sort", "SubqueryAlias"):
-        node = node.child()
-    if _name(node) != "Aggregate":
-        raise Unsupported("no aggregate at the top of the plan")
-    groups = _seq(node.groupingExpressions())
-    conv = _Converter(groups)
-    for e in _seq(node.aggregateExpressions()):
-        conv.expr(e)
-    return node.child(), groups, list(conv._agg_keys)
+def aggregates(node: Node) -> list[Aggregate]:
+    """The Aggregate nodes of the tree in pre-order (the order of catalyst_aggregates)."""
+    return [n for n in _walk(node) if isinstance(n, Aggregate)]
+
+
+def catalyst_aggregates(plan: JObject) -> list[tuple[JObject, list[JObject], list[JObject]]]:
+    """The Catalyst Aggregates of an optimized plan in pre-order, each as (child plan, grouping
+    expressions, AggregateExpressions numbered as ``delta_plan`` numbers them)."""
+    out = []
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if _name(node) == "Aggregate":
+            groups = _seq(node.groupingExpressions())
+            conv = _Converter(groups)
+            for e in _seq(node.aggregateExpressions()):
+                conv.expr(e)
+            out.append((node.child(), groups, list(conv._agg_keys)))
+        stack.extend(reversed(_seq(node.children())))
+    return out

@@ -20,6 +20,7 @@ from spark_sink.ivm.plan import (
     Node,
     Project,
     Unsupported,
+    aggregates,
     delta_plan,
     output,
     scans,
@@ -35,15 +36,13 @@ PLAN_VERSION = 1  # bump when the meaning of state tables changes: every view th
 @dataclass(frozen=True)
 class IncrementalPlan:
     root: Node
-    tops: tuple[Project, ...]  # Projects above the aggregate, outermost first
-    agg: Aggregate | None
+    aggs: tuple[Aggregate, ...]  # the tree's aggregates, pre-order
     accesses: tuple[Access, ...]
     state: tuple[StateTable, ...]
     fingerprint: str
 
-    @property
-    def groups(self) -> StateTable | None:
-        return next((s for s in self.state if s.role == "groups"), None)
+    def groups_tables(self) -> list[StateTable]:
+        return [s for s in self.state if s.role == "groups"]
 
     def index_tables(self) -> list[StateTable]:
         return [s for s in self.state if s.role == "index"]
@@ -66,10 +65,8 @@ class IncrementalPlan:
                     if (x.source, x.column) == (a.table, a.index_column)
                 )
                 lines.append(f"lookup {a.table} by {a.index_column}: index state table {st.name}")
-        if self.agg is not None:
-            g = self.groups
-            assert g is not None  # an aggregate view has a groups table
-            kind = "global aggregate" if not self.agg.groups else "aggregate"
+        for agg, g in zip(self.aggs, self.groups_tables(), strict=True):
+            kind = "global aggregate" if not agg.groups else "aggregate"
             lines.append(f"{kind}: affected groups read by key from state table {g.name}")
         for st in self.state:
             lines.append(f"state: {st.describe()}")
@@ -145,31 +142,23 @@ def analyze(
     for s in scans(root):
         if s.table not in infos:
             raise Unsupported(f"table {s.table} is not a source of the view")
-    tops: list[Project] = []
-    node = root
-    while isinstance(node, Project):
-        tops.append(node)
-        node = node.child
-    agg = node if isinstance(node, Aggregate) else None
-    if agg is None:
-        tops = []
-    body = agg.child if agg is not None else root
+    aggs = aggregates(root)
 
     def pk_of(t: str) -> tuple[str, ...]:
         i = infos[t]
         return () if i.hidden_row_id else tuple(i.primary_key)
 
-    for s in scans(body):
+    for s in scans(root):
         if not pk_of(s.table):
             raise Unsupported(
                 f"table {s.table} has no primary key (append-only); its rows cannot be looked up "
                 "by key"
             )
-    accesses = list(dict.fromkeys(plan_accesses(body, pk_of)))
+    accesses = list(dict.fromkeys(plan_accesses(root, pk_of)))
     _check_expressions(root)
     state: list[StateTable] = []
-    if agg is not None:
-        state.append(groups_table(view, agg))
+    for i, agg in enumerate(aggs):
+        state.append(groups_table(view, agg, i))
     for a in accesses:
         if a.kind == "index":
             st = index_table(view, a, infos[a.table])
@@ -187,4 +176,4 @@ def analyze(
             ]
         ).encode()
     ).hexdigest()[:16]
-    return IncrementalPlan(root, tuple(tops), agg, tuple(accesses), tuple(state), fp), df
+    return IncrementalPlan(root, tuple(aggs), tuple(accesses), tuple(state), fp), df

@@ -62,6 +62,7 @@ class StateTable:
     role: str  # groups | index
     source: str = ""  # index: the indexed table
     column: str = ""  # index: the indexed column
+    index: int = 0  # groups: which aggregate of the plan (pre-order)
 
     def describe(self) -> str:
         if self.role == "groups":
@@ -69,7 +70,8 @@ class StateTable:
         return f"{self.name} (key {', '.join(self.primary_key)}): index of {self.source} by {self.column}"
 
 
-def groups_table(view: str, agg: Aggregate) -> StateTable:
+def groups_table(view: str, agg: Aggregate, index: int = 0) -> StateTable:
+    """The group state of the ``index``-th aggregate of the plan (pre-order)."""
     if agg.groups:
         cols = [f"g{i} {_ddl_of(t)}" for i, t in enumerate(agg.group_dtypes)]
         pk = tuple(f"g{i}" for i in range(len(agg.groups)))
@@ -78,7 +80,8 @@ def groups_table(view: str, agg: Aggregate) -> StateTable:
     cols.append("nrows BIGINT")
     for j, a in enumerate(agg.aggs):
         cols += [f"s{j} {agg_state_type(a)}", f"n{j} BIGINT"]
-    return StateTable(state_name(view, "groups"), ", ".join(cols), pk, "groups")
+    what = "groups" if index == 0 else f"groups_{index}"
+    return StateTable(state_name(view, what), ", ".join(cols), pk, "groups", index=index)
 
 
 def index_table(view: str, access: Access, source: TableInfo) -> StateTable:

@@ -26,11 +26,11 @@ from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
 from spark_sink.executor_diff import write_diff
-from spark_sink.ivm.aggregate import AggregateOutput, GroupDeltas, GroupState, merge
+from spark_sink.ivm.aggregate import AggregateState
 from spark_sink.ivm.delta import DeltaRules, ZSet, consolidate
 from spark_sink.ivm.expressions import agg_state_type
 from spark_sink.ivm.inputs import StoreInputs
-from spark_sink.ivm.plan import catalyst_aggregate
+from spark_sink.ivm.plan import catalyst_aggregates
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.partition_writer import (
     DIRECT_TXN_ROWS,
@@ -173,7 +173,7 @@ class Incremental:
             info = client.describe_table(st.name, refresh=True)
             tgt = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
             if st.role == "groups":
-                sdf = self._groups_df(df)
+                sdf = self._groups_df(df, st.index)
             else:
                 src = self.session.table(st.source)
                 src_info = client.describe_table(st.source)
@@ -185,12 +185,12 @@ class Incremental:
         laps.lap("build")
         return n
 
-    def _groups_df(self, df: DataFrame) -> DataFrame:
-        """The group state of the view's aggregate, computed by Spark from the query's plan."""
-        agg = self.plan.agg
-        assert agg is not None
+    def _groups_df(self, df: DataFrame, index: int) -> DataFrame:
+        """The group state of the plan's ``index``-th aggregate, computed by Spark from the
+        query's optimized plan."""
+        agg = self.plan.aggs[index]
         plan = df._jdf.queryExecution().optimizedPlan()
-        child, groups, agg_exprs = catalyst_aggregate(plan)
+        child, groups, agg_exprs = catalyst_aggregates(plan)[index]
         ss = self.session
         jvm = ss._jvm
         assert jvm is not None  # a classic (non-Connect) session
@@ -225,22 +225,34 @@ class Incremental:
     # ------------------------------------------------------------------ delta
 
     def _delta(
-        self, client, attempt, view: TableInfo, old: dict[str, int], new: dict[str, int], laps: Laps
+        self,
+        client: Client,
+        attempt: EpochAttempt,
+        view: TableInfo,
+        old: dict[str, int],
+        new: dict[str, int],
+        laps: Laps,
     ) -> dict:
+        """Write the view's and the state tables' change between the barriers of ``old`` and
+        ``new`` (each source's read ts) into the attempt; returns the epoch's counters."""
         plan = self.plan
         infos = {t: client.describe_table(t) for t in new}
         indexes = {}
         for st in plan.index_tables():
             indexes[(st.source, st.column)] = client.describe_table(st.name)
         inputs = StoreInputs(client, infos, old, new, attempt.start_ts, indexes)
-        rules = DeltaRules(inputs)
-        writes: dict[str, list[Mutation]] = {}
-        if plan.agg is None:
-            z = rules.delta(plan.root)
-            laps.lap("delta")
-        else:
-            z = self._aggregate_delta(client, rules, inputs, writes, laps)
-        writes[view.name] = self._view_mutations(view, z)
+        groups = {}
+        for st in plan.groups_tables():
+            info = client.describe_table(st.name)
+            groups[st.name] = AggregateState(plan.aggs[st.index], info, inputs, self.spec.target)
+        rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()})
+        z = rules.delta(plan.root)
+        laps.lap("delta")
+        writes: dict[str, list[Mutation]] = {view.name: self._view_mutations(view, z)}
+        for name, g in groups.items():
+            writes[name] = self._encode(g.table, g.upserts, "upsert") + self._encode(
+                g.table, g.deletes, "delete"
+            )
         for st in plan.index_tables():
             writes[st.name] = self._index_mutations(inputs, indexes[(st.source, st.column)], st)
         laps.lap("diff")
@@ -259,58 +271,6 @@ class Incremental:
             "lookups": rules.lookups + inputs.rows_read,
             "mutations": n,
         }
-
-    def _aggregate_delta(
-        self, client, rules: DeltaRules, inputs: StoreInputs, writes, laps: Laps
-    ) -> ZSet:
-        plan = self.plan
-        agg = plan.agg
-        assert agg is not None
-        child = agg.child
-        dz = rules.delta(child)
-        laps.lap("delta")
-        folded = GroupDeltas(agg, dz.ids).fold(dz)
-        folded = {g: d for g, d in folded.items() if d.rows or any(d.counts) or any(d.sums)}
-        gt = plan.groups
-        assert gt is not None
-        ginfo = client.describe_table(gt.name)
-        global_agg = not agg.groups
-        keys = [(0,) if global_agg else g for g in folded]
-        old_states = inputs.read_state(ginfo, keys)
-        rules.lookups += len(keys)
-        laps.lap("state")
-        outf = AggregateOutput(agg)
-        rows: list[tuple] = []
-        weights: list[int] = []
-        state_rows: list[list] = []
-        state_deletes: list[list] = []
-        for g, d in folded.items():
-            k = (0,) if global_agg else g
-            raw = old_states.get(k)
-            old = GroupState.from_values(agg, raw) if raw is not None else None
-            new = merge(agg, old, d)
-            if new.rows < 0:
-                raise SchemaMismatch(
-                    f"view {self.spec.target!r}: group {g!r} would have {new.rows} rows; the "
-                    "view's state is inconsistent with its sources (rebuild the view)"
-                )
-            if old is not None and (old.rows > 0 or global_agg):
-                rows.append(outf.row(g, old))
-                weights.append(-1)
-            if new.rows > 0 or global_agg:
-                rows.append(outf.row(g, new))
-                weights.append(1)
-                state_rows.append([*k, *new.as_values()])
-            elif old is not None:
-                state_deletes.append([*k, *new.as_values()])
-        z = ZSet(tuple(a.id for a, _ in agg.outputs), rows, weights)
-        for p in reversed(plan.tops):
-            z = rules._project(p, z)
-        enc_rows = self._encode(ginfo, state_rows, "upsert") + self._encode(
-            ginfo, state_deletes, "delete"
-        )
-        writes[gt.name] = enc_rows
-        return z
 
     def _view_mutations(self, view: TableInfo, z: ZSet) -> list[Mutation]:
         """PUT every row the change adds, DELETE every key it only removes."""

@@ -11,7 +11,7 @@ import pytest
 from spark_sink.ivm.aggregate import AggregateOutput, GroupDeltas, GroupState, merge
 from spark_sink.ivm.delta import ZSet, consolidate
 from spark_sink.ivm.expressions import EvalError, compile_expr, finalize
-from spark_sink.ivm.plan import AggCall, Aggregate, AggRef, Attr, Call, Col, GroupRef, Lit, Scan
+from spark_sink.ivm.plan import AggCall, AggRef, Aggregate, Attr, Call, Col, GroupRef, Lit, Scan
 
 
 def ev(e, row=(), pos=None):

@@ -133,6 +133,22 @@ def source_tables(df: DataFrame, candidates: list[str]) -> list[str]:
     return out
 
 
+_MULTIPLYING = {"Join", "Generate", "Expand"}
+
+
+def rows_bounded_by_inputs(df: DataFrame) -> bool:
+    """True if the query's optimized plan has no node that can make more rows than it reads (a
+    join, an explode, grouping sets): its result is then no larger than its sources."""
+    stack = [df._jdf.queryExecution().optimizedPlan()]
+    while stack:
+        node = stack.pop()
+        if node.getClass().getSimpleName() in _MULTIPLYING:
+            return False
+        children = node.children()
+        stack += [children.apply(i) for i in range(children.size())]
+    return True
+
+
 def is_global_aggregate(df: DataFrame) -> bool:
     """True if the query is an aggregate without GROUP BY (exactly one row, no natural key)."""
     node = _analyzed(df)

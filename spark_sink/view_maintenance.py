@@ -40,7 +40,7 @@ from spark_sink.partition_writer import (
     prewrite_chunk,
     prewrite_remote,
 )
-from spark_sink.query_analysis import read_small, register_sources
+from spark_sink.query_analysis import read_small, register_sources, rows_bounded_by_inputs
 from spark_source.connection import client_for
 
 FULL_RECOMPUTE = "full_recompute"
@@ -228,8 +228,9 @@ class FullRecompute:
       epoch of 6): GROUP BY into 100 rows 0.24-0.31 s on the driver path against 0.94-0.95 s on
       the executor path; a 10,000-row view 0.25-0.27 s against 0.79-0.88 s (the executor path
       runs two Spark jobs, the key check and the diff, each with a shuffle and a Python task).
-      A view over small sources is at most a few hundred thousand rows in practice (a join of
-      two 50,000-row sources can be larger; the driver must then hold it). ``driver_diff =
+      A query without a join (or an explode or grouping sets) has no more result rows than its
+      sources, so such a view is small too; a join of small sources can be larger than the
+      driver's memory, so a query with one always takes the executor path. ``driver_diff =
       False`` sends every view through the executor path.
 
     Cost: the whole query at every barrier where anything changed, whatever the size of the
@@ -365,7 +366,7 @@ class FullRecompute:
         if spec.column_names:
             df = df.toDF(*spec.column_names)
         laps.lap("analyze")
-        return df, len(local) == len(reads)
+        return df, len(local) == len(reads) and rows_bounded_by_inputs(df)
 
     def diff(self, client: Client, info: TableInfo, new: pa.Table, read_ts: int) -> list[Mutation]:
         """Mutations turning the view as of ``read_ts`` into ``new``: a PUT for every row that

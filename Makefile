@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := kvstore coordinator spark_source spark_sink snapview
 
-.PHONY: test demo proto lint typecheck fmt bench chaos install-check clean
+.PHONY: test demo proto lint typecheck fmt bench chaos differential install-check clean
 
 # The generated protobuf code (snapview_proto/) is committed: installing needs no code generator.
 $(STAMP): pyproject.toml requirements.lock
@@ -51,6 +51,12 @@ bench: $(STAMP)
 chaos: $(STAMP)
 	$(PY) -m snapview.cli chaos --workload bank --duration 30m --seed 1 --master 'local-cluster[2,1,1024]'
 	$(PY) -m snapview.cli chaos --workload append --duration 5m --seed 2
+
+# The long differential run: incremental views against Spark's batch result at every barrier,
+# 60 rounds of the seeded workload (`make test` runs 6). SNAPVIEW_DIFF_SEED=n for another seed.
+differential: $(STAMP)
+	SNAPVIEW_DIFF_ROUNDS=$${SNAPVIEW_DIFF_ROUNDS:-60} $(PY) -m pytest -q -o timeout=3600 \
+		tests/spark/test_incremental.py -k equal_spark
 
 # What a user without make gets: `pip install` of a clean copy of this tree into a fresh venv
 # (no editable install, no dev extras), then the console script and the client import.

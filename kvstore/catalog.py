@@ -16,11 +16,13 @@ from kvstore.meta_keys import NEXT_TABLE_ID
 from kvstore.mvcc.keys import table_prefix
 from kvstore.schema import TableSchema, parse_ddl
 from kvstore.storage import Reader
-from kvstore.table_info import TableInfo
+from kvstore.table_info import STATE, TableInfo
 
 SYSTEM_TABLE_ID = 0
 FIRST_TABLE_ID = 16
-KINDS = ("root", "view")
+KINDS = ("root", "view", STATE)
+
+
 MAX_SCHEMA_CHARS = 256 << 10  # a DDL string of a few thousand columns
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 

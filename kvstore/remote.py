@@ -23,7 +23,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from kvstore import errors, limits, validation, wire
+from kvstore import errors, limits, wire
 from kvstore.grpc_errors import ERROR_CLASS_KEY
 from kvstore.limits import split_keys
 from kvstore.mvcc.keys import table_id_of, table_prefix
@@ -317,7 +317,10 @@ class RemoteStore:
     ) -> Iterator[tuple[list[bytes], list[bytes]]]:
         """As LocalStore.scan_ranges; a list above the request limits goes in several requests
         (checked whole first, so a range in another table is refused before any is sent)."""
-        checked = validation.check_key_ranges(ranges)
+        # Loaded here: kvstore.validation needs numpy, which a CLI call must not load.
+        from kvstore.validation import check_key_ranges
+
+        checked = check_key_ranges(ranges)
         return self._scan_ranges(checked, version, limit)
 
     def _scan_ranges(

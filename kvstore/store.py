@@ -47,7 +47,7 @@ from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_pr
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.results import DropResult, TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage, raw_key_name
-from kvstore.table_info import TableInfo
+from kvstore.table_info import TableInfo, state_tables_of
 from kvstore.validation import (
     check_key,
     check_key_ranges,
@@ -158,10 +158,15 @@ class LocalStore:
                     return DropResult(False)
                 raise TableNotFound(name)
             downstream, jobs = guard(ctx, name, cascade) if guard else ([], [])
+            # A view's state tables go with it (they are nobody else's).
+            tables = list(self.catalog.by_name.values())
+            state = [s for t in (*downstream, name) for s in state_tables_of(t, tables)]
             for t in downstream:
                 drop_table_action(ctx, t, True)
             drop_table_action(ctx, name, False)
-            return DropResult(True, tuple(downstream), tuple(jobs))
+            for t in state:
+                drop_table_action(ctx, t, True)
+            return DropResult(True, tuple(downstream) + tuple(state), tuple(jobs))
 
         with self._catalog_lock:
             result = self.committer.run(act)

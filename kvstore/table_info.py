@@ -7,6 +7,7 @@ and pickles these without loading LMDB or the server (``kvstore.catalog`` keeps 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -89,3 +90,19 @@ class TableInfo:
             d["hidden_row_id"],
             d["created_ts"],
         )
+
+
+# A state table of view V (incremental maintenance) is named V + STATE_INFIX + what it holds.
+STATE = "state"
+STATE_INFIX = "__sv_"  # a state table of view V is named V + STATE_INFIX + what it holds
+
+
+def state_tables_of(view: str, tables: Iterable[TableInfo]) -> list[str]:
+    """The names of view ``view``'s state tables among ``tables`` (TableInfo)."""
+    prefix = view + STATE_INFIX
+    return [t.name for t in tables if t.kind == STATE and t.name.startswith(prefix)]
+
+
+def owner_of_state(name: str) -> str:
+    """The view a state table belongs to."""
+    return name.rsplit(STATE_INFIX, 1)[0]

@@ -168,7 +168,12 @@ def add_status(sub: Subparsers) -> None:
 
 
 def add_tables(sub: Subparsers) -> None:
-    t = _verb(sub, "tables", "list tables", "Name, kind (root or view), primary key and schema.")
+    t = _verb(
+        sub,
+        "tables",
+        "list tables",
+        "Name, kind (root, view, or state: a view's state table), primary key and schema.",
+    )
     _client_args(t)
     t.set_defaults(func=cmd_tables)
 

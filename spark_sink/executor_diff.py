@@ -39,7 +39,7 @@ from spark_sink.partition_writer import (
     task_context,
     write_batches,
 )
-from spark_sink.query_analysis import JobSessionSource
+from spark_sink.query_analysis import session_source
 from spark_source.connection import client_for
 from spark_source.spark_types import table_struct
 
@@ -52,9 +52,9 @@ _COUNT_SCHEMA = f"{_COUNT} long"
 
 
 def read_table(session: SparkSession, target: EpochTarget, at: int) -> DataFrame:
-    """``target.info``'s table as of ``at``, scanned by the executors (JobSessionSource)."""
+    """``target.info``'s table as of ``at``, scanned by the executors (the session's job source)."""
     info = target.info
-    r = session.read.format(JobSessionSource.name()).schema(table_struct(info))
+    r = session.read.format(session_source(session)).schema(table_struct(info))
     r = r.options(**as_settings(target.coordinator, target.token).spark_options())
     return r.option("table", info.name).option("at", str(at)).load()
 

@@ -44,6 +44,11 @@ from coordinator.errors import BarrierNotReached, SecondWriter
 from coordinator.jobs import JobState
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.schema import parse_ddl
+from spark_sink.ivm.plan import Unsupported
+from spark_sink.ivm.plan_check import IncrementalPlan
+from spark_sink.ivm.plan_check import analyze as analyze_incremental
+from spark_sink.ivm.state import ensure as ensure_state_tables
+from spark_sink.ivm.strategy import INCREMENTAL, Incremental
 from spark_sink.job_liveness import JobReporter
 from spark_sink.partition_writer import direct_info
 from spark_sink.query_analysis import (
@@ -56,12 +61,14 @@ from spark_sink.query_analysis import (
 )
 from spark_sink.view_maintenance import (
     FULL_RECOMPUTE,
-    STRATEGIES,
     FullRecompute,
     ViewProgress,
     ViewSpec,
 )
 from spark_source.connection import client_for
+
+AUTO = "auto"
+CHOICES = (AUTO, INCREMENTAL, FULL_RECOMPUTE)
 
 log = logging.getLogger("snapview.view")
 
@@ -89,7 +96,7 @@ class MaterializedViewBuilder:
             "force_new_table": False,
             "checkpoint_location": None,
             "token": None,
-            "strategy": FULL_RECOMPUTE,
+            "strategy": AUTO,
             "lock_ttl_ms": 20_000,
             "job": None,
         }
@@ -152,6 +159,10 @@ class MaterializedViewBuilder:
         return self._set("coordinator", self._conn().with_(token=token))
 
     def strategy(self, name: str) -> MaterializedViewBuilder:
+        """``auto`` (the default): incremental when the query is in the class maintained by
+        delta rules, full recompute otherwise (``explain()`` says why). ``incremental``: refuse
+        at ``build()`` a query outside that class, naming the construct. ``full_recompute``:
+        run the whole query at every barrier where a source changed."""
         return self._set("strategy", name)
 
     def build(self) -> MaterializedView:
@@ -163,10 +174,9 @@ class MaterializedViewBuilder:
         for key in ("query", "target"):
             if not o[key]:
                 raise InvalidArgument(f"MaterializedView: option {key!r} is required")
-        if o["strategy"] not in STRATEGIES:
+        if o["strategy"] not in CHOICES:
             raise InvalidArgument(
-                f"view {o['target']!r}: strategy {o['strategy']!r} is not one of "
-                f"{sorted(STRATEGIES)}"
+                f"view {o['target']!r}: strategy {o['strategy']!r} is not one of {list(CHOICES)}"
             )
         if o["parallelism"] is not None and o["parallelism"] <= 0:
             raise InvalidArgument(f"view {o['target']!r}: parallelism must be positive")
@@ -202,6 +212,8 @@ class MaterializedView:
         client = client_for(self.coordinator, self.token)
         self.shape, df = self._analyze(client)
         self.key_why = self._check_key(df)
+        self.plan, self.fallback = self._choose_strategy(client)
+        self.strategy_name = INCREMENTAL if self.plan is not None else FULL_RECOMPUTE
         self._prepare_target(client)
         client.jobs.register_job(
             self.job,
@@ -209,8 +221,36 @@ class MaterializedView:
             list(self.shape.sources),
             kind="view",
             query=options["query"],
-            strategy=options["strategy"],
+            strategy=self.strategy_name,
         )
+        if self.plan is not None:
+            ensure_state_tables(client, list(self.plan.state))
+
+    def _choose_strategy(self, client) -> tuple[IncrementalPlan | None, str]:
+        """(the incremental plan, "") or (None, why the view is recomputed in full). A strict
+        ``incremental`` view outside the class is refused here, naming the construct."""
+        o = self.options
+        if o["strategy"] == FULL_RECOMPUTE:
+            return None, "strategy full_recompute was chosen"
+        infos = {t: client.describe_table(t) for t in self.shape.sources}
+        try:
+            plan, _ = analyze_incremental(
+                self.session,
+                o["query"],
+                self.target,
+                infos,
+                o["column_names"],
+                self.shape.primary_key,
+                self.shape.one_row,
+            )
+            return plan, ""
+        except Unsupported as e:
+            if o["strategy"] == INCREMENTAL:
+                raise InvalidArgument(
+                    f"view {self.target!r}: strategy incremental: {e} (use strategy auto or "
+                    "full_recompute)"
+                ) from None
+            return None, str(e)
 
     def _analyze(self, client):
         o = self.options
@@ -290,27 +330,70 @@ class MaterializedView:
             )
 
     def explain(self) -> str:
-        """Which maintenance strategy the view uses, and why."""
+        """Which maintenance strategy the view uses and why; for an incremental view its delta
+        plan (which input is read by which key, the state tables and their keys), for a full
+        recompute the exact reason."""
         s = self.shape
         key = "a hidden fixed key (one-row view)" if s.one_row else ", ".join(s.primary_key)
-        strategy = STRATEGIES[self.options["strategy"]]
-        return "\n".join(
-            [
-                f"view {self.target} (job {self.job})",
-                f"  query:    {self.options['query']}",
-                f"  sources:  {', '.join(s.sources)}",
-                f"  key:      {key} ({self.key_why})",
-                f"  strategy: {strategy.name}",
-                f"  why:      {strategy.why()}",
+        lines = [
+            f"view {self.target} (job {self.job})",
+            f"  query:    {self.options['query']}",
+            f"  sources:  {', '.join(s.sources)}",
+            f"  key:      {key} ({self.key_why})",
+            f"  strategy: {self.strategy_name} (asked: {self.options['strategy']})",
+        ]
+        if self.plan is None:
+            lines += [
+                f"  why:      {self.fallback}",
                 "  each barrier T: read the sources at their read ts for T, run the query, diff "
                 "by key against the view's previous version, write the difference as epoch T",
             ]
-        )
+            return "\n".join(lines)
+        lines += [
+            "  why:      the query is in the class maintained by delta rules",
+            "  first barrier: build the view and its state tables from the snapshot (Spark, "
+            "written from the executors)",
+            "  each later barrier T: the view's change from the sources' changes since the "
+            "previous barrier and keyed reads only:",
+        ]
+        lines += [f"    - {line}" for line in self.plan.describe()]
+        return "\n".join(lines)
 
-    def start(self) -> ViewJob:
-        """Start maintaining the view; returns the running job's handle."""
-        o = self.options
+    def maintain_available(self, until: int = 0, timeout: float = 60.0) -> int:
+        """Maintain the view through every barrier ready now, in this thread (what one trigger
+        of ``start()``'s job does, like Spark's ``availableNow``); with ``until``, keep going
+        until the view holds a barrier >= ``until`` (TimeoutError after ``timeout`` s). Returns
+        the barriers processed. Do not run it beside a started job of the same view."""
+        import json as _json
+
+        from spark_source.barrier_source import plan_rows
+
         client = client_for(self.coordinator, self.token)
+        if getattr(self, "_strategy", None) is None:
+            self._strategy = self._make_strategy(client)
+        deadline = time.monotonic() + timeout
+        done = 0
+        while True:
+            plan = client.jobs.plan_barriers(self.job, limit=1)
+            after = plan.last_committed
+            if until and after >= until:
+                return done
+            plans = client.jobs.plan_barriers(self.job, limit=256, after=after).barriers
+            for barrier, reads, _ in plan_rows(plans):
+                r = {t: (v[0], bool(v[1])) for t, v in _json.loads(reads).items()}
+                self._strategy.maintain(barrier, r)
+                done += 1
+            if not until:
+                return done
+            if not plans:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"view {self.target!r}: no barrier >= {until} within {timeout}s"
+                    )
+                time.sleep(0.02)
+
+    def _make_strategy(self, client) -> FullRecompute | Incremental:
+        o = self.options
         spec = ViewSpec(
             self.coordinator,
             self.token,
@@ -321,14 +404,19 @@ class MaterializedView:
             self.shape.one_row,
             o["lock_ttl_ms"],
         )
-        strategy = STRATEGIES[o["strategy"]](spec, self.session, direct_info(client))
-        return ViewJob(self, strategy)
+        if self.plan is not None:
+            return Incremental(spec, self.session, self.plan, direct_info(client))
+        return FullRecompute(spec, self.session, direct_info(client))
+
+    def start(self) -> ViewJob:
+        """Start maintaining the view; returns the running job's handle."""
+        return ViewJob(self, self._make_strategy(client_for(self.coordinator, self.token)))
 
 
 class ViewJob:
     """A running MaterializedView: ``stop()``, ``await_barrier(ts, timeout)``, ``progress()``."""
 
-    def __init__(self, view: MaterializedView, strategy: FullRecompute) -> None:
+    def __init__(self, view: MaterializedView, strategy: FullRecompute | Incremental) -> None:
         self.view = view
         self.strategy = strategy
         o = view.options
@@ -417,6 +505,10 @@ class ViewJob:
             mutations=p.mutations,
             last_epoch_s=p.last_epoch_s,
             last_steps=MappingProxyType(dict(p.last_steps)),
+            last_strategy=p.last_strategy,
+            last_changes=p.last_changes,
+            last_lookups=p.last_lookups,
+            last_mutations=p.last_mutations,
         )
 
     def await_barrier(self, ts: int, timeout: float = 30.0) -> int:

@@ -61,11 +61,35 @@ def stream_session(spark: SparkSession) -> SparkSession:
     return session
 
 
+_SESSION_SOURCES: dict[str, str] = {}  # session UUID -> the name its job source has there
+
+
 def prepare_session(session: SparkSession) -> None:
+    """Ready a job's own session: filter pushdown on, and the snapview source registered under a
+    name no session has had before (``session_source``). A fixed name breaks once any session
+    registered it: Spark 4.3 then hands it to every later ``newSession()`` in a state where it
+    can neither be looked up nor registered again."""
     from spark_source import register_source
 
     session.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    register_source(session, JobSessionSource)
+    uuid = str(session._jsparkSession.sessionUUID())
+    if uuid in _SESSION_SOURCES:
+        return
+    name = f"{JobSessionSource.name()}_{len(_SESSION_SOURCES) + 1}"
+    # qualname not found in this module: cloudpickle ships the class by value to the workers
+    cls = type(
+        f"JobSessionSource_{len(_SESSION_SOURCES) + 1}",
+        (JobSessionSource,),
+        {"name": classmethod(lambda c, n=name: n)},
+    )
+    register_source(session, cls)
+    _SESSION_SOURCES[uuid] = name
+
+
+def session_source(session: SparkSession) -> str:
+    """The name ``format()`` takes for the snapview source in a session ``prepare_session``
+    readied."""
+    return _SESSION_SOURCES[str(session._jsparkSession.sessionUUID())]
 
 
 def mentioned_tables(query: str, names: list[str]) -> list[str]:
@@ -111,7 +135,7 @@ def register_sources(
             continue
         # With the schema given, Spark skips asking the data source for it (a Python round trip).
         schema = table_struct(client.describe_table(table))
-        r = session.read.format(JobSessionSource.name()).schema(schema)
+        r = session.read.format(session_source(session)).schema(schema)
         r = r.options(**as_settings(coordinator, token).spark_options())
         r = r.option("table", table).option("at", str(ts))
         r.load().createOrReplaceTempView(table)
@@ -131,6 +155,22 @@ def source_tables(df: DataFrame, candidates: list[str]) -> list[str]:
         if c is not None and c not in out:
             out.append(c)
     return out
+
+
+_MULTIPLYING = {"Join", "Generate", "Expand"}
+
+
+def rows_bounded_by_inputs(df: DataFrame) -> bool:
+    """True if the query's optimized plan has no node that can make more rows than it reads (a
+    join, an explode, grouping sets): its result is then no larger than its sources."""
+    stack = [df._jdf.queryExecution().optimizedPlan()]
+    while stack:
+        node = stack.pop()
+        if node.getClass().getSimpleName() in _MULTIPLYING:
+            return False
+        children = node.children()
+        stack += [children.apply(i) for i in range(children.size())]
+    return True
 
 
 def is_global_aggregate(df: DataFrame) -> bool:

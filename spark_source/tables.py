@@ -26,6 +26,7 @@ from types import MappingProxyType
 
 from pyspark.sql import SparkSession
 
+from kvstore.table_info import STATE
 from spark_source.connection import client_for
 from spark_source.spark_types import table_struct
 
@@ -50,12 +51,17 @@ def register_tables(
     wait_s: float = 0.0,
 ) -> RegisteredTables:
     """Register every store table and view (or only ``tables``) as a temporary view of
-    ``spark`` under its own name; see the module docstring for ``consistent``."""
+    ``spark`` under its own name; see the module docstring for ``consistent``. Views' state
+    tables (kind ``state``, internal to incremental maintenance) are left out unless named."""
     import spark_source
 
     spark_source.register(spark)
     client = client_for(coordinator, auth_token)
-    names = list(tables) if tables is not None else sorted(t.name for t in client.tables())
+    names = (
+        list(tables)
+        if tables is not None
+        else sorted(t.name for t in client.tables() if t.kind != STATE)
+    )
     reads: dict[str, int] = {}
     barrier = 0
     if consistent and names:

@@ -36,6 +36,7 @@ from kvstore.errors import FailedPrecondition, InvalidArgument, NotFound, cut
 from kvstore.group_commit import WriteContext
 from kvstore.storage import Reader
 from kvstore.store import LocalStore
+from kvstore.table_info import STATE, owner_of_state
 
 MAX_SOURCES = 256  # tables one job reads
 REPORTED_STATES = ("running", "failed", "stopped")
@@ -128,7 +129,11 @@ class Registry:
                 f"job {job!r}: {len(sources)} sources; a job reads at most {MAX_SOURCES}"
             )
         catalog: Catalog = self.store.catalog
-        catalog.get(sink)  # TableNotFound names it
+        if catalog.get(sink).kind == STATE:  # TableNotFound names a missing one
+            raise FailedPrecondition(
+                f"table {sink!r} is a state table of view {owner_of_state(sink)!r}; only that "
+                "view's job writes it"
+            )
         for s in sources:
             catalog.get(s)
         sources = list(dict.fromkeys(sources))

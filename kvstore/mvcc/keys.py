@@ -98,8 +98,16 @@ class KeyCodec:
 
     def encode_values(self, values: tuple) -> bytes:
         """Encode primary-key values already in stored form (see schema.to_storage)."""
+        if len(values) != len(self.schema.key_columns):
+            raise ValueError(f"{len(values)} values for {len(self.schema.key_columns)} key columns")
+        return self.encode_prefix(values)
+
+    def encode_prefix(self, values: tuple) -> bytes:
+        """Encode the first ``len(values)`` key columns. Every key whose leading columns are
+        ``values`` lies in [encode_prefix(values), prefix_end(encode_prefix(values))): each
+        component is fixed-width or escaped, so the encoding is prefix-free."""
         out = [self.prefix]
-        for col, v in zip(self.schema.key_columns, values, strict=True):
+        for col, v in zip(self.schema.key_columns, values, strict=False):
             kind = col.type.kind
             if kind in ("BIGINT", "TIMESTAMP"):
                 out.append(_U64.pack((v + SIGN64) & TS_MASK))
@@ -124,6 +132,12 @@ class KeyCodec:
                 f"exceeds the limit of {MAX_USER_KEY_BYTES} bytes"
             )
         return key
+
+    @staticmethod
+    def prefix_end(prefix: bytes) -> bytes:
+        """The smallest key above every key that starts with ``prefix``."""
+        p = prefix.rstrip(b"\xff")
+        return p[:-1] + bytes([p[-1] + 1])
 
     def encode(self, row: dict) -> bytes:
         """Encode the key of ``row`` (a dict of Python values); names a missing key column."""

@@ -2,9 +2,10 @@
 
     .venv/bin/python scripts/examples/author_posts.py
 
-The query has a correlated subquery, which full recompute handles as any Spark SQL. Posts keep
-arriving while the view is read; every read of the view at a barrier matches the posts table at
-the same barrier.
+The query has a correlated subquery; Spark rewrites it into an aggregate of posts LEFT OUTER
+joined to authors, which snapview maintains incrementally (``explain()`` shows the delta plan).
+Posts keep arriving while the view is read; every read of the view at a barrier matches the posts
+table at the same barrier.
 """
 
 from __future__ import annotations

@@ -302,7 +302,7 @@ def run_bank_demo(
         for j in jobs.values():
             out(j.view.explain())
         ts = c.tso()
-        with _ticking(out, "Waiting for the views' first barrier (their first recompute)"):
+        with _ticking(out, "Waiting for the views' first barrier (their build)"):
             for j in jobs.values():
                 j.await_barrier(ts, timeout=120)
         out(

@@ -22,7 +22,9 @@ def ex_server(tmp_path_factory):
 def test_author_posts_matches_posts_at_every_read(spark, ex_server):
     lines = []
     assert author_posts.run(spark, ex_server.address, rounds=4, out=lines.append) == []
-    assert "strategy: full_recompute" in lines[0]
+    # the correlated subquery becomes an aggregate LEFT OUTER joined to authors: incremental
+    assert "strategy: incremental (asked: auto)" in lines[0]
+    assert "author_posts__sv_groups" in lines[0]
     assert lines[-1].startswith("author_posts: 0 mismatches")
 
 
@@ -62,6 +64,8 @@ def test_demo_bank_command(tmp_path):
     assert "freshness=" in live[-1] and "barrier=" in live[-1]
     done = lines[-1]
     assert done.startswith("done:") and "with 0 violations in snapshot mode" in done
+    # the three views are maintained incrementally (explain() says so)
+    assert sum("strategy: incremental (asked: auto)" in ln for ln in lines) == 3, lines
     # start-up is never silent: each slow step says what it is doing, then how long it took
     for step in ("Starting Spark", "Building the 3 views", "Waiting for the views' first barrier"):
         i = next(i for i, ln in enumerate(lines) if ln.startswith(step))

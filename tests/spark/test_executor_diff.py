@@ -77,6 +77,7 @@ def test_large_view_is_maintained_from_the_executors(
         .query(SQL.format(src=src))
         .target(view)
         .primary_key("id")
+        .strategy("full_recompute")  # (auto would maintain it incrementally)
         .trigger_interval("100 milliseconds")
         .build()
         .start()
@@ -113,7 +114,8 @@ def test_one_row_view(spark, server, client, table_name, large, driver_rows):
             t.put(src, {"id": i, "v": i / 2})
     sql = "SELECT SUM(v) AS s, COUNT(*) AS n, MAX(CAST(NULL AS STRING)) AS x FROM {src}"
     v = MaterializedView.builder(spark).coordinator(server.address).query(sql.format(src=src))
-    job = v.target(view).trigger_interval("100 milliseconds").build().start()
+    job = v.target(view).strategy("full_recompute").trigger_interval("100 milliseconds")
+    job = job.build().start()
     try:
         check(spark, server, client, job, src, view, sql)
         with client.transaction() as t:

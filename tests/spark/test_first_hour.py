@@ -158,9 +158,11 @@ def test_progress_is_typed_and_its_steps_add_up(spark, fh_server, fc):
     assert p.recomputed >= 1 and p.unchanged >= 1 and p.committed_barrier >= first
     assert p.barrier_wall_ms == physical_ms(p.committed_barrier)
     assert abs(p.last_epoch_s - sum(p.last_steps.values())) < 1e-9
-    assert list(p.last_steps) == ["open", "commit"]  # the last epoch ran no query
+    # the view is incremental: its last epoch read no change, ran the delta rules over nothing
+    assert p.last_strategy == "delta" and p.last_changes == 0 and p.last_mutations == 0
+    assert list(p.last_steps) == ["open", "delta", "diff", "write", "commit"]
     assert wait.last_barrier <= p.last_barrier
-    assert str(p).startswith("view pg_view (job pg_view, full_recompute, active)")
+    assert str(p).startswith("view pg_view (job pg_view, incremental, active)")
 
 
 @pytest.fixture(scope="module")

@@ -268,7 +268,7 @@ def test_second_writer_and_cycle_are_refused(spark, views_server, vc):
         return MaterializedView.builder(spark).coordinator(addr).query(sql).target(target)
 
     v1 = builder("topo_v1", BRANCH_SQL.format(src=src)).build()
-    assert "full_recompute" in v1.explain() and src in v1.explain()
+    assert "strategy: incremental" in v1.explain() and src in v1.explain()
     with pytest.raises(SecondWriter, match="'topo_v1' is already written by job 'topo_v1'"):
         builder("topo_v1", BRANCH_SQL.format(src=src)).job("other").build()
     with pytest.raises(SecondWriter):

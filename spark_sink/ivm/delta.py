@@ -1,0 +1,406 @@
+"""Delta rules: the change of a query's result between two barriers, from the changes of its
+sources and keyed reads of their other rows.
+
+Changes are Z-sets: rows with integer weights (+1 inserted, -1 deleted; an update is both).
+
+- Filter and Project apply to the changed rows and keep their weights.
+- Inner equi-join: d(L join R) = dL join R_old + L_new join dR. ``R_old`` and ``L_new`` are never
+  read whole: only their rows whose join key occurs in the other side's change are read, by key
+  (``lookup``), through every operator below the join (a multi-way join looks up one input at a
+  time, each by the keys the previous one found). Superset reads are harmless: the join and the
+  filters above it are applied to whatever was read.
+- LEFT OUTER join: the inner join's delta, plus the change of the dangling rows: for every join
+  key the change touches, the left rows that had no match before (retracted) and have none now
+  (emitted), padded with NULLs; left rows with a NULL key always dangle.
+- Aggregate: the child's delta folded per group into the group state table
+  (``spark_sink.ivm.aggregate``); its output change is the group's old row retracted and its new
+  row emitted. A lookup into an aggregate reads the group state by key (the new state of a group
+  this epoch changed, else the stored one).
+
+A lookup of a table by columns is keyed one of two ways (``Access``): by the table's primary key
+when the columns cover it, else through an index state table (join column, primary key) that the
+view job keeps in step with the table (``spark_sink.ivm.state``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from spark_sink.ivm.expressions import compile_expr
+from spark_sink.ivm.plan import (
+    Aggregate,
+    Filter,
+    GroupRef,
+    Join,
+    Node,
+    Project,
+    Scan,
+    Unsupported,
+    output,
+)
+
+OLD, NEW = "old", "new"
+
+
+@dataclass
+class ZSet:
+    """Rows over the columns ``ids`` (Spark expression ids), each with a weight."""
+
+    ids: tuple[int, ...]
+    rows: list[tuple] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def pos(self) -> dict[int, int]:
+        return {c: i for i, c in enumerate(self.ids)}
+
+    def values(self, cols: tuple[int, ...]) -> set[tuple]:
+        """The distinct non-NULL tuples of ``cols`` (NULL never matches an equi-join)."""
+        p = self.pos()
+        idx = [p[c] for c in cols]
+        out = set()
+        for r in self.rows:
+            t = tuple(r[i] for i in idx)
+            if None not in t:
+                out.add(t)
+        return out
+
+
+@dataclass(frozen=True)
+class Access:
+    """How rows of ``table`` are found by the values of ``columns``: ``pk`` (point reads of the
+    table) or ``index`` (a prefix read of the index on ``columns[0]``, then point reads)."""
+
+    table: str
+    columns: tuple[str, ...]
+    kind: str  # pk | index
+    index_column: str = ""
+
+
+class Inputs(Protocol):
+    """What one epoch gives the delta rules (see spark_sink.ivm.epoch)."""
+
+    def changes(self, table: str) -> tuple[list[tuple], list[int]]:
+        """The table's net change between its old and new read ts: full rows in column order,
+        with weights."""
+        ...
+
+    def fetch(self, access: Access, side: str, values: set[tuple]) -> list[tuple]:
+        """Full rows of ``access.table`` at its ``side`` ts whose ``access.columns`` may equal
+        one of ``values`` (a superset is allowed)."""
+        ...
+
+    def columns(self, table: str) -> tuple[str, ...]: ...
+
+    def primary_key(self, table: str) -> tuple[str, ...]: ...
+
+
+def choose_access(table: str, columns: tuple[str, ...], pk: tuple[str, ...]) -> Access:
+    if pk and set(pk) <= set(columns):
+        return Access(table, columns, "pk")
+    return Access(table, columns, "index", columns[0])
+
+
+# ---------------------------------------------------------------------- planning
+
+
+PkOf = Callable[[str], tuple[str, ...]]
+
+
+def lookup_accesses(
+    node: Node, ids: tuple[int, ...], pk_of: PkOf, out: list[Access] | None = None
+) -> list[Access]:
+    """The keyed reads ``lookup(node, ids, ...)`` will make (checked at build: raises
+    Unsupported when ``ids`` cannot be traced to a stored column)."""
+    out = [] if out is None else out
+    match node:
+        case Scan(table=t, attrs=attrs):
+            names = {a.id: a.name for a in attrs}
+            out.append(choose_access(t, tuple(names[i] for i in ids), pk_of(t)))
+        case Filter(child=c):
+            lookup_accesses(c, ids, pk_of, out)
+        case Project():
+            child_ids, _ = _through_project(node, ids)
+            lookup_accesses(node.child, child_ids, pk_of, out)
+        case Join():
+            first, then, fk, tk, mine = _join_order(node, ids)
+            if node.kind == "left" and first is not node.left:
+                raise Unsupported(
+                    "a lookup into a LEFT OUTER join by its right side is not maintained "
+                    "incrementally"
+                )
+            lookup_accesses(first, mine, pk_of, out)
+            lookup_accesses(then, tk, pk_of, out)
+        case Aggregate():
+            _group_positions(node, ids)  # raises Unsupported unless ids include a group column
+    return out
+
+
+def plan_accesses(node: Node, pk_of: PkOf) -> list[Access]:
+    """Every keyed read the delta rules of ``node`` can make (each join's two sides)."""
+    out: list[Access] = []
+    match node:
+        case Filter(child=c) | Project(child=c):
+            out += plan_accesses(c, pk_of)
+        case Join(left=left, right=right, left_keys=lk, right_keys=rk):
+            out += lookup_accesses(right, rk, pk_of)
+            out += lookup_accesses(left, lk, pk_of)
+            out += plan_accesses(left, pk_of) + plan_accesses(right, pk_of)
+        case Aggregate(child=c):
+            out += plan_accesses(c, pk_of)
+        case Scan():
+            pass
+    return out
+
+
+def _group_positions(node: Aggregate, ids: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(position in ids, grouping expression index) for each of ``ids`` that is a plain output
+    of a grouping expression; at least one, else Unsupported."""
+    src = {a.id: e for a, e in node.outputs}
+    out = []
+    for i, c in enumerate(ids):
+        e = src[c]
+        if isinstance(e, GroupRef):
+            out.append((i, e.index))
+    if {g for _, g in out} != set(range(len(node.groups))):
+        raise Unsupported(
+            "a join with an aggregate on other than all its grouping columns is not maintained "
+            "incrementally"
+        )
+    return out
+
+
+def _through_project(node: Project, ids: tuple[int, ...]) -> tuple[tuple[int, ...], list[int]]:
+    """The child columns that ``ids`` are plain copies of, and which positions of ``ids``."""
+    from spark_sink.ivm.plan import Col
+
+    src = {a.id: e for a, e in node.outputs}
+    child_ids, kept = [], []
+    for i, c in enumerate(ids):
+        e = src[c]
+        if isinstance(e, Col):
+            child_ids.append(e.id)
+            kept.append(i)
+    if not child_ids:
+        raise Unsupported(
+            "a join on a computed column (" + ", ".join(f"#{c}" for c in ids) + ") is not "
+            "maintained incrementally"
+        )
+    return tuple(child_ids), kept
+
+
+def _join_order(node: Join, ids: tuple[int, ...]):
+    """For a lookup into a join by ``ids``: which side is read first (the one holding ids), by
+    which of them, and the keys that lead from it into the other side."""
+    left_ids = {a.id for a in output(node.left)}
+    mine_l = tuple(c for c in ids if c in left_ids)
+    if mine_l:
+        return node.left, node.right, node.left_keys, node.right_keys, mine_l
+    return node.right, node.left, node.right_keys, node.left_keys, ids
+
+
+# ---------------------------------------------------------------------- running
+
+
+class AggregateState(Protocol):
+    """An Aggregate node's group state for one epoch (spark_sink.ivm.aggregate)."""
+
+    def delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet: ...
+
+    def lookup(
+        self, rules: DeltaRules, node: Aggregate, idx: list[int], groups: set[tuple], side: str
+    ) -> list[tuple]: ...
+
+
+class DeltaRules:
+    """Runs the delta rules of one query tree over one epoch's ``Inputs``; counts lookups."""
+
+    def __init__(self, inputs: Inputs, aggregates: dict[int, AggregateState] | None = None) -> None:
+        self.inputs = inputs
+        self.aggregates = aggregates or {}  # id(Aggregate node) -> its group state
+        self.lookups = 0  # keys looked up
+        self._compiled: dict[object, object] = {}
+        self._deltas: dict[int, ZSet] = {}
+
+    # ------------------------------------------------------------------ delta
+
+    def delta(self, node: Node) -> ZSet:
+        """The change of ``node``'s result between the old and the new barrier (computed once
+        per node and epoch)."""
+        got = self._deltas.get(id(node))
+        if got is None:
+            got = self._deltas[id(node)] = self._delta(node)
+        return got
+
+    def _delta(self, node: Node) -> ZSet:
+        match node:
+            case Scan(table=t, attrs=attrs):
+                rows, weights = self.inputs.changes(t)
+                return ZSet(tuple(a.id for a in attrs), self._pick(t, attrs, rows), weights)
+            case Filter():
+                return self._filter(node, self.delta(node.child))
+            case Project():
+                return self._project(node, self.delta(node.child))
+            case Join():
+                out = self.join_delta(node)
+                if node.kind == "left":
+                    self._dangling_delta(node, out)
+                return out
+            case Aggregate():
+                return self.aggregates[id(node)].delta(self, node, self.delta(node.child))
+        raise Unsupported(f"{type(node).__name__} in a delta")
+
+    def join_delta(self, node: Join) -> ZSet:
+        """d(L join R) = dL join R_old + L_new join dR, each other side read by key."""
+        dl, dr = self.delta(node.left), self.delta(node.right)
+        out = ZSet(tuple(a.id for a in output(node)))
+        if len(dl):
+            old_r = self.lookup(node.right, node.right_keys, dl.values(node.left_keys), OLD)
+            self._join_into(out, node, dl, old_r)
+        if len(dr):
+            new_l = self.lookup(node.left, node.left_keys, dr.values(node.right_keys), NEW)
+            self._join_into(out, node, new_l, dr)
+        return out
+
+    def _dangling_delta(self, node: Join, out: ZSet) -> None:
+        """Add to ``out`` the change of a LEFT OUTER join's NULL-padded rows."""
+        dl, dr = self.delta(node.left), self.delta(node.right)  # (memoized below)
+        pad = (None,) * len(output(node.right))
+        lp = dl.pos()
+        li = [lp[c] for c in node.left_keys]
+        for r, w in zip(dl.rows, dl.weights, strict=True):
+            if any(r[i] is None for i in li):  # a NULL key never matches: it always dangles
+                out.rows.append(r + pad)
+                out.weights.append(w)
+        keys = dl.values(node.left_keys) | dr.values(node.right_keys)
+        if not keys:
+            return
+        for side, sign in ((OLD, -1), (NEW, 1)):
+            left = self.lookup(node.left, node.left_keys, keys, side)
+            matched = self.lookup(node.right, node.right_keys, keys, side).values(node.right_keys)
+            p = left.pos()
+            ki = [p[c] for c in node.left_keys]
+            for r in left.rows:
+                k = tuple(r[i] for i in ki)
+                if k in keys and k not in matched:
+                    out.rows.append(r + pad)
+                    out.weights.append(sign)
+
+    # ------------------------------------------------------------------ lookup
+
+    def lookup(self, node: Node, ids: tuple[int, ...], values: set[tuple], side: str) -> ZSet:
+        """The rows of ``node``'s result at ``side`` whose ``ids`` equal one of ``values`` (a
+        superset: callers re-apply the join), each with weight 1."""
+        out_ids = tuple(a.id for a in output(node))
+        if not values:
+            return ZSet(out_ids)
+        match node:
+            case Scan(table=t, attrs=attrs):
+                names = {a.id: a.name for a in attrs}
+                cols = tuple(names[i] for i in ids)
+                access = choose_access(t, cols, self.inputs.primary_key(t))
+                self.lookups += len(values)
+                rows = self.inputs.fetch(access, side, values)
+                return ZSet(out_ids, self._pick(t, attrs, rows), [1] * len(rows))
+            case Filter():
+                return self._filter(node, self.lookup(node.child, ids, values, side))
+            case Project():
+                child_ids, kept = _through_project(node, ids)
+                vals = {tuple(v[i] for i in kept) for v in values}
+                return self._project(node, self.lookup(node.child, child_ids, vals, side))
+            case Join():
+                first, then, fk, tk, mine = _join_order(node, ids)
+                pos = {c: i for i, c in enumerate(ids)}
+                vals = {tuple(v[pos[c]] for c in mine) for v in values}
+                a = self.lookup(first, mine, vals, side)
+                b = self.lookup(then, tk, a.values(fk), side)
+                out = ZSet(out_ids)
+                if first is node.left:
+                    self._join_into(out, node, a, b)
+                else:
+                    self._join_into(out, node, b, a)
+                if node.kind == "left":
+                    if first is not node.left:
+                        raise Unsupported("a lookup into a LEFT OUTER join by its right side")
+                    self._pad_unmatched(out, node, a, b)
+                return out
+            case Aggregate():
+                gpos = _group_positions(node, ids)
+                groups = {tuple(v[i] for i, _ in gpos) for v in values}
+                idx = [g for _, g in gpos]
+                st = self.aggregates[id(node)]
+                self.lookups += len(groups)
+                rows = st.lookup(self, node, idx, groups, side)
+                return ZSet(out_ids, rows, [1] * len(rows))
+        raise Unsupported(f"a lookup into {type(node).__name__}")
+
+    def _pad_unmatched(self, out: ZSet, node: Join, left: ZSet, right: ZSet) -> None:
+        matched = right.values(node.right_keys)
+        p = left.pos()
+        ki = [p[c] for c in node.left_keys]
+        pad = (None,) * len(output(node.right))
+        for r in left.rows:
+            if tuple(r[i] for i in ki) not in matched:
+                out.rows.append(r + pad)
+                out.weights.append(1)
+
+    # ------------------------------------------------------------------ operators
+
+    def _pick(self, table: str, attrs, rows: list[tuple]) -> list[tuple]:
+        cols = self.inputs.columns(table)
+        idx = [cols.index(a.name) for a in attrs]
+        return [tuple(r[i] for i in idx) for r in rows]
+
+    def _fn(self, key, expr, pos):
+        f = self._compiled.get(key)
+        if f is None:
+            f = self._compiled[key] = compile_expr(expr, pos)
+        return f
+
+    def _filter(self, node: Filter, z: ZSet) -> ZSet:
+        f = self._fn(id(node), node.cond, z.pos())
+        out = ZSet(z.ids)
+        for r, w in zip(z.rows, z.weights, strict=True):
+            if f(r) is True:
+                out.rows.append(r)
+                out.weights.append(w)
+        return out
+
+    def _project(self, node: Project, z: ZSet) -> ZSet:
+        pos = z.pos()
+        fs = [self._fn((id(node), i), e, pos) for i, (_, e) in enumerate(node.outputs)]
+        rows = [tuple(f(r) for f in fs) for r in z.rows]
+        return ZSet(tuple(a.id for a, _ in node.outputs), rows, list(z.weights))
+
+    def _join_into(self, out: ZSet, node: Join, left: ZSet, right: ZSet) -> None:
+        lp, rp = left.pos(), right.pos()
+        li = [lp[c] for c in node.left_keys]
+        ri = [rp[c] for c in node.right_keys]
+        table: dict[tuple, list[int]] = {}
+        for j, r in enumerate(right.rows):
+            k = tuple(r[i] for i in ri)
+            if None not in k:
+                table.setdefault(k, []).append(j)
+        res = None
+        if node.residual is not None:
+            res = self._fn(id(node), node.residual, out.pos())
+        for lr, lw in zip(left.rows, left.weights, strict=True):
+            k = tuple(lr[i] for i in li)
+            for j in table.get(k, ()):
+                row = lr + right.rows[j]
+                if res is not None and res(row) is not True:
+                    continue
+                out.rows.append(row)
+                out.weights.append(lw * right.weights[j])
+
+
+def consolidate(rows: Iterable[tuple], weights: Iterable[int]) -> dict[tuple, int]:
+    """Sum the weights of equal rows; rows whose weights cancel are dropped."""
+    acc: dict[tuple, int] = {}
+    for r, w in zip(rows, weights, strict=True):
+        acc[r] = acc.get(r, 0) + w
+    return {r: w for r, w in acc.items() if w}

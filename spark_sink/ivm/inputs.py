@@ -1,0 +1,152 @@
+"""What an incremental epoch reads from the store: each source's net change between its old and
+new read ts, and keyed reads (``ScanRanges``) of sources and index state tables. Nothing here
+reads a table whole."""
+
+from __future__ import annotations
+
+from coordinator.client import Client
+from kvstore.mvcc.keys import KeyCodec
+from kvstore.schema import to_storage
+from kvstore.table_info import TableInfo
+from spark_sink.ivm.delta import NEW, Access
+from spark_source.key_ranges import after
+
+
+class StoreInputs:
+    """``delta.Inputs`` over a client, for one epoch.
+
+    ``old``/``new``: each source's read ts at the previous barrier and at this one.
+    ``state_ts``: where state tables are read (the epoch's start_ts: their last committed
+    version, which reflects every source at its ``old`` ts)."""
+
+    def __init__(
+        self,
+        client: Client,
+        infos: dict[str, TableInfo],
+        old: dict[str, int],
+        new: dict[str, int],
+        state_ts: int,
+        indexes: dict[tuple[str, str], TableInfo],
+    ) -> None:
+        self.client = client
+        self.infos = infos
+        self.old, self.new = old, new
+        self.state_ts = state_ts
+        self.indexes = indexes
+        self._changes: dict[str, tuple[list[tuple], list[int]]] = {}
+        self._cols = {
+            t: tuple(c.name for c in i.table_schema.visible_columns) for t, i in infos.items()
+        }
+        self.changes_read = 0  # change rows read (pre- and post-images count once each)
+        self.rows_read = 0  # rows read by key
+
+    # ------------------------------------------------------------------ Inputs
+
+    def columns(self, table: str) -> tuple[str, ...]:
+        return self._cols[table]
+
+    def primary_key(self, table: str) -> tuple[str, ...]:
+        info = self.infos[table]
+        return () if info.hidden_row_id else tuple(info.primary_key)
+
+    def changes(self, table: str) -> tuple[list[tuple], list[int]]:
+        got = self._changes.get(table)
+        if got is not None:
+            return got
+        rows: list[tuple] = []
+        weights: list[int] = []
+        lo, hi = self.old[table], self.new[table]
+        if hi > lo:
+            info = self.infos[table]
+            c = self.client
+            for ch in c.with_lock_wait(lambda: c.store.scan_changes(table, lo, hi)):
+                if ch.old is not None:
+                    rows.append(self._decode(info, ch.old))
+                    weights.append(-1)
+                if ch.new is not None:
+                    rows.append(self._decode(info, ch.new))
+                    weights.append(1)
+        self.changes_read += len(rows)
+        self._changes[table] = (rows, weights)
+        return rows, weights
+
+    def fetch(self, access: Access, side: str, values: set[tuple]) -> list[tuple]:
+        table = access.table
+        info = self.infos[table]
+        ts = self.new[table] if side == NEW else self.old[table]
+        if access.kind == "pk":
+            pk = self.primary_key(table)
+            at = [access.columns.index(p) for p in pk]
+            keys = {tuple(v[i] for i in at) for v in values}
+            return self.read_by_key(info, keys, ts)
+        # Through the index of access.index_column (the first lookup column).
+        col = access.columns.index(access.index_column)
+        firsts = {v[col] for v in values}
+        ix = self.indexes[(table, access.index_column)]
+        kcol = ix.table_schema.key_columns[0]
+        ranges = []
+        for v in sorted(firsts, key=repr):
+            p = ix.key_codec.encode_prefix((to_storage(ix.name, kcol, v),))
+            ranges.append((p, KeyCodec.prefix_end(p)))
+        pks: set[tuple] = set()
+        for _, vals in self._scan(ranges, self.state_ts):
+            for raw in vals:
+                d = ix.row_codec.decode(raw)
+                pks.add(tuple(d[f"p_{p}"] for p in self.primary_key(table)))
+        rows = self.read_by_key(info, pks, ts) if pks else []
+        if side == NEW:
+            # Rows that gained the value since the index's version: the change's new images.
+            names = self.columns(table)
+            ci = names.index(access.index_column)
+            pk_at = [names.index(p) for p in self.primary_key(table)]
+            have = {tuple(r[i] for i in pk_at) for r in rows}
+            ch_rows, ch_w = self.changes(table)
+            for r, w in zip(ch_rows, ch_w, strict=True):
+                if w > 0 and r[ci] in firsts and tuple(r[i] for i in pk_at) not in have:
+                    rows.append(r)
+        return rows
+
+    # ------------------------------------------------------------------ reads
+
+    def read_by_key(self, info: TableInfo, keys: set[tuple], ts: int) -> list[tuple]:
+        """The rows of ``info`` with these primary-key values at ``ts`` (absent ones skipped)."""
+        cols = info.table_schema.key_columns
+        enc = []
+        for k in keys:
+            stored = tuple(to_storage(info.name, c, v) for c, v in zip(cols, k, strict=True))
+            enc.append(info.key_codec.encode_values(stored))
+        enc.sort()
+        out = []
+        for _, vals in self._scan([(k, after(k)) for k in enc], ts):
+            out += [self._decode(info, v) for v in vals]
+        return out
+
+    def read_state(self, info: TableInfo, keys: list[tuple]) -> dict[tuple, list]:
+        """State rows by key at ``state_ts``: key tuple -> the non-key values in column order."""
+        kcols = info.table_schema.key_columns
+        names = [c.name for c in info.table_schema.visible_columns]
+        key_names = [c.name for c in kcols]
+        rest = [n for n in names if n not in key_names]
+        enc = {}
+        for k in keys:
+            stored = tuple(to_storage(info.name, c, v) for c, v in zip(kcols, k, strict=True))
+            enc[info.key_codec.encode_values(stored)] = k
+        out: dict[tuple, list] = {}
+        ordered = sorted(enc)
+        for _, vals in self._scan([(k, after(k)) for k in ordered], self.state_ts):
+            for raw in vals:
+                d = info.row_codec.decode(raw)
+                out[tuple(d[n] for n in key_names)] = [d[n] for n in rest]
+        return out
+
+    def _scan(self, ranges: list[tuple[bytes, bytes]], ts: int):
+        if not ranges:
+            return []
+        c = self.client
+        chunks = c.with_lock_wait(lambda: list(c.store.scan_ranges(ranges, ts)))
+        self.rows_read += sum(len(k) for k, _ in chunks)
+        return chunks
+
+    def _decode(self, info: TableInfo, raw: bytes) -> tuple:
+        d = info.row_codec.decode(raw)
+        return tuple(d[n] for n in self._cols[info.name])

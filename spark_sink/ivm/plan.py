@@ -1,0 +1,495 @@
+"""A view's query as a tree of the operators the delta rules know, taken from Spark's optimized
+logical plan (never from the SQL text).
+
+``delta_plan(df)`` walks the plan through py4j and returns the tree (Scan, Filter, Project, Join,
+Aggregate) with expressions in a small closed language (``Col``, ``Lit``, ``Call``). Anything
+outside it raises ``Unsupported`` with a reason that names the construct, so whatever Spark
+accepts is either maintained incrementally or named as the reason it is not.
+
+The plan is the *optimized* one: Spark has then pushed filters below joins, pruned columns,
+split join conditions into equalities and rewritten subqueries. The session that analyzes must
+not push filters into the data source (``spark.sql.python.filterPushdown.enabled=false``): a
+filter the source absorbed would vanish from the plan.
+
+Columns are named by Spark's expression ids (``Attr.id``), which are unique in one plan.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+JObject = Any  # a py4j handle on a JVM object (Catalyst plans and expressions)
+
+EPOCH_DAY = dt.date(1970, 1, 1)
+EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+class Unsupported(Exception):
+    """The query (or a part of it) is outside what is maintained incrementally; ``str(e)`` names
+    the construct."""
+
+
+# ---------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Col:
+    id: int
+
+
+@dataclass(frozen=True)
+class Lit:
+    value: object
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Call:
+    op: str
+    args: tuple
+    dtype: str  # Spark's simpleString of the result type
+
+
+@dataclass(frozen=True)
+class GroupRef:
+    """Inside an aggregate's result expression: the value of grouping expression ``index``."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class AggRef:
+    """Inside an aggregate's result expression: the final value of aggregate ``index``."""
+
+    index: int
+
+
+Expr = Col | Lit | Call | GroupRef | AggRef
+
+
+@dataclass(frozen=True)
+class Attr:
+    id: int
+    name: str
+    dtype: str
+    nullable: bool
+
+
+# ---------------------------------------------------------------------- operators
+
+
+@dataclass(frozen=True)
+class Scan:
+    table: str
+    attrs: tuple[Attr, ...]  # the columns the plan uses, a subset of the table's
+
+
+@dataclass(frozen=True)
+class Filter:
+    cond: Expr
+    child: Node
+
+
+@dataclass(frozen=True)
+class Project:
+    outputs: tuple[tuple[Attr, Expr], ...]
+    child: Node
+
+
+@dataclass(frozen=True)
+class Join:
+    """Equi-join: ``left_keys[i] = right_keys[i]`` (column ids of each side), then
+    ``residual`` (None: nothing more). ``kind`` "inner", or "left" (a LEFT OUTER join: a left
+    row without a match is kept, padded with NULLs; no residual)."""
+
+    left: Node
+    right: Node
+    left_keys: tuple[int, ...]
+    right_keys: tuple[int, ...]
+    residual: Expr | None
+    kind: str = "inner"
+
+
+@dataclass(frozen=True)
+class AggCall:
+    kind: str  # count | sum | avg
+    args: tuple[Expr, ...]
+    dtype: str  # the aggregate's result type
+    input_dtype: str  # the argument's type (sum, avg)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    groups: tuple[Expr, ...]
+    group_dtypes: tuple[str, ...]
+    aggs: tuple[AggCall, ...]
+    outputs: tuple[tuple[Attr, Expr], ...]  # over GroupRef / AggRef
+    child: Node
+
+
+Node = Scan | Filter | Project | Join | Aggregate
+
+
+def output(node: Node) -> tuple[Attr, ...]:
+    """The attributes ``node`` produces, in order."""
+    match node:
+        case Scan(attrs=attrs):
+            return attrs
+        case Filter(child=child):
+            return output(child)
+        case Project(outputs=outs) | Aggregate(outputs=outs):
+            return tuple(a for a, _ in outs)
+        case Join(left=left, right=right):
+            return output(left) + output(right)
+    raise TypeError(node)
+
+
+def scans(node: Node) -> list[Scan]:
+    """The Scan leaves, left to right (the order of the delta rule's terms)."""
+    match node:
+        case Scan():
+            return [node]
+        case Filter(child=c) | Project(child=c) | Aggregate(child=c):
+            return scans(c)
+        case Join(left=left, right=right):
+            return scans(left) + scans(right)
+    raise TypeError(node)
+
+
+# ---------------------------------------------------------------------- from Catalyst
+
+
+def _name(j) -> str:
+    return str(j.getClass().getSimpleName())
+
+
+def _seq(s) -> list:
+    return [s.apply(i) for i in range(s.size())]
+
+
+def _attr(a) -> Attr:
+    return Attr(
+        int(a.exprId().id()), str(a.name()), str(a.dataType().simpleString()), bool(a.nullable())
+    )
+
+
+_BINARY = {
+    "And": "and",
+    "Or": "or",
+    "EqualTo": "eq",
+    "EqualNullSafe": "eqns",
+    "LessThan": "lt",
+    "LessThanOrEqual": "le",
+    "GreaterThan": "gt",
+    "GreaterThanOrEqual": "ge",
+    "Add": "add",
+    "Subtract": "sub",
+    "Multiply": "mul",
+    "Divide": "div",
+    "Remainder": "mod",
+    "StartsWith": "startswith",
+    "EndsWith": "endswith",
+    "Contains": "contains",
+}
+_UNARY = {
+    "Not": "not",
+    "IsNull": "isnull",
+    "IsNotNull": "isnotnull",
+    "UnaryMinus": "neg",
+    "Upper": "upper",
+    "Lower": "lower",
+    "Abs": "abs",
+}
+# Wrappers the optimizer adds that do not change a value we compute (join keys and grouping
+# keys of DOUBLE are normalized: -0.0 becomes 0.0, every NaN the same NaN).
+_TRANSPARENT = {"KnownFloatingPointNormalized", "KnownNotNull", "KnownNullable"}
+_CAST_TYPES = (
+    "bigint",
+    "int",
+    "smallint",
+    "tinyint",
+    "double",
+    "float",
+    "decimal",
+    "string",
+    "boolean",
+    "date",
+)
+
+
+def literal_value(j: JObject) -> Any:
+    """A Catalyst Literal's value as the Python value our rows carry."""
+    v = j.value()
+    t = str(j.dataType().simpleString())
+    if v is None:
+        return None
+    if t == "string":
+        return str(v.toString())
+    if t.startswith("decimal"):
+        return decimal.Decimal(str(v.toJavaBigDecimal().toPlainString()))
+    if t == "date":
+        return EPOCH_DAY + dt.timedelta(days=int(v))
+    if t.startswith("timestamp"):
+        return EPOCH_TS + dt.timedelta(microseconds=int(v))
+    if t in ("bigint", "int", "smallint", "tinyint"):
+        return int(v)
+    if t in ("double", "float"):
+        return float(v)
+    if t == "boolean":
+        return bool(v)
+    raise Unsupported(f"a literal of type {t} is not maintained incrementally")
+
+
+class _Converter:
+    """Catalyst expressions to ours; ``groups`` (Catalyst grouping expressions) are replaced by
+    GroupRef and aggregate expressions by AggRef, inside an Aggregate's results."""
+
+    def __init__(self, groups: list | None = None) -> None:
+        self.groups = groups
+        self.aggs: list[AggCall] = []
+        self._agg_keys: list = []  # the Catalyst AggregateExpressions behind self.aggs
+
+    def expr(self, j: JObject) -> Expr:
+        if self.groups is not None:
+            for i, g in enumerate(self.groups):
+                if j.semanticEquals(g):
+                    return GroupRef(i)
+        kind = _name(j)
+        if kind == "AggregateExpression":
+            if self.groups is None:
+                raise Unsupported("an aggregate outside GROUP BY is not maintained incrementally")
+            return self.aggregate(j)
+        if not j.deterministic():
+            raise Unsupported(
+                f"non-deterministic expression {j.prettyName()}() is not maintained incrementally"
+            )
+        dtype = str(j.dataType().simpleString())
+        if kind == "AttributeReference":
+            if self.groups is not None:
+                raise Unsupported(
+                    f"column {j.name()} in an aggregate's result is neither grouped nor aggregated"
+                )
+            return Col(int(j.exprId().id()))
+        if kind == "Alias":
+            return self.expr(j.child())
+        if kind == "Literal":
+            return Lit(literal_value(j), dtype)
+        if kind in _TRANSPARENT:
+            return self.expr(j.child())
+        if kind in _BINARY:
+            return Call(_BINARY[kind], (self.expr(j.left()), self.expr(j.right())), dtype)
+        if kind in _UNARY:
+            return Call(_UNARY[kind], (self.expr(j.child()),), dtype)
+        if kind in ("Cast", "AnsiCast"):
+            if not any(dtype.startswith(t) for t in _CAST_TYPES):
+                raise Unsupported(f"a cast to {dtype} is not maintained incrementally")
+            src = str(j.child().dataType().simpleString())
+            return Call("cast", (self.expr(j.child()),), dtype + "|" + src)
+        if kind == "In":
+            items = _seq(j.list())
+            if any(_name(i) != "Literal" for i in items):
+                raise Unsupported("IN with a non-literal list is not maintained incrementally")
+            return Call("in", (self.expr(j.value()), *(self.expr(i) for i in items)), dtype)
+        if kind == "InSet":
+            raise Unsupported("IN with a very long list (InSet) is not maintained incrementally")
+        if kind == "Coalesce":
+            return Call("coalesce", tuple(self.expr(c) for c in _seq(j.children())), dtype)
+        if kind == "If":
+            return Call(
+                "if",
+                (self.expr(j.predicate()), self.expr(j.trueValue()), self.expr(j.falseValue())),
+                dtype,
+            )
+        if kind == "CaseWhen":
+            args = []
+            for b in _seq(j.branches()):
+                args += [self.expr(b._1()), self.expr(b._2())]
+            default = j.elseValue()
+            args.append(self.expr(default.get()) if default.isDefined() else Lit(None, dtype))
+            return Call("case", tuple(args), dtype)
+        if kind == "Like":
+            pattern = j.right()
+            if _name(pattern) != "Literal":
+                raise Unsupported("LIKE with a non-literal pattern is not maintained incrementally")
+            return Call(
+                "like",
+                (self.expr(j.left()), self.expr(pattern), Lit(str(j.escapeChar()), "string")),
+                dtype,
+            )
+        raise Unsupported(f"expression {j.prettyName()} is not maintained incrementally")
+
+    def aggregate(self, j: JObject) -> AggRef:
+        for i, k in enumerate(self._agg_keys):
+            if j.semanticEquals(k):
+                return AggRef(i)
+        f = j.aggregateFunction()
+        fname = str(f.prettyName())
+        if j.isDistinct():
+            raise Unsupported(f"{fname.upper()}(DISTINCT ...) is not maintained incrementally")
+        if j.filter().isDefined():
+            raise Unsupported(
+                f"{fname.upper()}(...) FILTER (WHERE ...) is not maintained incrementally"
+            )
+        kind = {"Count": "count", "Sum": "sum", "Average": "avg"}.get(_name(f))
+        if kind is None:
+            raise Unsupported(f"aggregate {fname}() is not maintained incrementally")
+        if fname.startswith("try_"):
+            raise Unsupported(f"aggregate {fname}() is not maintained incrementally")
+        plain = _Converter()
+        args = tuple(plain.expr(c) for c in _seq(f.children()))
+        in_type = str(_seq(f.children())[0].dataType().simpleString()) if args else ""
+        call = AggCall(kind, args, str(f.dataType().simpleString()), in_type)
+        self.aggs.append(call)
+        self._agg_keys.append(j)
+        return AggRef(len(self.aggs) - 1)
+
+
+def _split_and(j) -> list:
+    if _name(j) == "And":
+        return _split_and(j.left()) + _split_and(j.right())
+    return [j]
+
+
+def _refs(j) -> set[int]:
+    return {int(a.exprId().id()) for a in _seq(j.references().toSeq())}
+
+
+def _node(j, tables_of) -> Node:
+    kind = _name(j)
+    if kind in ("DataSourceV2ScanRelation", "DataSourceV2Relation"):
+        rel = j.relation() if kind == "DataSourceV2ScanRelation" else j
+        table = rel.options().get("table")
+        if table is None:
+            raise Unsupported("a relation that is not a snapview table")
+        return Scan(tables_of(str(table)), tuple(_attr(a) for a in _seq(j.output())))
+    if kind in ("SubqueryAlias", "View"):
+        return _node(j.child(), tables_of)
+    if kind == "Filter":
+        return Filter(_Converter().expr(j.condition()), _node(j.child(), tables_of))
+    if kind == "Project":
+        conv = _Converter()
+        outs = tuple((_attr(e.toAttribute()), conv.expr(e)) for e in _seq(j.projectList()))
+        return Project(outs, _node(j.child(), tables_of))
+    if kind == "Sort":
+        return _node(j.child(), tables_of)  # a view is a set of rows: order is not kept
+    if kind == "Join":
+        jt = str(j.joinType().toString())
+        if jt not in ("Inner", "LeftOuter"):
+            raise Unsupported(f"a {jt} join is not maintained incrementally")
+        left, right = _node(j.left(), tables_of), _node(j.right(), tables_of)
+        lids = {a.id for a in output(left)}
+        rids = {a.id for a in output(right)}
+        lk, rk, rest = [], [], []
+        cond = j.condition()
+        for c in _split_and(cond.get()) if cond.isDefined() else []:
+            e = _Converter().expr(c)
+            if isinstance(e, Call) and e.op == "eq" and all(isinstance(a, Col) for a in e.args):
+                a, b = e.args
+                if a.id in lids and b.id in rids:
+                    lk.append(a.id)
+                    rk.append(b.id)
+                    continue
+                if a.id in rids and b.id in lids:
+                    lk.append(b.id)
+                    rk.append(a.id)
+                    continue
+            rest.append(e)
+        if not lk:
+            raise Unsupported(
+                "a join without an equality between a column of each side (a cross join or a "
+                "join on computed keys) is not maintained incrementally"
+            )
+        residual = None
+        for e in rest:
+            residual = e if residual is None else Call("and", (residual, e), "boolean")
+        if jt == "LeftOuter" and residual is not None:
+            raise Unsupported(
+                "a LEFT OUTER join with a condition beyond column equalities is not maintained "
+                "incrementally"
+            )
+        return Join(
+            left, right, tuple(lk), tuple(rk), residual, "left" if jt == "LeftOuter" else "inner"
+        )
+    if kind == "Aggregate":
+        groups = _seq(j.groupingExpressions())
+        plain = _Converter()
+        gexprs = tuple(plain.expr(g) for g in groups)
+        conv = _Converter(groups)
+        outs = tuple((_attr(e.toAttribute()), conv.expr(e)) for e in _seq(j.aggregateExpressions()))
+        return Aggregate(
+            gexprs,
+            tuple(str(g.dataType().simpleString()) for g in groups),
+            tuple(conv.aggs),
+            outs,
+            _node(j.child(), tables_of),
+        )
+    if kind == "Window":
+        raise Unsupported(f"window function {_window_names(j)} is not maintained incrementally")
+    if kind in ("LocalLimit", "GlobalLimit", "Limit", "Offset"):
+        raise Unsupported("LIMIT is not maintained incrementally")
+    if kind in ("Union", "Intersect", "Except"):
+        raise Unsupported(f"{kind.upper()} is not maintained incrementally")
+    if kind == "Expand":
+        raise Unsupported("GROUPING SETS / ROLLUP / CUBE are not maintained incrementally")
+    if kind == "LocalRelation" or kind == "OneRowRelation":
+        raise Unsupported("a query over literal rows (VALUES) is not maintained incrementally")
+    raise Unsupported(f"plan node {kind} is not maintained incrementally")
+
+
+def delta_plan(df: DataFrame, tables_of: Callable[[str], str] = lambda name: name) -> Node:
+    """The query of ``df`` as a delta-rule tree. ``tables_of`` maps the data source's ``table``
+    option to the table's name (identity by default). Raises Unsupported naming the construct.
+
+    Supported: Filter and Project with deterministic expressions of the closed language above,
+    inner and LEFT OUTER equi-joins, and Aggregates (COUNT, SUM, AVG, GROUP BY or global,
+    DISTINCT) anywhere in the tree (a join looks one up by its grouping columns)."""
+    plan = df._jdf.queryExecution().optimizedPlan()
+    return _node(plan, tables_of)
+
+
+def _window_names(window) -> str:
+    """The window functions of a Window node, from its text (its expressions are reached only
+    through Scala pattern matching, which py4j cannot call)."""
+    text = str(window.toString())
+    names = sorted(set(re.findall(r"\b([a-z_]+)\(\)\s+windowspecdefinition", text)))
+    return ", ".join(f"{n}()" for n in names) or "(a window function)"
+
+
+def _walk(node: Node):
+    yield node
+    match node:
+        case Filter(child=c) | Project(child=c) | Aggregate(child=c):
+            yield from _walk(c)
+        case Join(left=left, right=right):
+            yield from _walk(left)
+            yield from _walk(right)
+
+
+def aggregates(node: Node) -> list[Aggregate]:
+    """The Aggregate nodes of the tree in pre-order (the order of catalyst_aggregates)."""
+    return [n for n in _walk(node) if isinstance(n, Aggregate)]
+
+
+def catalyst_aggregates(plan: JObject) -> list[tuple[JObject, list[JObject], list[JObject]]]:
+    """The Catalyst Aggregates of an optimized plan in pre-order, each as (child plan, grouping
+    expressions, AggregateExpressions numbered as ``delta_plan`` numbers them)."""
+    out = []
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if _name(node) == "Aggregate":
+            groups = _seq(node.groupingExpressions())
+            conv = _Converter(groups)
+            for e in _seq(node.aggregateExpressions()):
+                conv.expr(e)
+            out.append((node.child(), groups, list(conv._agg_keys)))
+        stack.extend(reversed(_seq(node.children())))
+    return out

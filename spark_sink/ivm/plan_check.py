@@ -1,0 +1,179 @@
+"""Build-time analysis of a view for incremental maintenance: the delta-rule tree, the keyed
+reads it makes, the state tables it keeps, and a fingerprint that changes with any of them
+(a job restarted with a different query rebuilds its view and state at its next barrier)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+
+from kvstore.table_info import TableInfo
+from spark_sink.ivm.delta import Access, plan_accesses
+from spark_sink.ivm.expressions import compile_expr
+from spark_sink.ivm.plan import (
+    Aggregate,
+    Filter,
+    Join,
+    Node,
+    Project,
+    Unsupported,
+    aggregates,
+    delta_plan,
+    output,
+    scans,
+)
+from spark_sink.ivm.state import StateTable, groups_table, index_table
+
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+EXCLUDED = "spark.sql.optimizer.excludedRules"
+DECIMAL_AGGREGATES = "org.apache.spark.sql.catalyst.optimizer.DecimalAggregates"
+PLAN_VERSION = 1  # bump when the meaning of state tables changes: every view then rebuilds
+
+
+@dataclass(frozen=True)
+class IncrementalPlan:
+    root: Node
+    aggs: tuple[Aggregate, ...]  # the tree's aggregates, pre-order
+    accesses: tuple[Access, ...]
+    state: tuple[StateTable, ...]
+    fingerprint: str
+
+    def groups_tables(self) -> list[StateTable]:
+        return [s for s in self.state if s.role == "groups"]
+
+    def index_tables(self) -> list[StateTable]:
+        return [s for s in self.state if s.role == "index"]
+
+    def describe(self) -> list[str]:
+        """Lines for ``explain()``: which input is read by which key, and the state tables."""
+        lines = []
+        seen = []
+        for s in scans(self.root):
+            if s.table not in seen:
+                seen.append(s.table)
+                lines.append(f"changes of {s.table}: its change index between two barriers")
+        for a in self.accesses:
+            if a.kind == "pk":
+                lines.append(f"lookup {a.table} by ({', '.join(a.columns)}): its primary key")
+            else:
+                st = next(
+                    x
+                    for x in self.index_tables()
+                    if (x.source, x.column) == (a.table, a.index_column)
+                )
+                lines.append(f"lookup {a.table} by {a.index_column}: index state table {st.name}")
+        for agg, g in zip(self.aggs, self.groups_tables(), strict=True):
+            kind = "global aggregate" if not agg.groups else "aggregate"
+            lines.append(f"{kind}: affected groups read by key from state table {g.name}")
+        for st in self.state:
+            lines.append(f"state: {st.describe()}")
+        return lines
+
+
+def _walk(node: Node):
+    yield node
+    match node:
+        case Filter(child=c) | Project(child=c) | Aggregate(child=c):
+            yield from _walk(c)
+        case Join(left=left, right=right):
+            yield from _walk(left)
+            yield from _walk(right)
+
+
+def _check_expressions(root: Node) -> None:
+    """Compile every expression once, so one this engine cannot evaluate is refused at build."""
+    for n in _walk(root):
+        ids = {a.id: i for i, a in enumerate(_inputs_of(n))}
+        match n:
+            case Filter(cond=c):
+                compile_expr(c, ids)
+            case Project(outputs=outs):
+                for _, e in outs:
+                    compile_expr(e, ids)
+            case Join(residual=r) if r is not None:
+                compile_expr(r, ids)
+            case Aggregate(groups=gs, aggs=aggs, outputs=outs):
+                for g in gs:
+                    compile_expr(g, ids)
+                for a in aggs:
+                    for x in a.args:
+                        compile_expr(x, ids)
+                env = {
+                    "groups": list(range(len(gs))),
+                    "aggs": list(range(len(gs), len(gs) + len(aggs))),
+                }
+                for _, e in outs:
+                    compile_expr(e, {}, env)
+
+
+def _inputs_of(n: Node):
+    match n:
+        case Filter(child=c) | Project(child=c) | Aggregate(child=c):
+            return output(c)
+        case Join():
+            return output(n)
+    return ()
+
+
+def analyze(
+    session: SparkSession,
+    query: str,
+    view: str,
+    infos: dict[str, TableInfo],
+    column_names: list[str] | None,
+    primary_key: tuple[str, ...],
+    one_row: bool,
+) -> tuple[IncrementalPlan, DataFrame]:
+    """The IncrementalPlan of ``query`` (its sources registered in ``session``), or raises
+    Unsupported naming the construct that is not maintained incrementally."""
+    # DecimalAggregates rewrites SUM/AVG of a small DECIMAL into a sum of unscaled longs; the
+    # delta rules want the aggregate as written (and the build's state uses the same plan).
+    session.conf.set(EXCLUDED, DECIMAL_AGGREGATES)
+    before = session.conf.get(PUSHDOWN, "false") or "false"
+    session.conf.set(PUSHDOWN, "false")  # a filter the source absorbed would vanish
+    try:
+        df = session.sql(query)
+        root = delta_plan(df)
+    finally:
+        session.conf.set(PUSHDOWN, before)
+    for s in scans(root):
+        if s.table not in infos:
+            raise Unsupported(f"table {s.table} is not a source of the view")
+    aggs = aggregates(root)
+
+    def pk_of(t: str) -> tuple[str, ...]:
+        i = infos[t]
+        return () if i.hidden_row_id else tuple(i.primary_key)
+
+    for s in scans(root):
+        if not pk_of(s.table):
+            raise Unsupported(
+                f"table {s.table} has no primary key (append-only); its rows cannot be looked up "
+                "by key"
+            )
+    accesses = list(dict.fromkeys(plan_accesses(root, pk_of)))
+    _check_expressions(root)
+    state: list[StateTable] = []
+    for i, agg in enumerate(aggs):
+        state.append(groups_table(view, agg, i))
+    for a in accesses:
+        if a.kind == "index":
+            st = index_table(view, a, infos[a.table])
+            if st not in state:
+                state.append(st)
+    fp = hashlib.sha256(
+        json.dumps(
+            [
+                PLAN_VERSION,
+                query,
+                list(column_names or ()),
+                list(primary_key),
+                one_row,
+                [(s.name, s.ddl, s.primary_key) for s in state],
+            ]
+        ).encode()
+    ).hexdigest()[:16]
+    return IncrementalPlan(root, tuple(aggs), tuple(accesses), tuple(state), fp), df

@@ -1,0 +1,358 @@
+"""The incremental strategy: epoch T writes the view's change between the previous barrier and T,
+computed by the delta rules from the sources' changes and keyed reads, together with the state
+tables' change, as one epoch transaction.
+
+The first barrier of a view (and the first after its query or state layout changed, recognized
+by the plan's fingerprint in the last committed epoch's metadata) is a *build*: the view and its
+state tables are made equal to the query's result over the sources at that barrier, by Spark,
+diffed against their old contents and written from the executors (spark_sink.executor_diff).
+Every later epoch is a *delta*: its reads are the changes of each source since its read ts at the
+previous barrier (recorded in that epoch's metadata) and keyed reads; nothing reads a source or
+the view whole, and nothing proportional to them reaches the driver.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from coordinator.client import Client
+from coordinator.jobs import EpochMetadata
+from kvstore.errors import Aborted, SchemaMismatch
+from kvstore.failpoints import fail_point
+from kvstore.mvcc.records import LockOp, Mutation
+from kvstore.table_info import TableInfo
+from spark_sink.arrow_encoding import ArrowEncoder
+from spark_sink.epoch_attempt import EpochAttempt
+from spark_sink.executor_diff import write_diff
+from spark_sink.ivm.aggregate import AggregateState
+from spark_sink.ivm.delta import DeltaRules, ZSet, consolidate
+from spark_sink.ivm.expressions import agg_state_type
+from spark_sink.ivm.inputs import StoreInputs
+from spark_sink.ivm.plan import catalyst_aggregates
+from spark_sink.ivm.plan_check import IncrementalPlan
+from spark_sink.partition_writer import (
+    DIRECT_TXN_ROWS,
+    DirectInfo,
+    direct_prewriter,
+    prewrite_chunk,
+)
+from spark_sink.query_analysis import register_sources
+from spark_sink.view_maintenance import MAX_COMMIT_ATTEMPTS, Laps, Progress, ViewSpec
+from spark_source.connection import client_for
+
+INCREMENTAL = "incremental"
+
+
+def last_committed(client: Client, job: str) -> EpochMetadata | None:
+    """The metadata of the view job's newest committed epoch (its epochs are barriers, not
+    consecutive numbers), or None if it never committed one."""
+    last = client.jobs.plan_barriers(job, limit=1).last_committed
+    if not last:
+        return None
+    info = client.jobs.get_epoch(job, last)
+    return EpochMetadata.from_json(info.metadata) if info.metadata else None
+
+
+class Incremental:
+    """Maintain a view by delta rules (see the module docstring and docs/design.md §6.4)."""
+
+    name = INCREMENTAL
+
+    def __init__(
+        self,
+        spec: ViewSpec,
+        session: SparkSession,
+        plan: IncrementalPlan,
+        direct_info: DirectInfo | None = None,
+    ) -> None:
+        self.spec = spec
+        self.session = session
+        self.plan = plan
+        self.direct_info = direct_info
+        self.progress = Progress()
+        self._last: EpochMetadata | None = None  # this job's last committed epoch (cache)
+        self._last_known = False
+
+    @staticmethod
+    def why() -> str:
+        return "the query is in the class maintained by delta rules"
+
+    # ------------------------------------------------------------------ one barrier
+
+    def maintain(self, barrier: int, reads: dict[str, tuple[int, bool]]) -> None:
+        """Make the view's version at ``barrier`` exist, exactly once."""
+        for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+            try:
+                self._maintain_once(barrier, reads)
+                return
+            except Aborted:
+                self._last_known = False  # re-read what is committed
+                if attempt == MAX_COMMIT_ATTEMPTS:
+                    raise
+
+    def _maintain_once(self, barrier: int, reads: dict[str, tuple[int, bool]]) -> None:
+        spec = self.spec
+        laps = Laps()
+        client = client_for(spec.coordinator, spec.token)
+        attempt = EpochAttempt.open(client, spec.job, barrier, ttl_ms=spec.lock_ttl_ms)
+        if attempt.committed:
+            self.progress.skipped += 1
+            self.progress.last_barrier = max(self.progress.last_barrier, barrier)
+            self._last_known = False
+            return
+        if not self._last_known:
+            self._last = last_committed(client, spec.job)
+            self._last_known = True
+        new_ts = {t: ts for t, (ts, _) in reads.items()}
+        last = self._last
+        build = (
+            last is None
+            or last.fields.get("plan") != self.plan.fingerprint
+            or set(last.sources) != set(new_ts)
+        )
+        view = client.describe_table(spec.target, refresh=True)
+        target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
+        counts = {"changes": 0, "lookups": 0, "mutations": 0}
+        with attempt.running(target):
+            laps.lap("open")
+            if build:
+                counts["mutations"] = self._build(client, attempt, view, new_ts, laps)
+            else:
+                assert last is not None
+                counts = self._delta(client, attempt, view, last.sources, new_ts, laps)
+            fail_point("view.before_commit")
+            meta = EpochMetadata(
+                sources=new_ts,
+                fields={
+                    "barrier": barrier,
+                    "strategy": self.name,
+                    "plan": self.plan.fingerprint,
+                    "step": "build" if build else "delta",
+                    **counts,
+                },
+            )
+            attempt.commit(meta)
+        self._last = meta
+        laps.lap("commit")
+        p = self.progress
+        p.first_barrier = p.first_barrier or barrier
+        p.last_barrier = barrier
+        p.barriers += 1
+        p.recomputed += build
+        p.unchanged += not build and counts["changes"] == 0
+        p.mutations += counts["mutations"]
+        p.last_steps = laps.steps
+        p.last_epoch_s = sum(laps.steps.values())
+        p.last_strategy = "build" if build else "delta"
+        p.last_changes = counts["changes"]
+        p.last_lookups = counts["lookups"]
+        p.last_mutations = counts["mutations"]
+
+    # ------------------------------------------------------------------ build
+
+    def _build(
+        self, client, attempt: EpochAttempt, view: TableInfo, reads: dict[str, int], laps: Laps
+    ) -> int:
+        """The view and its state tables equal to the query over ``reads``, by Spark, written
+        from the executors; returns the mutations written."""
+        spec = self.spec
+        register_sources(self.session, spec.coordinator, reads, spec.token)
+        df = self.session.sql(spec.query)
+        laps.lap("analyze")
+        out = df.toDF(*spec.column_names) if spec.column_names else df
+        n = write_diff(
+            self.session,
+            out,
+            attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info),
+            attempt.start_ts,
+            spec.one_row,
+        )
+        for st in self.plan.state:
+            info = client.describe_table(st.name, refresh=True)
+            tgt = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
+            if st.role == "groups":
+                sdf = self._groups_df(df, st.index)
+            else:
+                src = self.session.table(st.source)
+                src_info = client.describe_table(st.source)
+                sdf = src.where(F.col(st.column).isNotNull()).select(
+                    F.col(st.column).alias("k"),
+                    *(F.col(p).alias(f"p_{p}") for p in src_info.primary_key),
+                )
+            n += write_diff(self.session, sdf, tgt, attempt.start_ts, False)
+        laps.lap("build")
+        return n
+
+    def _groups_df(self, df: DataFrame, index: int) -> DataFrame:
+        """The group state of the plan's ``index``-th aggregate, computed by Spark from the
+        query's optimized plan."""
+        agg = self.plan.aggs[index]
+        plan = df._jdf.queryExecution().optimizedPlan()
+        child, groups, agg_exprs = catalyst_aggregates(plan)[index]
+        ss = self.session
+        jvm = ss._jvm
+        assert jvm is not None  # a classic (non-Connect) session
+        child_df = DataFrame(
+            jvm.org.apache.spark.sql.classic.Dataset.ofRows(ss._jsparkSession, child), ss
+        )
+        to_col = jvm.org.apache.spark.sql.classic.ExpressionUtils.column
+
+        def col(e) -> Column:
+            return Column(to_col(e))
+
+        cols = [F.count(F.lit(1)).cast("bigint").alias("nrows")]
+        for j, (a, ae) in enumerate(zip(agg.aggs, agg_exprs, strict=True)):
+            f = ae.aggregateFunction()
+            args = [col(f.children().apply(i)) for i in range(f.children().size())]
+            ok = F.lit(True)
+            for x in args:
+                ok = ok & x.isNotNull()
+            cols.append(F.sum(F.when(ok, 1).otherwise(0)).cast("bigint").alias(f"n{j}"))
+            t = agg_state_type(a).lower()
+            if a.kind == "count":
+                cols.append(F.lit(0).cast("bigint").alias(f"s{j}"))
+            elif t.startswith("decimal") and a.input_dtype.startswith("decimal"):
+                cols.append(F.sum(F.when(ok, args[0])).cast(t).alias(f"s{j}"))
+            else:
+                cols.append(F.sum(F.when(ok, args[0].cast(t))).cast(t).alias(f"s{j}"))
+        if groups:
+            g = [col(e).alias(f"g{i}") for i, e in enumerate(groups)]
+            return child_df.groupBy(*g).agg(*cols)
+        return child_df.agg(*cols).select(F.lit(0).cast("int").alias("g0"), "*")
+
+    # ------------------------------------------------------------------ delta
+
+    def _delta(
+        self,
+        client: Client,
+        attempt: EpochAttempt,
+        view: TableInfo,
+        old: dict[str, int],
+        new: dict[str, int],
+        laps: Laps,
+    ) -> dict:
+        """Write the view's and the state tables' change between the barriers of ``old`` and
+        ``new`` (each source's read ts) into the attempt; returns the epoch's counters."""
+        plan = self.plan
+        infos = {t: client.describe_table(t) for t in new}
+        indexes = {}
+        for st in plan.index_tables():
+            indexes[(st.source, st.column)] = client.describe_table(st.name)
+        inputs = StoreInputs(client, infos, old, new, attempt.start_ts, indexes)
+        groups = {}
+        for st in plan.groups_tables():
+            info = client.describe_table(st.name)
+            groups[st.name] = AggregateState(plan.aggs[st.index], info, inputs, self.spec.target)
+        rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()})
+        z = rules.delta(plan.root)
+        laps.lap("delta")
+        writes: dict[str, list[Mutation]] = {view.name: self._view_mutations(view, z)}
+        for name, g in groups.items():
+            writes[name] = self._encode(g.table, g.upserts, "upsert") + self._encode(
+                g.table, g.deletes, "delete"
+            )
+        for st in plan.index_tables():
+            writes[st.name] = self._index_mutations(inputs, indexes[(st.source, st.column)], st)
+        laps.lap("diff")
+        n = 0
+        for table, muts in writes.items():
+            if muts:
+                info = view if table == view.name else client.describe_table(table)
+                tgt = attempt.target(
+                    self.spec.coordinator, self.spec.token, info, "upsert", self.direct_info
+                )
+                self._write(client, tgt, muts)
+                n += len(muts)
+        laps.lap("write")
+        return {
+            "changes": inputs.changes_read,
+            "lookups": rules.lookups + inputs.rows_read,
+            "mutations": n,
+        }
+
+    def _view_mutations(self, view: TableInfo, z: ZSet) -> list[Mutation]:
+        """PUT every row the change adds, DELETE every key it only removes."""
+        spec = self.spec
+        net = consolidate(z.rows, z.weights)
+        if spec.one_row:
+            puts = [r for r, w in net.items() if w > 0]
+            if len(puts) > 1:
+                raise SchemaMismatch(f"view {spec.target!r}: a one-row view got {len(puts)} rows")
+            return self._encode(view, [list(r) for r in puts], "append")
+        names = [c.name for c in view.table_schema.visible_columns]
+        kpos = [names.index(k) for k in view.primary_key]
+        put: dict[tuple, tuple] = {}
+        gone: set[tuple] = set()
+        for r, w in net.items():
+            key = tuple(r[i] for i in kpos)
+            if w > 1 or (w > 0 and key in put):
+                raise SchemaMismatch(
+                    f"view {spec.target!r}: primary key ({', '.join(view.primary_key)}) is not "
+                    f"unique in the query result: {key} appears more than once; set "
+                    "primary_key to columns that identify a row"
+                )
+            if w > 0:
+                put[key] = r
+            else:
+                gone.add(key)
+        deletes = [list(k) for k in gone if k not in put]
+        out = self._encode(view, [list(r) for r in put.values()], "upsert")
+        if deletes:
+            out += self._encode_keys(view, deletes)
+        return out
+
+    def _index_mutations(self, inputs: StoreInputs, ix: TableInfo, st) -> list[Mutation]:
+        rows, weights = inputs.changes(st.source)
+        names = inputs.columns(st.source)
+        ci = names.index(st.column)
+        pk = inputs.primary_key(st.source)
+        pi = [names.index(p) for p in pk]
+        put: dict[tuple, list] = {}
+        gone: dict[tuple, list] = {}
+        for r, w in zip(rows, weights, strict=True):
+            if r[ci] is None:
+                continue
+            k = (r[ci], *(r[i] for i in pi))
+            (put if w > 0 else gone)[k] = list(k)
+        muts = self._encode(ix, list(put.values()), "upsert")
+        muts += self._encode(ix, [v for k, v in gone.items() if k not in put], "delete")
+        return muts
+
+    # ------------------------------------------------------------------ encoding and writing
+
+    def _encode(self, info: TableInfo, rows: list[list], mode: str) -> list[Mutation]:
+        if not rows:
+            return []
+        schema = info.table_schema.arrow_schema()
+        names = schema.names
+        cols = list(zip(*rows, strict=True))
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(list(c), type=schema.field(n).type)
+                for n, c in zip(names, cols, strict=True)
+            ],
+            schema=schema,
+        )
+        return ArrowEncoder(info).mutations(batch, mode, 0, 0, 0)
+
+    def _encode_keys(self, info: TableInfo, keys: list[list]) -> list[Mutation]:
+        from kvstore.schema import to_storage
+
+        kcols = info.table_schema.key_columns
+        out: list[Mutation] = []
+        for k in keys:
+            stored = tuple(to_storage(info.name, c, v) for c, v in zip(kcols, k, strict=True))
+            out.append((LockOp.DELETE, info.key_codec.encode_values(stored), b""))
+        return out
+
+    def _write(self, client, target, muts: list[Mutation]) -> None:
+        direct = direct_prewriter(target)
+        from spark_sink.partition_writer import prewrite_remote
+
+        puts = [m for m in muts if m[0] is LockOp.PUT]
+        deletes = [m for m in muts if m[0] is not LockOp.PUT]
+        for i in range(0, len(puts), DIRECT_TXN_ROWS):
+            prewrite_chunk(client, direct, target, puts[i : i + DIRECT_TXN_ROWS])
+        prewrite_remote(client, target, deletes)

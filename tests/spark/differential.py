@@ -90,6 +90,13 @@ CASES = [
         ("distinct",),
     ),
     ViewCase(
+        "v_having",
+        "SELECT customer, COUNT(*) AS n, SUM(qty) AS sq FROM orders GROUP BY customer "
+        "HAVING COUNT(*) > 4",
+        ("customer",),
+        ("having: groups crossing the threshold both ways",),
+    ),
+    ViewCase(
         "v_author_posts",
         "SELECT c.id, c.region, (SELECT COUNT(*) FROM orders o WHERE o.customer = c.id) AS n "
         "FROM customers c",

@@ -43,6 +43,10 @@ from spark_sink.view_maintenance import MAX_COMMIT_ATTEMPTS, Laps, Progress, Vie
 from spark_source.connection import client_for
 
 INCREMENTAL = "incremental"
+# Above this many changed keys of one source in one barrier, the epoch is a build on Spark: the
+# delta rules run on the driver, whose time and memory follow the change (issue 14 makes this a
+# measured, per-epoch cost choice).
+BULK_CHANGE_KEYS = 100_000
 
 
 def last_committed(client: Client, job: str) -> EpochMetadata | None:
@@ -107,11 +111,16 @@ class Incremental:
             self._last_known = True
         new_ts = {t: ts for t, (ts, _) in reads.items()}
         last = self._last
-        build = (
-            last is None
-            or last.fields.get("plan") != self.plan.fingerprint
-            or set(last.sources) != set(new_ts)
-        )
+        why = ""
+        if last is None:
+            why = "the view's first barrier"
+        elif last.fields.get("plan") != self.plan.fingerprint:
+            why = "the query or its state layout changed"
+        elif set(last.sources) != set(new_ts):
+            why = "the sources changed"
+        else:
+            why = self._bulk(client, last.sources, new_ts)
+        build = bool(why)
         view = client.describe_table(spec.target, refresh=True)
         target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
@@ -130,6 +139,7 @@ class Incremental:
                     "strategy": self.name,
                     "plan": self.plan.fingerprint,
                     "step": "build" if build else "delta",
+                    "why": why,
                     **counts,
                 },
             )
@@ -149,6 +159,18 @@ class Incremental:
         p.last_changes = counts["changes"]
         p.last_lookups = counts["lookups"]
         p.last_mutations = counts["mutations"]
+
+    def _bulk(self, client: Client, old: dict[str, int], new: dict[str, int]) -> str:
+        """Why this epoch is a build because a source's change is too large for the driver's
+        delta evaluation, or "". Counted on the server, up to BULK_CHANGE_KEYS index entries."""
+        for table, hi in new.items():
+            lo = old.get(table, hi)
+            if hi <= lo:
+                continue
+            ts, n = client.store.change_boundary(table, lo, hi, BULK_CHANGE_KEYS)
+            if ts < hi or n >= BULK_CHANGE_KEYS:
+                return f"a bulk change: {n} or more changed keys in {table}"
+        return ""
 
     # ------------------------------------------------------------------ build
 

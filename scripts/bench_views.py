@@ -24,9 +24,12 @@ incremental views alone (the incremental figures and the driver's memory).
 
 Printed per size and view: incremental p50/p99 epoch time and its steps, full recompute p50, the
 ratio full/incremental, the incremental p50 at the largest size over the smallest, and the
-driver's memory over the incremental epochs: this process's peak RSS (``ru_maxrss``, kilobytes on
-Linux) before and after them, and the Python heap peak (tracemalloc) over --traced extra
-incremental barriers (not timed). Spark's JVM and Python workers are other processes and are not
+driver's memory over the incremental epochs: this process's peak RSS (``ru_maxrss``) before and
+after them, its anonymous RSS (``RssAnon``, sampled after each epoch) at the first and at its
+peak, and the Python heap peak (tracemalloc) over --traced extra incremental barriers (not
+timed). ``ru_maxrss`` includes the store's LMDB file, which the driver maps to read and prewrite
+directly (the server is on this host): those pages are shared page cache and grow with the pages
+touched, so read RssAnon for the driver's own memory. Spark's JVM and Python workers are other processes and are not
 counted. Rows are loaded by a separate process, so loading does not count either. With --runs R the
 barrier loop is repeated R times on the same data and views, and the figures are medians of the
 runs' figures.
@@ -246,12 +249,16 @@ class Recorder:
         return out
 
 
-def rss_kb() -> int:
+def rss_kb() -> tuple[int, int]:
+    """(RssAnon, RssFile) of this process in kB. RssFile is mostly the store's LMDB file, which
+    the driver maps to read and prewrite directly on the server's host: shared page cache, not
+    the driver's own memory, and it counts in ru_maxrss."""
+    got = {}
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+            if line.startswith(("RssAnon:", "RssFile:")):
+                got[line.split(":")[0]] = int(line.split()[1])
+    return got.get("RssAnon", 0), got.get("RssFile", 0)
 
 
 def define_views(spark, address: str, n: int) -> dict:
@@ -360,7 +367,8 @@ def main() -> int:
                         "inc": inc,
                         "fr": fr,
                         "maxrss": (maxrss0, maxrss1),
-                        "rss": (min(rss), max(rss)),
+                        "anon": (rss[0][0], max(a for a, _ in rss)),
+                        "file": max(f for _, f in rss),
                         "heap_peak": heap_peak,
                     }
                 )
@@ -396,8 +404,9 @@ def report_run(n: int, run: int, inc, fr, r) -> None:
         )
     print(
         f"    driver memory over the incremental epochs: ru_maxrss {r['maxrss'][0] / 1024:.0f} MB "
-        f"before, {r['maxrss'][1] / 1024:.0f} MB after; VmRSS {r['rss'][0] / 1024:.0f}-"
-        f"{r['rss'][1] / 1024:.0f} MB; tracemalloc peak {r['heap_peak'] / 2**20:.1f} MB",
+        f"before, {r['maxrss'][1] / 1024:.0f} MB after; RssAnon {r['anon'][0] / 1024:.0f} MB at "
+        f"the first epoch, peak {r['anon'][1] / 1024:.0f} MB; RssFile (the mapped LMDB file) "
+        f"peak {r['file'] / 1024:.0f} MB; tracemalloc peak {r['heap_peak'] / 2**20:.1f} MB",
         flush=True,
     )
 
@@ -420,6 +429,10 @@ def summarize(runs: list[dict]) -> dict:
         statistics.median(r["maxrss"][1] for r in runs),
     )
     out["heap_peak"] = statistics.median(r["heap_peak"] for r in runs)
+    out["anon"] = (
+        statistics.median(r["anon"][0] for r in runs),
+        statistics.median(r["anon"][1] for r in runs),
+    )
     return out
 
 
@@ -450,7 +463,9 @@ def print_summary(sizes: list[int], results: dict, args) -> None:
         m0, m1 = results[n]["maxrss"]
         print(
             f"  driver (this process) at {n:,}: ru_maxrss {m0 / 1024:.0f} MB before the "
-            f"incremental epochs, {m1 / 1024:.0f} MB after; tracemalloc peak over "
+            f"incremental epochs, {m1 / 1024:.0f} MB after (with the mapped LMDB file); RssAnon "
+            f"{results[n]['anon'][0] / 1024:.0f} MB at the first, peak "
+            f"{results[n]['anon'][1] / 1024:.0f} MB; tracemalloc peak over "
             f"{args.traced} traced barriers {results[n]['heap_peak'] / 2**20:.1f} MB"
         )
 

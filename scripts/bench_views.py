@@ -1,0 +1,474 @@
+"""Incremental vs full-recompute view maintenance, side by side on the same data.
+
+    .venv/bin/python scripts/bench_views.py [--sizes 1000000,10000000] [--barriers 20]
+                                            [--fr-barriers 5] [--runs 1]
+
+For each size N in --sizes: ``orders`` (N rows), ``customers`` (100,000 rows, key id) and
+``shipments`` (N/2 rows, key id, ``order_id`` not a key) are loaded (timed), and three views are
+built twice on them, once ``.strategy("incremental")`` and once ``.strategy("full_recompute")``:
+
+1. ``agg``: ``SELECT grp, COUNT(*), SUM(amount), AVG(amount) FROM orders GROUP BY grp`` (10,000
+   groups);
+2. ``fk``: orders joined to customers on the customers' key, filtered on a customer column;
+3. ``nk``: shipments joined to orders on ``shipments.order_id = orders.id`` (not a key of
+   shipments: a change of orders looks shipments up through an index state table).
+
+Each barrier commits one transaction of 1,000 changed orders (400 updates that move rows between
+groups and customers, 300 inserts, 300 deletes) and 200 changed shipments (100 ``order_id``
+changes, 50 inserts, 50 deletes), then maintains every view through it in this thread
+(``maintain_available(until=ts)``, no streaming job) and records that view's epoch: the epoch of
+the barrier holding the change (barriers without a change in between are not counted). First
+--fr-barriers barriers maintain all six views (the full-recompute figures: each of their epochs
+reads the whole source, so they get fewer barriers), then --barriers barriers maintain the three
+incremental views alone (the incremental figures and the driver's memory).
+
+Printed per size and view: incremental p50/p99 epoch time and its steps, full recompute p50, the
+ratio full/incremental, the incremental p50 at the largest size over the smallest, and the
+driver's memory over the incremental epochs: this process's peak RSS (``ru_maxrss``) before and
+after them, its anonymous RSS (``RssAnon``, sampled after each epoch) at the first and at its
+peak, and the Python heap peak (tracemalloc) over --traced extra incremental barriers (not
+timed). ``ru_maxrss`` includes the store's LMDB file, which the driver maps to read and prewrite
+directly (the server is on this host): those pages are shared page cache and grow with the pages
+touched, so read RssAnon for the driver's own memory. Spark's JVM and Python workers are other processes and are not
+counted. Rows are loaded by a separate process, so loading does not count either. With --runs R the
+barrier loop is repeated R times on the same data and views, and the figures are medians of the
+runs' figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import random
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import coordinator  # noqa: E402
+from snapview.embedded import EmbeddedServer  # noqa: E402
+from snapview.local_spark import local_session  # noqa: E402
+
+CUSTOMERS = 100_000
+GROUPS = 10_000
+REGIONS = 10
+LOAD_TXN_ROWS = 50_000  # rows per load transaction (the client splits the prewrites)
+VIEWS = ("agg", "fk", "nk")
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def names(n: int) -> dict[str, str]:
+    return {"orders": f"orders_{n}", "customers": f"customers_{n}", "shipments": f"shipments_{n}"}
+
+
+def order_row(i: int) -> dict:
+    return {
+        "id": i,
+        "grp": (i * 7919) % GROUPS,
+        "customer": (i * 104729) % CUSTOMERS,
+        "amount": (i * 31) % 10_000,
+    }
+
+
+def shipment_row(i: int, n: int) -> dict:
+    return {"id": i, "order_id": (i * 2654435761) % n, "carrier": i % 7}
+
+
+def _load_range(address: str, table: str, kind: str, lo: int, hi: int, n: int) -> None:
+    c = coordinator.connect(address)
+    for a in range(lo, hi, LOAD_TXN_ROWS):
+        with c.transaction(lock_ttl_ms=120_000) as t:
+            for i in range(a, min(hi, a + LOAD_TXN_ROWS)):
+                if kind == "orders":
+                    t.put(table, order_row(i))
+                elif kind == "shipments":
+                    t.put(table, shipment_row(i, n))
+                else:
+                    t.put(table, {"id": i, "region": i % REGIONS, "name": f"customer {i}"})
+    c.close()
+
+
+def load(address: str, n: int, procs: int) -> float:
+    """Create and fill the three sources from ``procs`` loader processes; returns seconds."""
+    c = coordinator.connect(address)
+    t = names(n)
+    c.create_table(t["orders"], "id BIGINT, grp INT, customer BIGINT, amount BIGINT", ["id"])
+    c.create_table(t["customers"], "id BIGINT, region INT, name STRING", ["id"])
+    c.create_table(t["shipments"], "id BIGINT, order_id BIGINT, carrier INT", ["id"])
+    c.close()
+    jobs = []
+    for kind, rows in (("customers", CUSTOMERS), ("orders", n), ("shipments", n // 2)):
+        step = -(-rows // procs)
+        jobs += [(t[kind], kind, lo, min(rows, lo + step)) for lo in range(0, rows, step)]
+    ctx = mp.get_context("spawn")
+    t0 = time.perf_counter()
+    running: list = []
+    for table, kind, lo, hi in jobs:
+        while len(running) >= procs:
+            running.pop(0).join()
+        p = ctx.Process(target=_load_range, args=(address, table, kind, lo, hi, n))
+        p.start()
+        running.append(p)
+    for p in running:
+        p.join()
+        if p.exitcode != 0:
+            raise RuntimeError(f"a loader process failed (exit code {p.exitcode})")
+    return time.perf_counter() - t0
+
+
+def queries(n: int) -> dict[str, tuple[str, str]]:
+    t = names(n)
+    return {
+        "agg": (
+            f"SELECT grp, COUNT(*) AS n, SUM(amount) AS s, AVG(amount) AS a "
+            f"FROM {t['orders']} GROUP BY grp",
+            "grp",
+        ),
+        "fk": (
+            f"SELECT o.id, o.amount, o.grp, c.region, c.name FROM {t['orders']} o "
+            f"JOIN {t['customers']} c ON o.customer = c.id WHERE c.region < 2",
+            "id",
+        ),
+        "nk": (
+            f"SELECT s.id AS sid, s.carrier, o.id AS oid, o.amount, o.grp FROM "
+            f"{t['shipments']} s JOIN {t['orders']} o ON s.order_id = o.id",
+            "sid",
+        ),
+    }
+
+
+class Workload:
+    """1,000 changed orders and 200 changed shipments per barrier, one transaction."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n = n
+        self.rng = random.Random(seed)
+        self.t = names(n)
+        self.next_order = n
+        self.next_ship = n // 2
+        self.gone_orders: set[int] = set()
+        self.gone_ships: set[int] = set()
+
+    def _pick(self, hi: int, gone: set[int], k: int) -> list[int]:
+        out: set[int] = set()
+        while len(out) < k:
+            i = self.rng.randrange(hi)
+            if i not in gone:
+                out.add(i)
+        return list(out)
+
+    def apply(self, c) -> int:
+        rng, t = self.rng, self.t
+        ids = self._pick(self.next_order, self.gone_orders, 700)
+        sids = self._pick(self.next_ship, self.gone_ships, 150)
+        with c.transaction(lock_ttl_ms=60_000) as tx:
+            for i in ids[:400]:  # updates: a new group, customer and amount
+                tx.put(
+                    t["orders"],
+                    {
+                        "id": i,
+                        "grp": rng.randrange(GROUPS),
+                        "customer": rng.randrange(CUSTOMERS),
+                        "amount": rng.randrange(10_000),
+                    },
+                )
+            for i in ids[400:]:  # deletes
+                tx.delete(t["orders"], {"id": i})
+                self.gone_orders.add(i)
+            for _ in range(300):  # inserts
+                tx.put(t["orders"], order_row(self.next_order))
+                self.next_order += 1
+            for i in sids[:100]:  # order_id changes
+                tx.put(
+                    t["shipments"],
+                    {"id": i, "order_id": rng.randrange(self.next_order), "carrier": i % 7},
+                )
+            for i in sids[100:]:
+                tx.delete(t["shipments"], {"id": i})
+                self.gone_ships.add(i)
+            for _ in range(50):
+                tx.put(
+                    t["shipments"],
+                    {
+                        "id": self.next_ship,
+                        "order_id": rng.randrange(self.next_order),
+                        "carrier": 1,
+                    },
+                )
+                self.next_ship += 1
+        assert tx.commit_ts is not None
+        return tx.commit_ts
+
+
+class Recorder:
+    """Wraps a view's strategy.maintain: the epochs that did work (an incremental delta that
+    read changes, or a full recompute that ran the query), each as a dict."""
+
+    def __init__(self, view) -> None:
+        self.view = view
+        self.epochs: list[dict] = []
+        s = view._strategy
+        inner = s.maintain
+
+        def maintain(barrier, reads):
+            p = s.progress
+            before = len(p.recompute_seconds), p.barriers
+            inner(barrier, reads)
+            if p.barriers == before[1]:
+                return  # skipped (already committed)
+            did = (
+                (p.last_strategy == "delta" and p.last_changes > 0)
+                if s.name == "incremental"
+                else len(p.recompute_seconds) > before[0]
+            )
+            if did:
+                self.epochs.append(
+                    {
+                        "barrier": barrier,
+                        "epoch_s": p.last_epoch_s,
+                        "steps": dict(p.last_steps),
+                        "strategy": p.last_strategy,
+                        "changes": p.last_changes,
+                        "lookups": p.last_lookups,
+                        "mutations": p.last_mutations,
+                    }
+                )
+
+        s.maintain = maintain
+
+    def take(self) -> list[dict]:
+        out, self.epochs = self.epochs, []
+        return out
+
+
+def rss_kb() -> tuple[int, int]:
+    """(RssAnon, RssFile) of this process in kB. RssFile is mostly the store's LMDB file, which
+    the driver maps to read and prewrite directly on the server's host: shared page cache, not
+    the driver's own memory, and it counts in ru_maxrss."""
+    got = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("RssAnon:", "RssFile:")):
+                got[line.split(":")[0]] = int(line.split()[1])
+    return got.get("RssAnon", 0), got.get("RssFile", 0)
+
+
+def define_views(spark, address: str, n: int) -> dict:
+    from spark_sink import MaterializedView
+
+    views = {}
+    for name, (q, key) in queries(n).items():
+        for strat, short in (("incremental", "inc"), ("full_recompute", "fr")):
+            v = (
+                MaterializedView.builder(spark)
+                .coordinator(address)
+                .query(q)
+                .target(f"{name}_{short}_{n}")
+                .primary_key(key)
+                .strategy(strat)
+                .build()
+            )
+            assert f"strategy: {strat}" in v.explain(), v.explain()
+            views[(name, short)] = v
+    return views
+
+
+def build_views(c, views: dict) -> tuple[dict, dict]:
+    """The first barrier of each view (a build on Spark); then a Recorder on each."""
+    build_s = {}
+    for (name, short), v in views.items():
+        t0 = time.perf_counter()
+        v.maintain_available(until=c.tso(), timeout=3600)
+        build_s[(name, short)] = time.perf_counter() - t0
+        print(f"  built {name}/{short} in {build_s[(name, short)]:.1f}s", flush=True)
+    recs = {k: Recorder(v) for k, v in views.items()}  # each installs itself on v._strategy
+    return recs, build_s
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1000000,10000000")
+    ap.add_argument("--barriers", type=int, default=20, help="incremental epochs per size")
+    ap.add_argument("--fr-barriers", type=int, default=5, help="full-recompute epochs per size")
+    ap.add_argument("--traced", type=int, default=2, help="extra barriers under tracemalloc")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--loaders", type=int, default=1, help="loader processes")
+    ap.add_argument("--barrier-interval", default="1s")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+
+    srv = EmbeddedServer(extra_args=["--barrier-interval", args.barrier_interval]).start()
+    spark = local_session()
+    import spark_sink
+
+    spark_sink.register(spark)
+    results: dict[int, dict] = {}
+    try:
+        c = coordinator.connect(srv.address)
+        for n in sizes:
+            secs = load(srv.address, n, args.loaders)
+            rows = n + n // 2 + CUSTOMERS
+            print(
+                f"size {n:,}: loaded {rows:,} rows (orders {n:,}, shipments {n // 2:,}, "
+                f"customers {CUSTOMERS:,}) in {secs:.1f}s ({rows / secs:,.0f} rows/s, "
+                f"{args.loaders} loader process(es), {LOAD_TXN_ROWS:,} rows per transaction)",
+                flush=True,
+            )
+        # Every view of every size is defined before any is maintained: defining a view after
+        # another view's first maintain_available fails in this engine version
+        # (DATA_SOURCE_NOT_FOUND snapview_job_session).
+        defined = {n: define_views(spark, srv.address, n) for n in sizes}
+        for n in sizes:
+            views = defined[n]
+            print(f"size {n:,}:", flush=True)
+            recs, build_s = build_views(c, views)
+            w = Workload(n, seed=n)
+            runs = []
+            for run in range(args.runs):
+                inc: dict[str, list[dict]] = {v: [] for v in VIEWS}
+                fr: dict[str, list[dict]] = {v: [] for v in VIEWS}
+                # Phase 1: every view through --fr-barriers barriers (the full-recompute figures).
+                for _ in range(args.fr_barriers):
+                    ts = w.apply(c)
+                    for name in VIEWS:
+                        views[(name, "inc")].maintain_available(until=ts, timeout=600)
+                        recs[(name, "inc")].take()
+                        views[(name, "fr")].maintain_available(until=ts, timeout=3600)
+                        fr[name] += recs[(name, "fr")].take()
+                # Phase 2: the incremental views alone through --barriers barriers (their
+                # figures, and the driver's memory over them).
+                maxrss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                rss = []
+                for _ in range(args.barriers):
+                    ts = w.apply(c)
+                    for name in VIEWS:
+                        views[(name, "inc")].maintain_available(until=ts, timeout=600)
+                        inc[name] += recs[(name, "inc")].take()
+                        rss.append(rss_kb())
+                maxrss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                tracemalloc.start()
+                for _ in range(args.traced):
+                    ts = w.apply(c)
+                    for name in VIEWS:
+                        views[(name, "inc")].maintain_available(until=ts, timeout=600)
+                        recs[(name, "inc")].take()
+                heap_peak = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+                runs.append(
+                    {
+                        "inc": inc,
+                        "fr": fr,
+                        "maxrss": (maxrss0, maxrss1),
+                        "anon": (rss[0][0], max(a for a, _ in rss)),
+                        "file": max(f for _, f in rss),
+                        "heap_peak": heap_peak,
+                    }
+                )
+                report_run(n, run, inc, fr, runs[-1])
+            results[n] = summarize(runs)
+        print_summary(sizes, results, args)
+        c.close()
+    finally:
+        spark.stop()
+        srv.stop()
+    return 0
+
+
+def report_run(n: int, run: int, inc, fr, r) -> None:
+    print(f"  run {run + 1}:", flush=True)
+    for name in VIEWS:
+        e = inc[name]
+        if not e:
+            print(f"    {name}: no incremental epoch recorded")
+            continue
+        ts = [x["epoch_s"] for x in e]
+        steps = {k: statistics.median(x["steps"].get(k, 0.0) for x in e) for k in e[0]["steps"]}
+        f = [x["epoch_s"] for x in fr[name]]
+        print(
+            f"    {name}: incremental {len(e)} epochs p50 {pct(ts, 50):.3f}s p99 {pct(ts, 99):.3f}s "
+            f"(changes {statistics.median(x['changes'] for x in e):.0f}, "
+            f"lookups {statistics.median(x['lookups'] for x in e):.0f}, "
+            f"mutations {statistics.median(x['mutations'] for x in e):.0f}; median steps "
+            + ", ".join(f"{k} {v:.3f}" for k, v in steps.items())
+            + f"); full recompute {len(f)} epochs p50 "
+            + (f"{statistics.median(f):.3f}s" if f else "-"),
+            flush=True,
+        )
+    print(
+        f"    driver memory over the incremental epochs: ru_maxrss {r['maxrss'][0] / 1024:.0f} MB "
+        f"before, {r['maxrss'][1] / 1024:.0f} MB after; RssAnon {r['anon'][0] / 1024:.0f} MB at "
+        f"the first epoch, peak {r['anon'][1] / 1024:.0f} MB; RssFile (the mapped LMDB file) "
+        f"peak {r['file'] / 1024:.0f} MB; tracemalloc peak {r['heap_peak'] / 2**20:.1f} MB",
+        flush=True,
+    )
+
+
+def summarize(runs: list[dict]) -> dict:
+    out: dict = {}
+    for name in VIEWS:
+        i50 = [pct([x["epoch_s"] for x in r["inc"][name]], 50) for r in runs if r["inc"][name]]
+        i99 = [pct([x["epoch_s"] for x in r["inc"][name]], 99) for r in runs if r["inc"][name]]
+        f50 = [
+            statistics.median(x["epoch_s"] for x in r["fr"][name]) for r in runs if r["fr"][name]
+        ]
+        out[name] = {
+            "inc_p50": statistics.median(i50) if i50 else float("nan"),
+            "inc_p99": statistics.median(i99) if i99 else float("nan"),
+            "fr_p50": statistics.median(f50) if f50 else float("nan"),
+        }
+    out["maxrss"] = (
+        statistics.median(r["maxrss"][0] for r in runs),
+        statistics.median(r["maxrss"][1] for r in runs),
+    )
+    out["heap_peak"] = statistics.median(r["heap_peak"] for r in runs)
+    out["anon"] = (
+        statistics.median(r["anon"][0] for r in runs),
+        statistics.median(r["anon"][1] for r in runs),
+    )
+    return out
+
+
+def print_summary(sizes: list[int], results: dict, args) -> None:
+    print(
+        f"summary ({args.runs} run(s), medians): 1,000 changed orders + 200 changed shipments per "
+        f"barrier; full recompute {args.fr_barriers} barriers, then incremental "
+        f"{args.barriers} barriers"
+    )
+    print(
+        f"  {'size':>12} {'view':>4} {'inc p50':>9} {'inc p99':>9} {'full p50':>9} {'full/inc':>9}"
+    )
+    for n in sizes:
+        for name in VIEWS:
+            r = results[n][name]
+            print(
+                f"  {n:>12,} {name:>4} {r['inc_p50']:>8.3f}s {r['inc_p99']:>8.3f}s "
+                f"{r['fr_p50']:>8.3f}s {r['fr_p50'] / r['inc_p50']:>8.1f}x"
+            )
+    lo, hi = sizes[0], sizes[-1]
+    for name in VIEWS:
+        print(
+            f"  {name}: incremental p50 at {hi:,} / at {lo:,}: "
+            f"{results[hi][name]['inc_p50'] / results[lo][name]['inc_p50']:.2f}x; full recompute "
+            f"{results[hi][name]['fr_p50'] / results[lo][name]['fr_p50']:.2f}x"
+        )
+    for n in sizes:
+        m0, m1 = results[n]["maxrss"]
+        print(
+            f"  driver (this process) at {n:,}: ru_maxrss {m0 / 1024:.0f} MB before the "
+            f"incremental epochs, {m1 / 1024:.0f} MB after (with the mapped LMDB file); RssAnon "
+            f"{results[n]['anon'][0] / 1024:.0f} MB at the first, peak "
+            f"{results[n]['anon'][1] / 1024:.0f} MB; tracemalloc peak over "
+            f"{args.traced} traced barriers {results[n]['heap_peak'] / 2**20:.1f} MB"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from coordinator.jobs import EpochMetadata
 from kvstore.errors import FailedPrecondition, InvalidArgument, SchemaMismatch
 from spark_sink import MaterializedView
 from tests.conftest import connected, serve
@@ -259,17 +260,19 @@ def test_a_bulk_change_is_built_on_spark_not_on_the_driver(spark, ivm_server, ic
     view.maintain_available(until=ic.tso(), timeout=60)
     p = view._strategy.progress
     assert p.recomputed == 1 and p.last_strategy == "delta"
+    before = ic.jobs.plan_barriers("bulk_view", limit=1).last_committed
     with ic.transaction() as t:  # 20 keys in one barrier: a build
         for i in range(100, 120):
             t.put("bulk_src", {"id": i, "g": 0, "v": 1})
     view.maintain_available(until=ic.tso(), timeout=60)
     assert p.recomputed == 2
-    last = strategy.last_committed(ic, "bulk_view")
-    assert last is not None
-    bulk = [last.fields] if last.fields["step"] == "build" else []
-    if not bulk:  # a later idle barrier came after the build: find the build's record
-        info = ic.jobs.plan_barriers("bulk_view", limit=1)
-        assert info.last_committed
+    after = ic.jobs.plan_barriers("bulk_view", limit=1).last_committed
+    steps = [
+        EpochMetadata.from_json(ic.jobs.get_epoch("bulk_view", b).metadata).fields
+        for b in _issued(ic, "bulk_view", before + 1, after)
+    ]
+    builds = [f for f in steps if f["step"] == "build"]
+    assert len(builds) == 1 and builds[0]["why"].startswith("a bulk change: "), steps
     rows = {r["g"]: r["s"] for r in ic.snapshot(["bulk_view"]).read("bulk_view").to_pylist()}
     src = ic.snapshot(["bulk_src"], wait_s=30).read("bulk_src").to_pylist()
     assert rows == {

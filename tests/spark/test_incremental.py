@@ -241,7 +241,7 @@ def test_a_bulk_change_is_built_on_spark_not_on_the_driver(spark, ivm_server, ic
     executors), and the epoch's record says why; the view is right either way."""
     from spark_sink.ivm import strategy
 
-    monkeypatch.setattr(strategy, "BULK_CHANGE_KEYS", 5)
+    monkeypatch.setattr(strategy, "BULK_CHANGE_KEYS", 15)  # above the 10 loaded, below 20
     ic.create_table("bulk_src", "id BIGINT, g INT, v INT", primary_key=["id"])
     with ic.transaction() as t:
         for i in range(10):

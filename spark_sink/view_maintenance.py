@@ -337,7 +337,7 @@ class FullRecompute:
             laps.lap("run")
             muts = self.diff(client, info, new, read_ts)
             laps.lap("diff")
-            self.write(client, target, muts)
+            write_mutations(client, target, muts)
             laps.lap("write")
             return len(muts)
         n = write_diff(self.session, df, target, read_ts, self.spec.one_row)
@@ -399,16 +399,15 @@ class FullRecompute:
         muts += [(LockOp.DELETE, k, b"") for k in old if k not in new_rows]
         return muts
 
-    def write(self, client: Client, target: EpochTarget, muts: list[Mutation]) -> None:
-        """Prewrite ``muts`` as secondaries of the epoch (directly into LMDB when allowed)."""
-        direct = direct_prewriter(target)
-        puts = [m for m in muts if m[0] is LockOp.PUT]
-        deletes = [m for m in muts if m[0] is not LockOp.PUT]
-        # prewrite_chunk takes DIRECT_TXN_ROWS rows per LMDB transaction and splits what goes
-        # to the server into requests itself.
-        for i in range(0, len(puts), DIRECT_TXN_ROWS):
-            prewrite_chunk(client, direct, target, puts[i : i + DIRECT_TXN_ROWS])
-        prewrite_remote(client, target, deletes)
 
-
-STRATEGIES = {FULL_RECOMPUTE: FullRecompute}
+def write_mutations(client: Client, target: EpochTarget, muts: list[Mutation]) -> None:
+    """Prewrite ``muts`` from the driver as secondaries of the epoch (PUTs directly into LMDB
+    when allowed, DELETEs through the server)."""
+    direct = direct_prewriter(target)
+    puts = [m for m in muts if m[0] is LockOp.PUT]
+    deletes = [m for m in muts if m[0] is not LockOp.PUT]
+    # prewrite_chunk takes DIRECT_TXN_ROWS rows per LMDB transaction and splits what goes
+    # to the server into requests itself.
+    for i in range(0, len(puts), DIRECT_TXN_ROWS):
+        prewrite_chunk(client, direct, target, puts[i : i + DIRECT_TXN_ROWS])
+    prewrite_remote(client, target, deletes)

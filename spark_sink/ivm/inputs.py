@@ -12,6 +12,13 @@ from spark_sink.ivm.delta import NEW, Access
 from spark_source.key_ranges import after
 
 
+def encode_key(info: TableInfo, values: tuple | list) -> bytes:
+    """The stored key of the row of ``info`` whose primary-key columns hold ``values``."""
+    cols = info.table_schema.key_columns
+    stored = tuple(to_storage(info.name, c, v) for c, v in zip(cols, values, strict=True))
+    return info.key_codec.encode_values(stored)
+
+
 class StoreInputs:
     """``delta.Inputs`` over a client, for one epoch.
 
@@ -110,12 +117,7 @@ class StoreInputs:
 
     def read_by_key(self, info: TableInfo, keys: set[tuple], ts: int) -> list[tuple]:
         """The rows of ``info`` with these primary-key values at ``ts`` (absent ones skipped)."""
-        cols = info.table_schema.key_columns
-        enc = []
-        for k in keys:
-            stored = tuple(to_storage(info.name, c, v) for c, v in zip(cols, k, strict=True))
-            enc.append(info.key_codec.encode_values(stored))
-        enc.sort()
+        enc = sorted(encode_key(info, k) for k in keys)
         out = []
         for _, vals in self._scan([(k, after(k)) for k in enc], ts):
             out += [self._decode(info, v) for v in vals]
@@ -123,16 +125,11 @@ class StoreInputs:
 
     def read_state(self, info: TableInfo, keys: list[tuple]) -> dict[tuple, list]:
         """State rows by key at ``state_ts``: key tuple -> the non-key values in column order."""
-        kcols = info.table_schema.key_columns
         names = [c.name for c in info.table_schema.visible_columns]
-        key_names = [c.name for c in kcols]
+        key_names = [c.name for c in info.table_schema.key_columns]
         rest = [n for n in names if n not in key_names]
-        enc = {}
-        for k in keys:
-            stored = tuple(to_storage(info.name, c, v) for c, v in zip(kcols, k, strict=True))
-            enc[info.key_codec.encode_values(stored)] = k
         out: dict[tuple, list] = {}
-        ordered = sorted(enc)
+        ordered = sorted(encode_key(info, k) for k in keys)
         for _, vals in self._scan([(k, after(k)) for k in ordered], self.state_ts):
             for raw in vals:
                 d = info.row_codec.decode(raw)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -463,19 +463,20 @@ def _window_names(window) -> str:
     return ", ".join(f"{n}()" for n in names) or "(a window function)"
 
 
-def _walk(node: Node):
+def walk(node: Node) -> Iterator[Node]:
+    """Every node of the tree, in pre-order."""
     yield node
     match node:
         case Filter(child=c) | Project(child=c) | Aggregate(child=c):
-            yield from _walk(c)
+            yield from walk(c)
         case Join(left=left, right=right):
-            yield from _walk(left)
-            yield from _walk(right)
+            yield from walk(left)
+            yield from walk(right)
 
 
 def aggregates(node: Node) -> list[Aggregate]:
     """The Aggregate nodes of the tree in pre-order (the order of catalyst_aggregates)."""
-    return [n for n in _walk(node) if isinstance(n, Aggregate)]
+    return [n for n in walk(node) if isinstance(n, Aggregate)]
 
 
 def catalyst_aggregates(plan: JObject) -> list[tuple[JObject, list[JObject], list[JObject]]]:

@@ -24,6 +24,7 @@ from spark_sink.ivm.plan import (
     delta_plan,
     output,
     scans,
+    walk,
 )
 from spark_sink.ivm.state import StateTable, groups_table, index_table
 
@@ -73,19 +74,9 @@ class IncrementalPlan:
         return lines
 
 
-def _walk(node: Node):
-    yield node
-    match node:
-        case Filter(child=c) | Project(child=c) | Aggregate(child=c):
-            yield from _walk(c)
-        case Join(left=left, right=right):
-            yield from _walk(left)
-            yield from _walk(right)
-
-
 def _check_expressions(root: Node) -> None:
     """Compile every expression once, so one this engine cannot evaluate is refused at build."""
-    for n in _walk(root):
+    for n in walk(root):
         ids = {a.id: i for i, a in enumerate(_inputs_of(n))}
         match n:
             case Filter(cond=c):

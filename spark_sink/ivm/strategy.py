@@ -29,17 +29,20 @@ from spark_sink.executor_diff import write_diff
 from spark_sink.ivm.aggregate import AggregateState
 from spark_sink.ivm.delta import DeltaRules, ZSet, consolidate
 from spark_sink.ivm.expressions import agg_state_type
-from spark_sink.ivm.inputs import StoreInputs
+from spark_sink.ivm.inputs import StoreInputs, encode_key
 from spark_sink.ivm.plan import catalyst_aggregates
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.partition_writer import (
-    DIRECT_TXN_ROWS,
     DirectInfo,
-    direct_prewriter,
-    prewrite_chunk,
 )
 from spark_sink.query_analysis import register_sources
-from spark_sink.view_maintenance import MAX_COMMIT_ATTEMPTS, Laps, Progress, ViewSpec
+from spark_sink.view_maintenance import (
+    MAX_COMMIT_ATTEMPTS,
+    Laps,
+    Progress,
+    ViewSpec,
+    write_mutations,
+)
 from spark_source.connection import client_for
 
 INCREMENTAL = "incremental"
@@ -285,7 +288,7 @@ class Incremental:
                 tgt = attempt.target(
                     self.spec.coordinator, self.spec.token, info, "upsert", self.direct_info
                 )
-                self._write(client, tgt, muts)
+                write_mutations(client, tgt, muts)
                 n += len(muts)
         laps.lap("write")
         return {
@@ -322,7 +325,7 @@ class Incremental:
         deletes = [list(k) for k in gone if k not in put]
         out = self._encode(view, [list(r) for r in put.values()], "upsert")
         if deletes:
-            out += self._encode_keys(view, deletes)
+            out += [(LockOp.DELETE, encode_key(view, k), b"") for k in deletes]
         return out
 
     def _index_mutations(self, inputs: StoreInputs, ix: TableInfo, st) -> list[Mutation]:
@@ -358,23 +361,3 @@ class Incremental:
             schema=schema,
         )
         return ArrowEncoder(info).mutations(batch, mode, 0, 0, 0)
-
-    def _encode_keys(self, info: TableInfo, keys: list[list]) -> list[Mutation]:
-        from kvstore.schema import to_storage
-
-        kcols = info.table_schema.key_columns
-        out: list[Mutation] = []
-        for k in keys:
-            stored = tuple(to_storage(info.name, c, v) for c, v in zip(kcols, k, strict=True))
-            out.append((LockOp.DELETE, info.key_codec.encode_values(stored), b""))
-        return out
-
-    def _write(self, client, target, muts: list[Mutation]) -> None:
-        direct = direct_prewriter(target)
-        from spark_sink.partition_writer import prewrite_remote
-
-        puts = [m for m in muts if m[0] is LockOp.PUT]
-        deletes = [m for m in muts if m[0] is not LockOp.PUT]
-        for i in range(0, len(puts), DIRECT_TXN_ROWS):
-            prewrite_chunk(client, direct, target, puts[i : i + DIRECT_TXN_ROWS])
-        prewrite_remote(client, target, deletes)

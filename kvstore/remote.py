@@ -313,7 +313,11 @@ class RemoteStore:
             yield list(c.keys), list(c.values)
 
     def scan_ranges(
-        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int = 0
+        self,
+        ranges: list[tuple[bytes, bytes]],
+        version: int,
+        limit: int = 0,
+        range_limit: int = 0,
     ) -> Iterator[tuple[list[bytes], list[bytes]]]:
         """As LocalStore.scan_ranges; a list above the request limits goes in several requests
         (checked whole first, so a range in another table is refused before any is sent)."""
@@ -321,10 +325,10 @@ class RemoteStore:
         from kvstore.validation import check_key_ranges
 
         checked = check_key_ranges(ranges)
-        return self._scan_ranges(checked, version, limit)
+        return self._scan_ranges(checked, version, limit, range_limit)
 
     def _scan_ranges(
-        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int
+        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int, range_limit: int
     ) -> Iterator[tuple[list[bytes], list[bytes]]]:
         remaining = limit
         for run in limits.split_ranges(ranges, limits.MAX_SCAN_RANGES) or [[]]:
@@ -334,6 +338,7 @@ class RemoteStore:
                     ranges=[pb.KeyRange(start_key=s, end_key=e) for s, e in run],
                     version=version,
                     limit=remaining if limit else 0,
+                    range_limit=range_limit,
                 ),
             )
             for c in chunks:

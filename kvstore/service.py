@@ -133,7 +133,7 @@ class KvStoreService:
     ) -> Iterator[pb.ScanChunk]:
         check_range_count(len(req.ranges))  # before building a tuple per range
         chunks = self.store.scan_ranges(
-            [(r.start_key, r.end_key) for r in req.ranges], req.version, req.limit
+            [(r.start_key, r.end_key) for r in req.ranges], req.version, req.limit, req.range_limit
         )
         try:
             for keys, values in chunks:

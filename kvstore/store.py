@@ -502,12 +502,18 @@ class LocalStore:
         return max(1, min(chunk_rows, SCAN_CHUNK_BYTES // max(1, row_bytes)))
 
     def scan_ranges(
-        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int = 0
+        self,
+        ranges: list[tuple[bytes, bytes]],
+        version: int,
+        limit: int = 0,
+        range_limit: int = 0,
     ) -> Iterator[tuple[list[bytes], list[bytes]]]:
         """(keys, values) chunks of many [start, end) user-key ranges of one table at
         ``version``: each range in the order given, each in key order (the caller sorts; an
         overlap is read twice). One key alone is the range [key, key + b"\\0"); an empty end
-        means the end of the start's table. ``limit`` > 0 stops after that many pairs in all.
+        means the end of the start's table. ``limit`` > 0 stops after that many pairs in all;
+        ``range_limit`` > 0 reads only the first that many pairs of each range (at most
+        SCAN_CHUNK_ROWS, else InvalidArgument): the smallest keys of many prefixes in one call.
 
         Each range is read exactly as ``scan`` reads it (locks resolved or KeyIsLocked, records
         checked). Chunks are bounded like scan's (rows and about SCAN_CHUNK_BYTES) and each is
@@ -516,22 +522,27 @@ class LocalStore:
         in one existing table (InvalidArgument, TableNotFound)."""
         self._check_ts(version=version)
         check_range_count(len(ranges))
+        if not 0 <= range_limit <= SCAN_CHUNK_ROWS:
+            raise InvalidArgument(
+                f"scan_ranges: range_limit {range_limit} is outside [0, {SCAN_CHUNK_ROWS}]"
+            )
         checked = check_key_ranges(ranges)
         if checked:
             self.catalog.get_id(table_id_of(checked[0][0]))
-        return self._scan_ranges(checked, version, limit)
+        return self._scan_ranges(checked, version, limit, range_limit)
 
     def _scan_ranges(
-        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int
+        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int, range_limit: int
     ) -> Iterator[tuple[list[bytes], list[bytes]]]:
         remaining = limit
         first, resume = 0, None
         rows = self._chunk_rows(SCAN_CHUNK_ROWS, [])
         while first < len(ranges):
-            want = rows if not remaining else min(rows, remaining)
+            want = max(rows, range_limit)  # a range is never split under range_limit
+            want = want if not remaining else min(want, remaining)
             keys, values, first, resume = self._read(
                 lambda r, f=first, c=resume, w=want: actions.scan_ranges(
-                    r, ranges, version, w, SCAN_CHUNK_BYTES, f, c
+                    r, ranges, version, w, SCAN_CHUNK_BYTES, f, c, range_limit
                 ),
                 version,
             )

@@ -349,8 +349,16 @@ class MaterializedView:
                 "by key against the view's previous version, write the difference as epoch T",
             ]
             return "\n".join(lines)
+        from spark_sink.ivm.cost import rule
+
+        choice = (
+            rule()
+            if self.options["strategy"] == "auto"
+            else "incremental: every barrier after the first is a delta, whatever its size"
+        )
         lines += [
             "  why:      the query is in the class maintained by delta rules",
+            f"  choice:   {choice}",
             "  first barrier: build the view and its state tables from the snapshot (Spark, "
             "written from the executors)",
             "  each later barrier T: the view's change from the sources' changes since the "
@@ -405,7 +413,9 @@ class MaterializedView:
             o["lock_ttl_ms"],
         )
         if self.plan is not None:
-            return Incremental(spec, self.session, self.plan, direct_info(client))
+            return Incremental(
+                spec, self.session, self.plan, direct_info(client), self.options["strategy"]
+            )
         return FullRecompute(spec, self.session, direct_info(client))
 
     def start(self) -> ViewJob:
@@ -509,6 +519,7 @@ class ViewJob:
             last_changes=p.last_changes,
             last_lookups=p.last_lookups,
             last_mutations=p.last_mutations,
+            last_why=p.last_why,
         )
 
     def await_barrier(self, ts: int, timeout: float = 30.0) -> int:

@@ -70,6 +70,7 @@ class Progress:
     last_changes: int = 0
     last_lookups: int = 0
     last_mutations: int = 0
+    last_why: str = ""
 
     def as_dict(self) -> dict:
         return {
@@ -86,6 +87,7 @@ class Progress:
             "last_changes": self.last_changes,
             "last_lookups": self.last_lookups,
             "last_mutations": self.last_mutations,
+            "last_why": self.last_why,
         }
 
 
@@ -101,6 +103,10 @@ class Laps:
         now = time.perf_counter()
         self.steps[name] = self.steps.get(name, 0.0) + now - self._t
         self._t = now
+
+    def elapsed(self) -> float:
+        """Seconds since the epoch began (the laps so far and the time since the last)."""
+        return sum(self.steps.values()) + time.perf_counter() - self._t
 
 
 def _wall(ts: int) -> datetime | None:
@@ -139,6 +145,9 @@ class ViewProgress:
     last_changes: int = 0
     last_lookups: int = 0
     last_mutations: int = 0
+    # Why the last epoch was made that way: for an incremental view under ``auto``, the cost
+    # choice with its figures (estimated delta vs build seconds), or why a build was needed.
+    last_why: str = ""
 
     @property
     def committed_barrier_wall(self) -> datetime | None:
@@ -184,6 +193,7 @@ class ViewProgress:
                 f"                     {self.last_strategy or 'none'}: {self.last_changes} "
                 f"change rows read, {self.last_lookups} keyed reads, {self.last_mutations} "
                 "mutations",
+                f"                     why: {self.last_why or '-'}",
             ]
         )
 

@@ -107,13 +107,16 @@ def scan_ranges(
     max_bytes: int,
     first: int = 0,
     resume: bytes | None = None,
+    range_limit: int = 0,
 ) -> tuple[list[bytes], list[bytes], int, bytes | None]:
     """The (user key, value) pairs of ``ranges[first:]`` as of ``read_ts``: each [start, end)
     range in the order given, each in key order, until ``max_rows`` pairs or ``max_bytes`` of
     values (checked after each range). ``resume`` replaces the start of ``ranges[first]`` (a
     range a previous call stopped inside). Returns the pairs and where to go on: the index of
     the first range not finished (``len(ranges)`` when all are) and the resume start inside it
-    (None to read it whole).
+    (None to read it whole). ``range_limit`` > 0 reads at most that many pairs of each range
+    (its first ones) and never splits a range between calls: a range that may not fit in the
+    room left is left for the next call (the caller gives ``max_rows`` >= ``range_limit``).
 
     Invariant: every range is read exactly as ``scan`` reads it (same visibility rules; raises
     KeyIsLocked for the first lock with start_ts <= read_ts in a range it reads)."""
@@ -126,10 +129,14 @@ def scan_ranges(
         if i == first and resume is not None:
             start = resume
         room = max_rows - len(keys)
+        if range_limit:
+            if room < range_limit and keys:
+                return keys, values, i, None
+            room = min(room, range_limit)
         ks, vs = scan(reader, start, end, read_ts, room, first_run=_RANGE_FIRST_RUN)
         keys += ks
         values += vs
-        if len(ks) == room:  # the range may hold more: the caller goes on inside it
+        if len(ks) == room and not range_limit:  # the range may hold more: go on inside it
             return keys, values, i, past_versions(ks[-1])
         size += sum(map(len, vs))
         i += 1

@@ -74,7 +74,12 @@ def run(spark, address: str, seconds: float = 10.0, out=print) -> dict:
     jobs = []
     stop = threading.Event()
     writer = threading.Thread(target=_orders, args=(c, stop), daemon=True)
-    result = {"consistent_reads": 0, "consistent_bad": 0, "latest_reads": 0, "latest_mixed": 0}
+    result: dict = {
+        "consistent_reads": 0,
+        "consistent_bad": 0,
+        "latest_reads": 0,
+        "latest_mixed": 0,
+    }
     try:
         with c.transaction() as t:
             t.put("orders", {"id": -1, "user_id": 0, "item_id": 0, "amount": 1, "price": 5})
@@ -88,6 +93,7 @@ def run(spark, address: str, seconds: float = 10.0, out=print) -> dict:
                 .trigger_interval("200 milliseconds")
                 .build()
             )
+            result.setdefault("strategies", {})[name] = view.strategy_name
             jobs.append(view.start())
         ts = c.tso()
         for j in jobs:
@@ -118,6 +124,7 @@ def run(spark, address: str, seconds: float = 10.0, out=print) -> dict:
             f"user_item_avg at barrier {snap.barrier}: "
             + ", ".join(f"u{r['user_id']}/i{r['item_id']}={r['avg_price']:g}" for r in rows[:6])
         )
+        result["last_steps"] = {j.view.target: j.progress().last_strategy for j in jobs}
     finally:
         stop.set()
         writer.join(10)

@@ -1,20 +1,47 @@
-"""Aggregates maintained from a Z-set of input changes: per group, a running row count and, per
-aggregate, a running sum and count of non-NULL inputs, kept in the group state table.
+"""Aggregates maintained from a Z-set of input changes, with per-group state in state tables.
 
-COUNT(*), COUNT(x), SUM(x), AVG(x) and DISTINCT (an aggregate without functions) decompose into
-those sums; the group's row count says exactly when a group appears or disappears (count 0 ->
-the group's view row is deleted; a global aggregate keeps its one row, with COUNT 0 and SUM
-NULL, as Spark does).
+Per group the group state table keeps the row count and, per aggregate function, a running value
+and a count of its non-NULL inputs:
+
+- COUNT(*), COUNT(x), SUM(x), AVG(x): the running sum and count; the value follows from them.
+  Integer and DECIMAL sums are exact. A DOUBLE sum is kept as an unevaluated pair hi + lo (the
+  ``c`` column holds lo) and updated in exact rational arithmetic, then rounded back to the
+  pair: it equals the exact sum of the group's current inputs to about 2^-106 of the largest
+  partial sum, so adding and removing a large value leaves no trace (docs/design.md §6.4).
+  A NaN or an infinity cannot be subtracted back out: a group that meets one makes the epoch
+  a build (``NeedsBuild``).
+- DISTINCT aggregates (COUNT/SUM/AVG(DISTINCT x)): a values state table holds each group's
+  distinct values with their multiplicities; a value enters the running sum and count when its
+  multiplicity becomes positive and leaves when it returns to 0.
+- MIN(x), MAX(x): the running value is the current extreme. The values state table is ordered by
+  the value (ascending for MIN, descending for MAX), so when the extreme's multiplicity falls to
+  0 the group's next extreme is the first of its remaining values: a keyed read of the group's
+  first few values (``range_limit``), never a read of the source.
+
+The group's row count says exactly when a group appears or disappears (count 0 -> the group's
+view row is deleted; a global aggregate keeps its one row, with COUNT 0 and SUM NULL, as Spark
+does).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kvstore.errors import SchemaMismatch
+from kvstore.mvcc.keys import KeyCodec
+from kvstore.schema import TableSchema, to_storage
 from spark_sink.ivm.delta import NEW, DeltaRules, ZSet
-from spark_sink.ivm.expressions import agg_input, compile_expr, exact_zero, finalize
+from spark_sink.ivm.expressions import (
+    agg_input,
+    compensated,
+    compile_expr,
+    exact_zero,
+    finalize,
+    keeps_values,
+)
 from spark_sink.ivm.plan import Aggregate
 
 if TYPE_CHECKING:
@@ -22,69 +49,153 @@ if TYPE_CHECKING:
     from spark_sink.ivm.inputs import StoreInputs
 
 
+MAX_FIRST_VALUES = 8192  # the store's largest range_limit (kvstore.store.SCAN_CHUNK_ROWS)
+
+
+class NeedsBuild(Exception):
+    """This epoch's change cannot be applied to the kept state exactly (``str(e)`` says why):
+    the epoch is a build instead."""
+
+
 @dataclass
 class GroupState:
-    """A group's running state: rows, then (sum, non-NULL count) per aggregate."""
+    """A group's running state: rows, then per aggregate its running value (a sum, or the
+    extreme for MIN/MAX), its non-NULL count and, for a DOUBLE sum, the compensation lo."""
 
     rows: int
     sums: list
     counts: list[int]
+    comps: list[float]
 
     @classmethod
     def empty(cls, agg: Aggregate) -> GroupState:
-        return cls(0, [exact_zero(a) for a in agg.aggs], [0] * len(agg.aggs))
+        n = len(agg.aggs)
+        return cls(0, [exact_zero(a) for a in agg.aggs], [0] * n, [0.0] * n)
 
-    def as_values(self) -> list:
+    def as_values(self, agg: Aggregate) -> list:
         out: list = [self.rows]
-        for s, n in zip(self.sums, self.counts, strict=True):
-            out += [s, n]
+        for j, a in enumerate(agg.aggs):
+            out += [self.sums[j], self.counts[j]]
+            if compensated(a):
+                out.append(self.comps[j])
         return out
 
     @classmethod
     def from_values(cls, agg: Aggregate, values: list) -> GroupState:
-        sums, counts = [], []
-        for j, a in enumerate(agg.aggs):
-            s = values[1 + 2 * j]
+        sums, counts, comps = [], [], []
+        i = 1
+        for a in agg.aggs:
+            s = values[i]
             sums.append(exact_zero(a) if s is None else s)
-            counts.append(int(values[2 + 2 * j]))
-        return cls(int(values[0]), sums, counts)
+            counts.append(int(values[i + 1]))
+            i += 2
+            if compensated(a):
+                comps.append(float(values[i] or 0.0))
+                i += 1
+            else:
+                comps.append(0.0)
+        return cls(int(values[0]), sums, counts, comps)
+
+
+@dataclass
+class GroupDelta:
+    """The change of one group in one epoch: rows, per plain aggregate the change of its sum
+    (a Fraction for DOUBLE: exact) and count, per values-keeping aggregate value -> weight (and
+    for MIN/MAX the change of the non-NULL count)."""
+
+    rows: int
+    sums: list
+    counts: list[int]
+    values: list[dict[Any, int]]
+
+    @classmethod
+    def empty(cls, agg: Aggregate) -> GroupDelta:
+        sums = [Fraction(0) if compensated(a) else exact_zero(a) for a in agg.aggs]
+        n = len(agg.aggs)
+        return cls(0, sums, [0] * n, [{} for _ in range(n)])
+
+    def touches(self) -> bool:
+        return bool(
+            self.rows
+            or any(self.counts)
+            or any(self.sums)
+            or any(any(v.values()) for v in self.values)
+        )
+
+
+def _exact(v: float) -> Fraction:
+    if not math.isfinite(v):
+        raise NeedsBuild(f"a DOUBLE sum meets {v}, which cannot be subtracted back out")
+    return Fraction(v)
 
 
 class GroupDeltas:
-    """Folds a Z-set of the aggregate's input rows into per-group changes of GroupState."""
+    """Folds a Z-set of the aggregate's input rows into per-group changes."""
 
     def __init__(self, agg: Aggregate, child_ids: tuple[int, ...]) -> None:
         self.agg = agg
         pos = {c: i for i, c in enumerate(child_ids)}
         self.group_fns = [compile_expr(g, pos) for g in agg.groups]
         self.arg_fns = [[compile_expr(x, pos) for x in a.args] for a in agg.aggs]
+        self.kinds = [
+            "values" if keeps_values(a) else "comp" if compensated(a) else "plain" for a in agg.aggs
+        ]
 
-    def fold(self, z: ZSet) -> dict[tuple, GroupState]:
-        out: dict[tuple, GroupState] = {}
+    def fold(self, z: ZSet) -> dict[tuple, GroupDelta]:
+        out: dict[tuple, GroupDelta] = {}
         aggs = self.agg.aggs
         for r, w in zip(z.rows, z.weights, strict=True):
             g = tuple(f(r) for f in self.group_fns)
             st = out.get(g)
             if st is None:
-                st = out[g] = GroupState.empty(self.agg)
+                st = out[g] = GroupDelta.empty(self.agg)
             st.rows += w
             for j, a in enumerate(aggs):
                 vals: list[Any] = [f(r) for f in self.arg_fns[j]]
                 if any(v is None for v in vals):
                     continue
+                kind = self.kinds[j]
+                if kind == "values":
+                    v = agg_input(a, vals[0])
+                    st.values[j][v] = st.values[j].get(v, 0) + w
+                    if not a.distinct:
+                        st.counts[j] += w
+                    continue
                 st.counts[j] += w
-                if a.kind != "count":
+                if a.kind == "count":
+                    continue
+                if kind == "comp":
+                    st.sums[j] += w * _exact(float(vals[0]))
+                else:
                     st.sums[j] += w * agg_input(a, vals[0])
-        return out
+        return {g: d for g, d in out.items() if d.touches()}
 
 
-def merge(agg: Aggregate, old: GroupState | None, d: GroupState) -> GroupState:
-    base = old or GroupState.empty(agg)
-    return GroupState(
-        base.rows + d.rows,
-        [s + ds for s, ds in zip(base.sums, d.sums, strict=True)],
-        [n + dn for n, dn in zip(base.counts, d.counts, strict=True)],
-    )
+class ValueOrder:
+    """The memcomparable encoding of an aggregate's input values (the ``o`` key column of its
+    values state table): ascending, or complemented (descending) for MAX."""
+
+    def __init__(self, info: TableInfo, descending: bool) -> None:
+        col = next(c for c in info.table_schema.columns if c.name == "v")
+        self.col = col
+        self.table = info.name
+        self.codec = KeyCodec(0, TableSchema(info.name, [col], [col.name]))
+        self.descending = descending
+
+    def __call__(self, v: Any) -> bytes:
+        b = self.codec.encode_values((to_storage(self.table, self.col, v),))[4:]
+        return bytes(255 - x for x in b) if self.descending else b
+
+
+@dataclass
+class ValuesTable:
+    """One values-keeping aggregate function's state table during an epoch."""
+
+    call: int
+    info: TableInfo
+    order: ValueOrder
+    upserts: list[list] = field(default_factory=list)
+    deletes: list[list] = field(default_factory=list)
 
 
 class AggregateOutput:
@@ -108,9 +219,17 @@ class AggregateOutput:
 class AggregateState:
     """One Aggregate node's groups during one epoch: folds the child's change into the stored
     group states (read by key from ``table``), returns the output change, and keeps the new
-    states for lookups at the new barrier and for writing (``upserts``, ``deletes``)."""
+    states for lookups at the new barrier and for writing (``upserts``, ``deletes``, and each
+    values table's)."""
 
-    def __init__(self, agg: Aggregate, table: TableInfo, inputs: StoreInputs, view: str) -> None:
+    def __init__(
+        self,
+        agg: Aggregate,
+        table: TableInfo,
+        inputs: StoreInputs,
+        view: str,
+        values: dict[int, TableInfo] | None = None,
+    ) -> None:
         self.agg = agg
         self.table = table
         self.inputs = inputs
@@ -120,6 +239,10 @@ class AggregateState:
         self.new: dict[tuple, GroupState] = {}
         self.upserts: list[list] = []
         self.deletes: list[list] = []
+        self.values = {
+            j: ValuesTable(j, info, ValueOrder(info, agg.aggs[j].kind == "max"))
+            for j, info in (values or {}).items()
+        }
         self._folder: GroupDeltas | None = None
 
     def _key(self, group: tuple) -> tuple:
@@ -141,14 +264,15 @@ class AggregateState:
         if self._folder is None:
             self._folder = GroupDeltas(node, child.ids)
         folded = self._folder.fold(child)
-        folded = {g: d for g, d in folded.items() if d.rows or any(d.counts) or any(d.sums)}
         old_states = self._read(list(folded))
         rules.lookups += len(folded)
+        news = {g: self._merge(g, old_states.get(g), d) for g, d in folded.items()}
+        for vt in self.values.values():
+            rules.lookups += self._apply_values(vt, folded, old_states, news)
         rows: list[tuple] = []
         weights: list[int] = []
-        for g, d in folded.items():
+        for g, new in news.items():
             old = old_states.get(g)
-            new = merge(node, old, d)
             if new.rows < 0:
                 raise SchemaMismatch(
                     f"view {self.view!r}: group {g!r} would have {new.rows} rows; the view's "
@@ -162,17 +286,17 @@ class AggregateState:
             if self._present(new):
                 rows.append(self.out.row(g, new))
                 weights.append(1)
-                self.upserts.append([*self._key(g), *new.as_values()])
+                self.upserts.append([*self._key(g), *new.as_values(node)])
             elif old is not None:
-                self.deletes.append([*self._key(g), *new.as_values()])
+                self.deletes.append([*self._key(g), *new.as_values(node)])
         return ZSet(tuple(a.id for a, _ in node.outputs), rows, weights)
 
     def lookup(
         self, rules: DeltaRules, node: Aggregate, idx: list[int], groups: set[tuple], side: str
     ) -> list[tuple]:
         """Output rows of the groups whose grouping values at ``idx`` are in ``groups``. Only
-        lookups by the whole group key are exact; by a part, the stored groups are found by key
-        when ``idx`` covers the key, else Unsupported at build (delta._group_positions)."""
+        lookups by the whole group key are exact; by a part, Unsupported at build
+        (delta._group_positions)."""
         keys: list[tuple] = []
         if self.global_agg:
             keys = [()]
@@ -192,3 +316,135 @@ class AggregateState:
                 if g in self.new:
                     states[g] = self.new[g]
         return [self.out.row(g, st) for g, st in states.items() if self._present(st)]
+
+    def _merge(self, g: tuple, old: GroupState | None, d: GroupDelta) -> GroupState:
+        return merge(self.agg, old, d, g)
+
+    def _apply_values(
+        self,
+        vt: ValuesTable,
+        folded: dict[tuple, GroupDelta],
+        olds: dict[tuple, GroupState],
+        news: dict[tuple, GroupState],
+    ) -> int:
+        """Apply the change of each group's values of aggregate ``vt.call``: their new
+        multiplicities (written to the values table) and the group's new value; returns the
+        keys read."""
+        j = vt.call
+        a = self.agg.aggs[j]
+        order = vt.order
+        touched: dict[tuple, dict[bytes, tuple[Any, int]]] = {}  # g -> o -> (value, weight)
+        keys = []
+        for g, d in folded.items():
+            if d.values[j]:
+                by_o = touched[g] = {}
+                for v, w in d.values[j].items():
+                    o = order(v)
+                    by_o[o] = (v, by_o[o][1] + w if o in by_o else w)  # -0.0 and 0.0: one o
+                    keys.append((*self._key(g), o))
+        stored = self.inputs.read_state(vt.info, keys)
+        reread: dict[tuple, tuple[set[bytes], bytes | None]] = {}  # g -> (gone, best touched)
+        for g, by_o in touched.items():
+            new = news[g]
+            gone: set[bytes] = set()
+            best: bytes | None = None
+            best_v: Any = None
+            for o, (v, w) in by_o.items():
+                was = stored.get((*self._key(g), o))
+                n_old = int(was[1]) if was else 0
+                n_new = n_old + w
+                if n_new < 0:
+                    raise SchemaMismatch(
+                        f"view {self.view!r}: value {v!r} of group {g!r} would occur {n_new} "
+                        "times; the view's state is inconsistent with its sources (rebuild it)"
+                    )
+                if n_new > 0:
+                    vt.upserts.append([*self._key(g), o, v, n_new])
+                    if best is None or o < best:
+                        best, best_v = o, v
+                elif n_old > 0:
+                    vt.deletes.append([*self._key(g), o, v, 0])
+                    gone.add(o)
+                if a.distinct and (n_old > 0) != (n_new > 0):
+                    sign = 1 if n_new > 0 else -1
+                    new.counts[j] += sign
+                    if a.kind != "count":
+                        if compensated(a):
+                            new.sums[j], new.comps[j] = _pair(
+                                new.sums[j], new.comps[j], sign * _exact(float(v)), g
+                            )
+                        else:
+                            new.sums[j] = new.sums[j] + sign * agg_input(a, v)
+            if a.distinct:
+                continue
+            old = olds.get(g)
+            new.counts[j] = (old.counts[j] if old else 0) + folded[g].counts[j]
+            cur = old.sums[j] if old is not None and old.counts[j] > 0 else None
+            if new.counts[j] <= 0:
+                new.sums[j] = None
+                continue
+            if cur is not None:
+                o_cur = order(cur)
+                if o_cur in gone:  # the extreme went: its successor may be a value not touched
+                    reread[g] = (gone, best)
+                elif best is None or o_cur < best:
+                    best, best_v = o_cur, cur
+            new.sums[j] = best_v
+        if reread:
+            self._next_extremes(vt, reread, news)
+        return len(keys) + len(reread)
+
+    def _next_extremes(
+        self,
+        vt: ValuesTable,
+        reread: dict[tuple, tuple[set[bytes], bytes | None]],
+        news: dict[tuple, GroupState],
+    ) -> None:
+        """For each group whose extreme went this epoch: its first stored value that did not go
+        (reading one more than went is enough), if it beats the best value the epoch touched."""
+        j = vt.call
+        width = max(len(gone) for gone, _ in reread.values()) + 1
+        if width > MAX_FIRST_VALUES:
+            raise NeedsBuild(
+                f"{width - 1} values of one group's {self.agg.aggs[j].kind.upper()} went in one "
+                "barrier"
+            )
+        first = self.inputs.read_first(vt.info, [self._key(g) for g in reread], width)
+        for g, (gone, best) in reread.items():
+            for o, v in first.get(self._key(g), []):
+                if o not in gone:
+                    if best is None or o < best:
+                        news[g].sums[j] = v
+                    break
+
+
+def merge(agg: Aggregate, old: GroupState | None, d: GroupDelta, g: tuple = ()) -> GroupState:
+    """The group's new state from its plain aggregates' changes (values-keeping ones are
+    filled in by AggregateState._apply_values)."""
+    base = old or GroupState.empty(agg)
+    new = GroupState(base.rows + d.rows, list(base.sums), list(base.counts), list(base.comps))
+    for j, a in enumerate(agg.aggs):
+        if keeps_values(a):
+            continue
+        new.counts[j] += d.counts[j]
+        if a.kind == "count":
+            continue
+        if compensated(a):
+            new.sums[j], new.comps[j] = _pair(base.sums[j], base.comps[j], d.sums[j], g)
+        else:
+            new.sums[j] = base.sums[j] + d.sums[j]
+    return new
+
+
+def _pair(hi: float, lo: float, change: Fraction, g: tuple) -> tuple[float, float]:
+    """hi + lo + change, exactly, rounded back to a pair of doubles (hi the nearest double)."""
+    if not (math.isfinite(hi) and math.isfinite(lo)):
+        raise NeedsBuild(f"group {g!r} holds a DOUBLE sum of {hi}")
+    exact = Fraction(hi) + Fraction(lo) + change
+    try:
+        h = float(exact)
+    except OverflowError:
+        raise NeedsBuild(f"group {g!r}: a DOUBLE sum overflows") from None
+    if not math.isfinite(h):
+        raise NeedsBuild(f"group {g!r}: a DOUBLE sum overflows")
+    return h, float(exact - Fraction(h))

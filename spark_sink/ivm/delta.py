@@ -9,9 +9,13 @@ Changes are Z-sets: rows with integer weights (+1 inserted, -1 deleted; an updat
   (``lookup``), through every operator below the join (a multi-way join looks up one input at a
   time, each by the keys the previous one found). Superset reads are harmless: the join and the
   filters above it are applied to whatever was read.
-- LEFT OUTER join: the inner join's delta, plus the change of the dangling rows: for every join
-  key the change touches, the left rows that had no match before (retracted) and have none now
-  (emitted), padded with NULLs; left rows with a NULL key always dangle.
+- Outer joins (LEFT, RIGHT, FULL): the inner join's delta, plus the change of the dangling rows
+  of each outer side: for every join key the change touches (on either side), that side's rows
+  that had no match at the old barrier are retracted and those with none at the new barrier
+  emitted, padded with NULLs; a row with a NULL key always dangles. Whether a key has a match is
+  read, not counted: the other side is looked up by the touched keys at both barriers, so a row
+  that loses its only match and regains it within one barrier is exact, and no match-count state
+  can drift from the sources.
 - Aggregate: the child's delta folded per group into the group state table
   (``spark_sink.ivm.aggregate``); its output change is the group's old row retracted and its new
   row emitted. A lookup into an aggregate reads the group state by key (the new state of a group
@@ -37,6 +41,7 @@ from spark_sink.ivm.plan import (
     Node,
     Project,
     Scan,
+    Union,
     Unsupported,
     output,
 )
@@ -128,15 +133,13 @@ def lookup_accesses(
             lookup_accesses(node.child, child_ids, pk_of, out)
         case Join():
             first, then, fk, tk, mine = _join_order(node, ids)
-            if node.kind == "left" and first is not node.left:
-                raise Unsupported(
-                    "a lookup into a LEFT OUTER join by its right side is not maintained "
-                    "incrementally"
-                )
             lookup_accesses(first, mine, pk_of, out)
             lookup_accesses(then, tk, pk_of, out)
         case Aggregate():
             _group_positions(node, ids)  # raises Unsupported unless ids include a group column
+        case Union():
+            for c, c_ids in _union_children(node, ids):
+                lookup_accesses(c, c_ids, pk_of, out)
     return out
 
 
@@ -152,8 +155,21 @@ def plan_accesses(node: Node, pk_of: PkOf) -> list[Access]:
             out += plan_accesses(left, pk_of) + plan_accesses(right, pk_of)
         case Aggregate(child=c):
             out += plan_accesses(c, pk_of)
+        case Union(children=children):
+            for c in children:
+                out += plan_accesses(c, pk_of)
         case Scan():
             pass
+    return out
+
+
+def _union_children(node: Union, ids: tuple[int, ...]) -> list[tuple[Node, tuple[int, ...]]]:
+    """Each child of a UNION ALL with the columns at the positions of ``ids`` in its result."""
+    at = [[a.id for a in node.attrs].index(c) for c in ids]
+    out = []
+    for child in node.children:
+        cols = output(child)
+        out.append((child, tuple(cols[i].id for i in at)))
     return out
 
 
@@ -247,11 +263,18 @@ class DeltaRules:
                 return self._project(node, self.delta(node.child))
             case Join():
                 out = self.join_delta(node)
-                if node.kind == "left":
-                    self._dangling_delta(node, out)
+                for side in outer_sides(node):
+                    self._dangling_delta(node, out, side)
                 return out
             case Aggregate():
                 return self.aggregates[id(node)].delta(self, node, self.delta(node.child))
+            case Union(attrs=attrs, children=children):
+                out = ZSet(tuple(a.id for a in attrs))
+                for c in children:  # columns match by position
+                    d = self.delta(c)
+                    out.rows += d.rows
+                    out.weights += d.weights
+                return out
         raise Unsupported(f"{type(node).__name__} in a delta")
 
     def join_delta(self, node: Join) -> ZSet:
@@ -266,28 +289,29 @@ class DeltaRules:
             self._join_into(out, node, new_l, dr)
         return out
 
-    def _dangling_delta(self, node: Join, out: ZSet) -> None:
-        """Add to ``out`` the change of a LEFT OUTER join's NULL-padded rows."""
-        dl, dr = self.delta(node.left), self.delta(node.right)  # (memoized below)
-        pad = (None,) * len(output(node.right))
-        lp = dl.pos()
-        li = [lp[c] for c in node.left_keys]
-        for r, w in zip(dl.rows, dl.weights, strict=True):
-            if any(r[i] is None for i in li):  # a NULL key never matches: it always dangles
-                out.rows.append(r + pad)
+    def _dangling_delta(self, node: Join, out: ZSet, side: str) -> None:
+        """Add to ``out`` the change of an outer join's NULL-padded rows of ``side``."""
+        keep, keys_k, other, keys_o = _sides(node, side)
+        dk, do = self.delta(keep), self.delta(other)
+        pad = (None,) * len(output(other))
+        pos = dk.pos()
+        ki = [pos[c] for c in keys_k]
+        for r, w in zip(dk.rows, dk.weights, strict=True):
+            if any(r[i] is None for i in ki):  # a NULL key never matches: it always dangles
+                out.rows.append(_padded(r, pad, side))
                 out.weights.append(w)
-        keys = dl.values(node.left_keys) | dr.values(node.right_keys)
+        keys = dk.values(keys_k) | do.values(keys_o)
         if not keys:
             return
-        for side, sign in ((OLD, -1), (NEW, 1)):
-            left = self.lookup(node.left, node.left_keys, keys, side)
-            matched = self.lookup(node.right, node.right_keys, keys, side).values(node.right_keys)
-            p = left.pos()
-            ki = [p[c] for c in node.left_keys]
-            for r in left.rows:
-                k = tuple(r[i] for i in ki)
+        for ts, sign in ((OLD, -1), (NEW, 1)):
+            kept = self.lookup(keep, keys_k, keys, ts)
+            matched = self.lookup(other, keys_o, keys, ts).values(keys_o)
+            p = kept.pos()
+            at = [p[c] for c in keys_k]
+            for r in kept.rows:
+                k = tuple(r[i] for i in at)
                 if k in keys and k not in matched:
-                    out.rows.append(r + pad)
+                    out.rows.append(_padded(r, pad, side))
                     out.weights.append(sign)
 
     # ------------------------------------------------------------------ lookup
@@ -323,10 +347,11 @@ class DeltaRules:
                     self._join_into(out, node, a, b)
                 else:
                     self._join_into(out, node, b, a)
-                if node.kind == "left":
-                    if first is not node.left:
-                        raise Unsupported("a lookup into a LEFT OUTER join by its right side")
-                    self._pad_unmatched(out, node, a, b)
+                # Padded rows of the side looked up by (an outer side) are found here; padded
+                # rows of the other side have NULL in ``ids`` and never equal a looked-up value.
+                side = "left" if first is node.left else "right"
+                if side in outer_sides(node):
+                    self._pad_unmatched(out, node, a, b, side)
                 return out
             case Aggregate():
                 gpos = _group_positions(node, ids)
@@ -336,16 +361,24 @@ class DeltaRules:
                 self.lookups += len(groups)
                 rows = st.lookup(self, node, idx, groups, side)
                 return ZSet(out_ids, rows, [1] * len(rows))
+            case Union():
+                out = ZSet(out_ids)
+                for c, c_ids in _union_children(node, ids):
+                    got = self.lookup(c, c_ids, values, side)
+                    out.rows += got.rows
+                    out.weights += got.weights
+                return out
         raise Unsupported(f"a lookup into {type(node).__name__}")
 
-    def _pad_unmatched(self, out: ZSet, node: Join, left: ZSet, right: ZSet) -> None:
-        matched = right.values(node.right_keys)
-        p = left.pos()
-        ki = [p[c] for c in node.left_keys]
-        pad = (None,) * len(output(node.right))
-        for r in left.rows:
+    def _pad_unmatched(self, out: ZSet, node: Join, kept: ZSet, other: ZSet, side: str) -> None:
+        _, keys_k, other_node, keys_o = _sides(node, side)
+        matched = other.values(keys_o)
+        p = kept.pos()
+        ki = [p[c] for c in keys_k]
+        pad = (None,) * len(output(other_node))
+        for r in kept.rows:
             if tuple(r[i] for i in ki) not in matched:
-                out.rows.append(r + pad)
+                out.rows.append(_padded(r, pad, side))
                 out.weights.append(1)
 
     # ------------------------------------------------------------------ operators
@@ -396,6 +429,24 @@ class DeltaRules:
                     continue
                 out.rows.append(row)
                 out.weights.append(lw * right.weights[j])
+
+
+def outer_sides(node: Join) -> tuple[str, ...]:
+    """The sides of ``node`` whose unmatched rows are kept, padded with NULLs."""
+    return {"inner": (), "left": ("left",), "right": ("right",), "full": ("left", "right")}[
+        node.kind
+    ]
+
+
+def _sides(node: Join, side: str) -> tuple[Node, tuple[int, ...], Node, tuple[int, ...]]:
+    """(``side``'s input, its join keys, the other input, its join keys)."""
+    if side == "left":
+        return node.left, node.left_keys, node.right, node.right_keys
+    return node.right, node.right_keys, node.left, node.left_keys
+
+
+def _padded(row: tuple, pad: tuple, side: str) -> tuple:
+    return row + pad if side == "left" else pad + row
 
 
 def consolidate(rows: Iterable[tuple], weights: Iterable[int]) -> dict[tuple, int]:

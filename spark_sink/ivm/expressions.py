@@ -308,9 +308,35 @@ def compile_expr(e: Expr, pos: dict[int, int], env: dict | None = None) -> Fn:
 # ---------------------------------------------------------------------- aggregates
 
 
+def ddl_of(dtype: str) -> str:
+    """A Spark simpleString as our DDL type."""
+    if dtype.startswith("decimal"):
+        return dtype.upper()
+    ddl = {
+        "bigint": "BIGINT",
+        "int": "INT",
+        "smallint": "INT",
+        "tinyint": "INT",
+        "double": "DOUBLE",
+        "float": "DOUBLE",
+        "string": "STRING",
+        "boolean": "BOOLEAN",
+        "date": "DATE",
+        "timestamp": "TIMESTAMP",
+        "timestamp_ntz": "TIMESTAMP",
+        "binary": "BINARY",
+    }.get(dtype)
+    if ddl is None:
+        raise Unsupported(f"a value of type {dtype} is not kept in a state table")
+    return ddl
+
+
 def agg_state_type(a: AggCall) -> str:
-    """The DDL type of an aggregate's running sum in the state table (exact for integers and
-    DECIMAL; DOUBLE for floating point)."""
+    """The DDL type of an aggregate's running value in the state table: the running sum (exact
+    for integers and DECIMAL; DOUBLE, compensated, for floating point) or, for MIN and MAX, the
+    current extreme (the argument's type)."""
+    if a.kind in ("min", "max"):
+        return ddl_of(a.input_dtype)
     if a.kind == "count":
         return "BIGINT"
     d = decimal_type(a.input_dtype)
@@ -320,6 +346,19 @@ def agg_state_type(a: AggCall) -> str:
     if a.input_dtype in _INT_RANGE:
         return "DECIMAL(38,0)"
     return "DOUBLE"
+
+
+def compensated(a: AggCall) -> bool:
+    """Whether the running sum is a DOUBLE kept with a compensation term (docs/design.md §6.4:
+    the sum is held as an unevaluated pair hi + lo, updated exactly and rounded to 106 bits)."""
+    return a.kind in ("sum", "avg") and agg_state_type(a) == "DOUBLE"
+
+
+def keeps_values(a: AggCall) -> bool:
+    """Whether the aggregate keeps a multiset of its input values per group in a state table:
+    MIN and MAX (to find the next extreme when the current one goes), and DISTINCT aggregates
+    (a value counts while its multiplicity is positive)."""
+    return a.kind in ("min", "max") or a.distinct
 
 
 def agg_input(a: AggCall, v: Any) -> Any:
@@ -332,13 +371,16 @@ def agg_input(a: AggCall, v: Any) -> Any:
 
 
 def finalize(a: AggCall, total: Any, nonnull: int) -> Any:
-    """The aggregate's value from its running sum and its count of non-NULL inputs, as Spark
-    computes it: SUM of no values is NULL, AVG is the sum over the count (DECIMAL rounded
-    half-up to Spark's intermediate and result scales)."""
+    """The aggregate's value from its running value and its count of non-NULL inputs (distinct
+    ones for a DISTINCT aggregate), as Spark computes it: SUM of no values is NULL, AVG is the
+    sum over the count (DECIMAL rounded half-up to Spark's intermediate and result scales), MIN
+    and MAX the kept extreme."""
     if a.kind == "count":
         return nonnull
     if nonnull == 0:
         return None
+    if a.kind in ("min", "max"):
+        return total
     if a.kind == "sum":
         if a.dtype in _INT_RANGE:
             return fit(int(total), a.dtype, "sum")
@@ -366,6 +408,8 @@ def finalize(a: AggCall, total: Any, nonnull: int) -> Any:
 
 
 def exact_zero(a: AggCall) -> Any:
+    if a.kind in ("min", "max"):
+        return None
     if agg_state_type(a) == "DOUBLE":
         return 0.0
     return Decimal(0) if agg_state_type(a).startswith("DECIMAL") else 0

@@ -136,11 +136,33 @@ class StoreInputs:
                 out[tuple(d[n] for n in key_names)] = [d[n] for n in rest]
         return out
 
-    def _scan(self, ranges: list[tuple[bytes, bytes]], ts: int):
+    def read_first(
+        self, info: TableInfo, prefixes: list[tuple], width: int
+    ) -> dict[tuple, list[tuple[bytes, object]]]:
+        """The first ``width`` rows (in key order) of each group prefix of a values state table
+        at ``state_ts``: prefix -> [(o, v), ...]. One request for all prefixes."""
+        cols = info.table_schema.key_columns
+        ranges = []
+        for p in sorted(prefixes, key=repr):
+            stored = tuple(to_storage(info.name, c, v) for c, v in zip(cols, p, strict=False))
+            start = info.key_codec.encode_prefix(stored)
+            ranges.append((start, KeyCodec.prefix_end(start)))
+        ranges.sort()
+        names = [c.name for c in cols[: len(prefixes[0])]] if prefixes else []
+        out: dict[tuple, list[tuple[bytes, object]]] = {}
+        for _, vals in self._scan(ranges, self.state_ts, width):
+            for raw in vals:
+                d = info.row_codec.decode(raw)
+                out.setdefault(tuple(d[n] for n in names), []).append((d["o"], d["v"]))
+        return out
+
+    def _scan(self, ranges: list[tuple[bytes, bytes]], ts: int, range_limit: int = 0):
         if not ranges:
             return []
         c = self.client
-        chunks = c.with_lock_wait(lambda: list(c.store.scan_ranges(ranges, ts)))
+        chunks = c.with_lock_wait(
+            lambda: list(c.store.scan_ranges(ranges, ts, range_limit=range_limit))
+        )
         self.rows_read += sum(len(k) for k, _ in chunks)
         return chunks
 

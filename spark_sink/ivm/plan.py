@@ -107,8 +107,8 @@ class Project:
 @dataclass(frozen=True)
 class Join:
     """Equi-join: ``left_keys[i] = right_keys[i]`` (column ids of each side), then
-    ``residual`` (None: nothing more). ``kind`` "inner", or "left" (a LEFT OUTER join: a left
-    row without a match is kept, padded with NULLs; no residual)."""
+    ``residual`` (None: nothing more). ``kind`` "inner", "left", "right" or "full": an outer
+    join keeps a row of its outer side(s) without a match, padded with NULLs (no residual)."""
 
     left: Node
     right: Node
@@ -120,10 +120,11 @@ class Join:
 
 @dataclass(frozen=True)
 class AggCall:
-    kind: str  # count | sum | avg
+    kind: str  # count | sum | avg | min | max
     args: tuple[Expr, ...]
     dtype: str  # the aggregate's result type
-    input_dtype: str  # the argument's type (sum, avg)
+    input_dtype: str  # the argument's type (sum, avg, min, max)
+    distinct: bool = False  # COUNT/SUM/AVG(DISTINCT x): over the distinct non-NULL values
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,16 @@ class Aggregate:
     child: Node
 
 
-Node = Scan | Filter | Project | Join | Aggregate
+@dataclass(frozen=True)
+class Union:
+    """UNION ALL: the rows of every child, matched by position; ``attrs`` are the result's
+    columns (Spark names them by the first child's)."""
+
+    attrs: tuple[Attr, ...]
+    children: tuple[Node, ...]
+
+
+Node = Scan | Filter | Project | Join | Aggregate | Union
 
 
 def output(node: Node) -> tuple[Attr, ...]:
@@ -149,6 +159,8 @@ def output(node: Node) -> tuple[Attr, ...]:
             return tuple(a for a, _ in outs)
         case Join(left=left, right=right):
             return output(left) + output(right)
+        case Union(attrs=attrs):
+            return attrs
     raise TypeError(node)
 
 
@@ -161,6 +173,8 @@ def scans(node: Node) -> list[Scan]:
             return scans(c)
         case Join(left=left, right=right):
             return scans(left) + scans(right)
+        case Union(children=children):
+            return [s for c in children for s in scans(c)]
     raise TypeError(node)
 
 
@@ -332,24 +346,33 @@ class _Converter:
                 return AggRef(i)
         f = j.aggregateFunction()
         fname = str(f.prettyName())
-        if j.isDistinct():
-            raise Unsupported(f"{fname.upper()}(DISTINCT ...) is not maintained incrementally")
         if j.filter().isDefined():
             raise Unsupported(
                 f"{fname.upper()}(...) FILTER (WHERE ...) is not maintained incrementally"
             )
-        kind = {"Count": "count", "Sum": "sum", "Average": "avg"}.get(_name(f))
+        kind = {"Count": "count", "Sum": "sum", "Average": "avg", "Min": "min", "Max": "max"}.get(
+            _name(f)
+        )
         if kind is None:
             raise Unsupported(f"aggregate {fname}() is not maintained incrementally")
         if fname.startswith("try_"):
             raise Unsupported(f"aggregate {fname}() is not maintained incrementally")
         plain = _Converter()
         args = tuple(plain.expr(c) for c in _seq(f.children()))
+        distinct = bool(j.isDistinct()) and kind not in ("min", "max")  # the same either way
+        if distinct and len(args) != 1:
+            raise Unsupported(
+                f"{fname.upper()}(DISTINCT ...) of {len(args)} columns is not maintained "
+                "incrementally"
+            )
         in_type = str(_seq(f.children())[0].dataType().simpleString()) if args else ""
-        call = AggCall(kind, args, str(f.dataType().simpleString()), in_type)
+        call = AggCall(kind, args, str(f.dataType().simpleString()), in_type, distinct)
         self.aggs.append(call)
         self._agg_keys.append(j)
         return AggRef(len(self.aggs) - 1)
+
+
+_JOIN_KINDS = {"Inner": "inner", "LeftOuter": "left", "RightOuter": "right", "FullOuter": "full"}
 
 
 def _split_and(j) -> list:
@@ -382,7 +405,7 @@ def _node(j, tables_of) -> Node:
         return _node(j.child(), tables_of)  # a view is a set of rows: order is not kept
     if kind == "Join":
         jt = str(j.joinType().toString())
-        if jt not in ("Inner", "LeftOuter"):
+        if jt not in _JOIN_KINDS:
             raise Unsupported(f"a {jt} join is not maintained incrementally")
         left, right = _node(j.left(), tables_of), _node(j.right(), tables_of)
         lids = {a.id for a in output(left)}
@@ -410,14 +433,13 @@ def _node(j, tables_of) -> Node:
         residual = None
         for e in rest:
             residual = e if residual is None else Call("and", (residual, e), "boolean")
-        if jt == "LeftOuter" and residual is not None:
+        kind = _JOIN_KINDS[jt]
+        if kind != "inner" and residual is not None:
             raise Unsupported(
-                "a LEFT OUTER join with a condition beyond column equalities is not maintained "
-                "incrementally"
+                f"a {kind.upper()} OUTER join with a condition beyond column equalities is not "
+                "maintained incrementally"
             )
-        return Join(
-            left, right, tuple(lk), tuple(rk), residual, "left" if jt == "LeftOuter" else "inner"
-        )
+        return Join(left, right, tuple(lk), tuple(rk), residual, kind)
     if kind == "Aggregate":
         groups = _seq(j.groupingExpressions())
         plain = _Converter()
@@ -435,7 +457,12 @@ def _node(j, tables_of) -> Node:
         raise Unsupported(f"window function {_window_names(j)} is not maintained incrementally")
     if kind in ("LocalLimit", "GlobalLimit", "Limit", "Offset"):
         raise Unsupported("LIMIT is not maintained incrementally")
-    if kind in ("Union", "Intersect", "Except"):
+    if kind == "Union":
+        if j.byName() or j.allowMissingCol():
+            raise Unsupported("UNION BY NAME is not maintained incrementally")
+        children = tuple(_node(c, tables_of) for c in _seq(j.children()))
+        return Union(tuple(_attr(a) for a in _seq(j.output())), children)
+    if kind in ("Intersect", "Except"):
         raise Unsupported(f"{kind.upper()} is not maintained incrementally")
     if kind == "Expand":
         raise Unsupported("GROUPING SETS / ROLLUP / CUBE are not maintained incrementally")
@@ -472,6 +499,9 @@ def walk(node: Node) -> Iterator[Node]:
         case Join(left=left, right=right):
             yield from walk(left)
             yield from walk(right)
+        case Union(children=children):
+            for c in children:
+                yield from walk(c)
 
 
 def aggregates(node: Node) -> list[Aggregate]:

@@ -26,12 +26,12 @@ from spark_sink.ivm.plan import (
     scans,
     walk,
 )
-from spark_sink.ivm.state import StateTable, groups_table, index_table
+from spark_sink.ivm.state import StateTable, groups_table, index_table, values_tables
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 EXCLUDED = "spark.sql.optimizer.excludedRules"
 DECIMAL_AGGREGATES = "org.apache.spark.sql.catalyst.optimizer.DecimalAggregates"
-PLAN_VERSION = 1  # bump when the meaning of state tables changes: every view then rebuilds
+PLAN_VERSION = 2  # bump when the meaning of state tables changes: every view then rebuilds
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,10 @@ class IncrementalPlan:
 
     def index_tables(self) -> list[StateTable]:
         return [s for s in self.state if s.role == "index"]
+
+    def values_tables(self, index: int) -> dict[int, StateTable]:
+        """The values state tables of the ``index``-th aggregate, by aggregate function."""
+        return {s.call: s for s in self.state if s.role == "values" and s.index == index}
 
     def describe(self) -> list[str]:
         """Lines for ``explain()``: which input is read by which key, and the state tables."""
@@ -66,9 +70,19 @@ class IncrementalPlan:
                     if (x.source, x.column) == (a.table, a.index_column)
                 )
                 lines.append(f"lookup {a.table} by {a.index_column}: index state table {st.name}")
-        for agg, g in zip(self.aggs, self.groups_tables(), strict=True):
+        for i, (agg, g) in enumerate(zip(self.aggs, self.groups_tables(), strict=True)):
             kind = "global aggregate" if not agg.groups else "aggregate"
             lines.append(f"{kind}: affected groups read by key from state table {g.name}")
+            for j, v in sorted(self.values_tables(i).items()):
+                call = agg.aggs[j]
+                what = f"{call.kind.upper()}({'DISTINCT ' if call.distinct else ''}...)"
+                how = (
+                    "a value's multiplicity read by key; a group whose extreme goes re-reads "
+                    "its first values in order"
+                    if call.kind in ("min", "max")
+                    else "a value's multiplicity read by key; it counts while positive"
+                )
+                lines.append(f"{what}: {how}, from state table {v.name}")
         for st in self.state:
             lines.append(f"state: {st.describe()}")
         return lines
@@ -150,6 +164,7 @@ def analyze(
     state: list[StateTable] = []
     for i, agg in enumerate(aggs):
         state.append(groups_table(view, agg, i))
+        state += values_tables(view, agg, i)
     for a in accesses:
         if a.kind == "index":
             st = index_table(view, a, infos[a.table])

@@ -20,30 +20,10 @@ from coordinator.client import Client
 from kvstore.schema import parse_ddl
 from kvstore.table_info import STATE, STATE_INFIX, TableInfo
 from spark_sink.ivm.delta import Access
-from spark_sink.ivm.expressions import agg_state_type
+from spark_sink.ivm.expressions import agg_state_type, compensated, ddl_of, keeps_values
 from spark_sink.ivm.plan import Aggregate
 
 MAX_NAME = 128
-
-
-def _ddl_of(dtype: str) -> str:
-    """A Spark simpleString as our DDL type."""
-    if dtype.startswith("decimal"):
-        return dtype.upper()
-    return {
-        "bigint": "BIGINT",
-        "int": "INT",
-        "smallint": "INT",
-        "tinyint": "INT",
-        "double": "DOUBLE",
-        "float": "DOUBLE",
-        "string": "STRING",
-        "boolean": "BOOLEAN",
-        "date": "DATE",
-        "timestamp": "TIMESTAMP",
-        "timestamp_ntz": "TIMESTAMP",
-        "binary": "BINARY",
-    }[dtype]
 
 
 def state_name(view: str, what: str) -> str:
@@ -59,29 +39,62 @@ class StateTable:
     name: str
     ddl: str
     primary_key: tuple[str, ...]
-    role: str  # groups | index
+    role: str  # groups | index | values
     source: str = ""  # index: the indexed table
     column: str = ""  # index: the indexed column
-    index: int = 0  # groups: which aggregate of the plan (pre-order)
+    index: int = 0  # groups, values: which aggregate of the plan (pre-order)
+    call: int = 0  # values: which aggregate function of that aggregate
 
     def describe(self) -> str:
+        key = ", ".join(self.primary_key)
         if self.role == "groups":
-            return f"{self.name} (key {', '.join(self.primary_key)}): per group, rows and sums"
-        return f"{self.name} (key {', '.join(self.primary_key)}): index of {self.source} by {self.column}"
+            return f"{self.name} (key {key}): per group, rows and running sums or extremes"
+        if self.role == "values":
+            return (
+                f"{self.name} (key {key}): per group, each value of aggregate {self.call} "
+                "with its multiplicity, in order"
+            )
+        return f"{self.name} (key {key}): index of {self.source} by {self.column}"
 
 
 def groups_table(view: str, agg: Aggregate, index: int = 0) -> StateTable:
     """The group state of the ``index``-th aggregate of the plan (pre-order)."""
     if agg.groups:
-        cols = [f"g{i} {_ddl_of(t)}" for i, t in enumerate(agg.group_dtypes)]
+        cols = [f"g{i} {ddl_of(t)}" for i, t in enumerate(agg.group_dtypes)]
         pk = tuple(f"g{i}" for i in range(len(agg.groups)))
     else:
         cols, pk = ["g0 INT"], ("g0",)  # one group, key 0
     cols.append("nrows BIGINT")
     for j, a in enumerate(agg.aggs):
         cols += [f"s{j} {agg_state_type(a)}", f"n{j} BIGINT"]
+        if compensated(a):
+            cols.append(f"c{j} DOUBLE")
     what = "groups" if index == 0 else f"groups_{index}"
     return StateTable(state_name(view, what), ", ".join(cols), pk, "groups", index=index)
+
+
+def values_tables(view: str, agg: Aggregate, index: int = 0) -> list[StateTable]:
+    """Per aggregate function that keeps its values (expressions.keeps_values): the multiset of
+    its non-NULL input values per group. Key: the group's columns, then ``o``, the value's
+    memcomparable encoding (complemented for MAX, so a group's first key is its extreme);
+    columns ``v`` (the value) and ``n`` (its multiplicity, > 0)."""
+    out = []
+    for j, a in enumerate(agg.aggs):
+        if not keeps_values(a):
+            continue
+        if agg.groups:
+            cols = [f"g{i} {ddl_of(t)}" for i, t in enumerate(agg.group_dtypes)]
+            pk = tuple(f"g{i}" for i in range(len(agg.groups)))
+        else:
+            cols, pk = ["g0 INT"], ("g0",)
+        cols += ["o BINARY", f"v {ddl_of(a.input_dtype)}", "n BIGINT"]
+        what = f"values_{index}_{j}"
+        out.append(
+            StateTable(
+                state_name(view, what), ", ".join(cols), (*pk, "o"), "values", index=index, call=j
+            )
+        )
+    return out
 
 
 def index_table(view: str, access: Access, source: TableInfo) -> StateTable:

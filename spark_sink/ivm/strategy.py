@@ -16,6 +16,7 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from coordinator.client import Client
 from coordinator.jobs import EpochMetadata
@@ -26,9 +27,10 @@ from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
 from spark_sink.executor_diff import write_diff
-from spark_sink.ivm.aggregate import AggregateState
+from spark_sink.ivm.aggregate import AggregateState, NeedsBuild, ValueOrder
+from spark_sink.ivm.cost import CostModel
 from spark_sink.ivm.delta import DeltaRules, ZSet, consolidate
-from spark_sink.ivm.expressions import agg_state_type
+from spark_sink.ivm.expressions import agg_state_type, compensated
 from spark_sink.ivm.inputs import StoreInputs, encode_key
 from spark_sink.ivm.plan import catalyst_aggregates
 from spark_sink.ivm.plan_check import IncrementalPlan
@@ -46,9 +48,8 @@ from spark_sink.view_maintenance import (
 from spark_source.connection import client_for
 
 INCREMENTAL = "incremental"
-# Above this many changed keys of one source in one barrier, the epoch is a build on Spark: the
-# delta rules run on the driver, whose time and memory follow the change (issue 14 makes this a
-# measured, per-epoch cost choice).
+# The break-even count when no build has been measured (metadata written by an older version):
+# above this many changed keys in one barrier, the epoch is a build under auto.
 BULK_CHANGE_KEYS = 100_000
 
 
@@ -73,7 +74,10 @@ class Incremental:
         session: SparkSession,
         plan: IncrementalPlan,
         direct_info: DirectInfo | None = None,
+        asked: str = "auto",
     ) -> None:
+        self.asked = asked  # auto: choose per epoch by cost; incremental: always a delta
+        self.cost = CostModel()
         self.spec = spec
         self.session = session
         self.plan = plan
@@ -112,29 +116,38 @@ class Incremental:
         if not self._last_known:
             self._last = last_committed(client, spec.job)
             self._last_known = True
+            if self._last is not None:
+                self.cost = CostModel.from_fields(self._last.fields)
         new_ts = {t: ts for t, (ts, _) in reads.items()}
         last = self._last
-        why = ""
+        keys = 0
         if last is None:
-            why = "the view's first barrier"
+            build, why = True, "a build: the view's first barrier"
         elif last.fields.get("plan") != self.plan.fingerprint:
-            why = "the query or its state layout changed"
+            build, why = True, "a build: the query or its state layout changed"
         elif set(last.sources) != set(new_ts):
-            why = "the sources changed"
+            build, why = True, "a build: the sources changed"
         else:
-            why = self._bulk(client, last.sources, new_ts)
-        build = bool(why)
+            build, why, keys = self._choose(client, last.sources, new_ts)
         view = client.describe_table(spec.target, refresh=True)
         target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
         with attempt.running(target):
             laps.lap("open")
+            if not build:
+                assert last is not None
+                try:
+                    counts = self._delta(client, attempt, view, last.sources, new_ts, laps)
+                except NeedsBuild as e:  # raised before the delta wrote anything
+                    build, why = True, f"a build: {e}"
             if build:
                 counts["mutations"] = self._build(client, attempt, view, new_ts, laps)
-            else:
-                assert last is not None
-                counts = self._delta(client, attempt, view, last.sources, new_ts, laps)
             fail_point("view.before_commit")
+            elapsed = laps.elapsed()
+            if build:
+                self.cost.record_build(elapsed)
+            elif keys:
+                self.cost.record_delta(keys, elapsed)
             meta = EpochMetadata(
                 sources=new_ts,
                 fields={
@@ -143,6 +156,8 @@ class Incremental:
                     "plan": self.plan.fingerprint,
                     "step": "build" if build else "delta",
                     "why": why,
+                    "changed_keys": keys,
+                    "cost": self.cost.as_field(),
                     **counts,
                 },
             )
@@ -162,18 +177,50 @@ class Incremental:
         p.last_changes = counts["changes"]
         p.last_lookups = counts["lookups"]
         p.last_mutations = counts["mutations"]
+        p.last_why = why
 
-    def _bulk(self, client: Client, old: dict[str, int], new: dict[str, int]) -> str:
-        """Why this epoch is a build because a source's change is too large for the driver's
-        delta evaluation, or "". Counted on the server, up to BULK_CHANGE_KEYS index entries."""
+    def _choose(
+        self, client: Client, old: dict[str, int], new: dict[str, int]
+    ) -> tuple[bool, str, int]:
+        """(build?, why, changed keys counted) for an epoch after the first: under ``auto`` the
+        cheaper by this view's measured costs (spark_sink.ivm.cost); under ``incremental``
+        always a delta. Keys are counted on the server, up to the break-even count."""
+        strict = self.asked == INCREMENTAL
+        if self.cost.build_s is None:
+            cap = BULK_CHANGE_KEYS  # no build measured (metadata of an older version)
+        else:
+            cap = self.cost.break_even()
+        keys, over = self._count_keys(client, old, new, cap)
+        if strict:
+            return False, f"a delta: strategy incremental ({keys} changed keys)", keys
+        build_s = self.cost.build_s
+        est = self.cost.delta_s(keys)
+        if over:
+            b = f"{build_s:.2f}s" if build_s is not None else "unmeasured"
+            return (
+                True,
+                f"a build by cost: {keys}+ changed keys, a delta ~{est:.2f}s >= a build {b}",
+                keys,
+            )
+        b = f"{build_s:.2f}s" if build_s is not None else "unmeasured"
+        return False, f"a delta by cost: {keys} changed keys, ~{est:.3f}s < a build {b}", keys
+
+    @staticmethod
+    def _count_keys(
+        client: Client, old: dict[str, int], new: dict[str, int], cap: int
+    ) -> tuple[int, bool]:
+        """The changed keys of all sources between the barriers, counted up to ``cap``; and
+        whether the count reached it."""
+        total = 0
         for table, hi in new.items():
             lo = old.get(table, hi)
             if hi <= lo:
                 continue
-            ts, n = client.store.change_boundary(table, lo, hi, BULK_CHANGE_KEYS)
-            if ts < hi or n >= BULK_CHANGE_KEYS:
-                return f"a bulk change: {n} or more changed keys in {table}"
-        return ""
+            ts, n = client.store.change_boundary(table, lo, hi, max(1, cap - total))
+            total += n
+            if ts < hi or total >= cap:
+                return total, True
+        return total, False
 
     # ------------------------------------------------------------------ build
 
@@ -199,6 +246,8 @@ class Incremental:
             tgt = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
             if st.role == "groups":
                 sdf = self._groups_df(df, st.index)
+            elif st.role == "values":
+                sdf = self._values_df(df, st, info)
             else:
                 src = self.session.table(st.source)
                 src_info = client.describe_table(st.source)
@@ -210,10 +259,10 @@ class Incremental:
         laps.lap("build")
         return n
 
-    def _groups_df(self, df: DataFrame, index: int) -> DataFrame:
-        """The group state of the plan's ``index``-th aggregate, computed by Spark from the
-        query's optimized plan."""
-        agg = self.plan.aggs[index]
+    def _aggregate_input(self, df: DataFrame, index: int):
+        """The input of the plan's ``index``-th aggregate as a DataFrame, its grouping columns
+        (g0, ...) and its aggregate functions' arguments, as Spark Columns, from the query's
+        optimized plan."""
         plan = df._jdf.queryExecution().optimizedPlan()
         child, groups, agg_exprs = catalyst_aggregates(plan)[index]
         ss = self.session
@@ -227,25 +276,72 @@ class Incremental:
         def col(e) -> Column:
             return Column(to_col(e))
 
-        cols = [F.count(F.lit(1)).cast("bigint").alias("nrows")]
-        for j, (a, ae) in enumerate(zip(agg.aggs, agg_exprs, strict=True)):
+        group_cols = [col(e).alias(f"g{i}") for i, e in enumerate(groups)]
+        args = []
+        for ae in agg_exprs:
             f = ae.aggregateFunction()
-            args = [col(f.children().apply(i)) for i in range(f.children().size())]
+            args.append([col(f.children().apply(i)) for i in range(f.children().size())])
+        return child_df, group_cols, args
+
+    def _groups_df(self, df: DataFrame, index: int) -> DataFrame:
+        """The group state of the plan's ``index``-th aggregate, computed by Spark (the layout
+        of spark_sink.ivm.state.groups_table)."""
+        agg = self.plan.aggs[index]
+        child_df, group_cols, all_args = self._aggregate_input(df, index)
+        cols = [F.count(F.lit(1)).cast("bigint").alias("nrows")]
+        for j, (a, args) in enumerate(zip(agg.aggs, all_args, strict=True)):
             ok = F.lit(True)
             for x in args:
                 ok = ok & x.isNotNull()
-            cols.append(F.sum(F.when(ok, 1).otherwise(0)).cast("bigint").alias(f"n{j}"))
             t = agg_state_type(a).lower()
-            if a.kind == "count":
-                cols.append(F.lit(0).cast("bigint").alias(f"s{j}"))
+            nonnull = F.sum(F.when(ok, 1).otherwise(0)).cast("bigint")
+            if a.kind in ("min", "max"):
+                fn = F.min if a.kind == "min" else F.max
+                cols += [fn(args[0]).cast(t).alias(f"s{j}"), nonnull.alias(f"n{j}")]
+            elif a.distinct:
+                n = F.count_distinct(args[0]).cast("bigint").alias(f"n{j}")
+                if a.kind == "count":
+                    cols += [F.lit(0).cast("bigint").alias(f"s{j}"), n]
+                else:
+                    cols += [F.sum_distinct(args[0].cast(t)).cast(t).alias(f"s{j}"), n]
+            elif a.kind == "count":
+                cols += [F.lit(0).cast("bigint").alias(f"s{j}"), nonnull.alias(f"n{j}")]
             elif t.startswith("decimal") and a.input_dtype.startswith("decimal"):
-                cols.append(F.sum(F.when(ok, args[0])).cast(t).alias(f"s{j}"))
+                cols += [F.sum(F.when(ok, args[0])).cast(t).alias(f"s{j}"), nonnull.alias(f"n{j}")]
             else:
-                cols.append(F.sum(F.when(ok, args[0].cast(t))).cast(t).alias(f"s{j}"))
-        if groups:
-            g = [col(e).alias(f"g{i}") for i, e in enumerate(groups)]
-            return child_df.groupBy(*g).agg(*cols)
+                s_j = F.sum(F.when(ok, args[0].cast(t))).cast(t).alias(f"s{j}")
+                cols += [s_j, nonnull.alias(f"n{j}")]
+            if compensated(a):
+                # The build's sum is Spark's; deltas from here on are exact (design.md §6.4).
+                cols.append(F.lit(0.0).cast("double").alias(f"c{j}"))
+        if group_cols:
+            return child_df.groupBy(*group_cols).agg(*cols)
         return child_df.agg(*cols).select(F.lit(0).cast("int").alias("g0"), "*")
+
+    def _values_df(self, df: DataFrame, st, info: TableInfo) -> DataFrame:
+        """The values state of one aggregate function (spark_sink.ivm.state.values_tables):
+        per group and distinct non-NULL value, its multiplicity and order key."""
+        agg = self.plan.aggs[st.index]
+        a = agg.aggs[st.call]
+        child_df, group_cols, all_args = self._aggregate_input(df, st.index)
+        arg = all_args[st.call][0]
+        if not group_cols:
+            group_cols = [F.lit(0).cast("int").alias("g0")]
+        rows = (
+            child_df.where(arg.isNotNull())
+            .groupBy(*group_cols, arg.alias("v"))
+            .agg(F.count(F.lit(1)).cast("bigint").alias("n"))
+        )
+        order = ValueOrder(info, a.kind == "max")
+        names = [c for c in rows.columns]
+
+        def with_order(batches):
+            for b in batches:
+                o = pa.array([order(v) for v in b.column("v").to_pylist()], pa.binary())
+                yield pa.RecordBatch.from_arrays([*b.columns, o], [*names, "o"])
+
+        schema = StructType([*rows.schema.fields, StructField("o", BinaryType())])
+        return rows.mapInArrow(with_order, schema)
 
     # ------------------------------------------------------------------ delta
 
@@ -269,7 +365,12 @@ class Incremental:
         groups = {}
         for st in plan.groups_tables():
             info = client.describe_table(st.name)
-            groups[st.name] = AggregateState(plan.aggs[st.index], info, inputs, self.spec.target)
+            values = {
+                j: client.describe_table(v.name) for j, v in plan.values_tables(st.index).items()
+            }
+            groups[st.name] = AggregateState(
+                plan.aggs[st.index], info, inputs, self.spec.target, values
+            )
         rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()})
         z = rules.delta(plan.root)
         laps.lap("delta")
@@ -278,6 +379,10 @@ class Incremental:
             writes[name] = self._encode(g.table, g.upserts, "upsert") + self._encode(
                 g.table, g.deletes, "delete"
             )
+            for vt in g.values.values():
+                writes[vt.info.name] = self._encode(vt.info, vt.upserts, "upsert") + self._encode(
+                    vt.info, vt.deletes, "delete"
+                )
         for st in plan.index_tables():
             writes[st.name] = self._index_mutations(inputs, indexes[(st.source, st.column)], st)
         laps.lap("diff")

@@ -56,6 +56,12 @@ def test_prefix_ranges_over_a_composite_key(client, idx):
     got = pairs(client.store, ranges, client.tso())
     assert values(idx, got) == [f"{a}.{b}" for a in (2, 7) for b in range(5)]
     assert values(idx, pairs(client.store, ranges, client.tso(), limit=7)) == values(idx, got)[:7]
+    firsts = [
+        idx.row_codec.decode(v)["v"]
+        for _, vs in client.store.scan_ranges(ranges, client.tso(), range_limit=2)
+        for v in vs
+    ]
+    assert firsts == ["2.0", "2.1", "7.0", "7.1"]  # the first two keys of each range
 
 
 def test_versions(client, idx):

@@ -29,9 +29,13 @@ def test_author_posts_matches_posts_at_every_read(spark, ex_server):
 
 
 def test_shopping_join_never_mixes_barriers(spark, ex_server):
+    """FLIP-276's shopping example, incrementally end to end (the join of two views too): its
+    invariant (avg price = unit price) holds in every consistent read."""
     r = shopping.run(spark, ex_server.address, seconds=6, out=lambda _: None)
     assert r["consistent_reads"] >= 20 and r["consistent_bad"] == 0
     assert r["latest_reads"] == r["consistent_reads"]
+    assert set(r["strategies"].values()) == {"incremental"}, r["strategies"]
+    assert set(r["last_steps"].values()) == {"delta"}, r["last_steps"]
 
 
 def test_demo_bank_command(tmp_path):

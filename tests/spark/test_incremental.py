@@ -236,46 +236,69 @@ def test_a_changed_query_rebuilds_the_view_and_its_state(spark, ivm_server, ic):
     assert got() == expect(lambda r: r["v"] >= 10)
 
 
-def test_a_bulk_change_is_built_on_spark_not_on_the_driver(spark, ivm_server, ic, monkeypatch):
-    """A barrier whose change exceeds BULK_CHANGE_KEYS is a build (Spark, written from the
-    executors), and the epoch's record says why; the view is right either way."""
-    from spark_sink.ivm import strategy
-
-    monkeypatch.setattr(strategy, "BULK_CHANGE_KEYS", 15)  # above the 10 loaded, below 20
+def test_a_bulk_change_is_a_build_under_auto_and_a_delta_under_incremental(spark, ivm_server, ic):
+    """100,000 rows in one barrier: under ``auto`` the cost choice makes it a build (Spark,
+    written from the executors) and the epoch's record and progress() say why, with the
+    figures; a strict ``incremental`` twin takes the delta path; both equal the query."""
     ic.create_table("bulk_src", "id BIGINT, g INT, v INT", primary_key=["id"])
     with ic.transaction() as t:
         for i in range(10):
             t.put("bulk_src", {"id": i, "g": i % 2, "v": i})
-    view = (
-        MaterializedView.builder(spark)
-        .coordinator(ivm_server.address)
-        .query("SELECT g, SUM(v) AS s FROM bulk_src GROUP BY g")
-        .target("bulk_view")
-        .primary_key("g")
-        .build()
-    )
-    view.maintain_available(until=ic.tso(), timeout=60)
-    with ic.transaction() as t:  # a small change: a delta
+
+    def build(target: str, strategy: str) -> MaterializedView:
+        return (
+            MaterializedView.builder(spark)
+            .coordinator(ivm_server.address)
+            .query("SELECT g, SUM(v) AS s, MIN(v) AS lo, COUNT(*) AS n FROM bulk_src GROUP BY g")
+            .target(target)
+            .primary_key("g")
+            .strategy(strategy)
+            .build()
+        )
+
+    auto, strict = build("bulk_auto", "auto"), build("bulk_strict", "incremental")
+    assert "choice:   auto, per barrier: count the changed keys" in auto.explain()
+    assert "every barrier after the first is a delta" in strict.explain()
+    for v in (auto, strict):
+        v.maintain_available(until=ic.tso(), timeout=60)
+    with ic.transaction() as t:  # a small change: a delta, by cost
         t.put("bulk_src", {"id": 0, "g": 1, "v": 100})
-    view.maintain_available(until=ic.tso(), timeout=60)
-    p = view._strategy.progress
-    assert p.recomputed == 1 and p.last_strategy == "delta"
-    before = ic.jobs.plan_barriers("bulk_view", limit=1).last_committed
-    with ic.transaction() as t:  # 20 keys in one barrier: a build
-        for i in range(100, 120):
-            t.put("bulk_src", {"id": i, "g": 0, "v": 1})
-    view.maintain_available(until=ic.tso(), timeout=60)
-    assert p.recomputed == 2
-    after = ic.jobs.plan_barriers("bulk_view", limit=1).last_committed
+    for v in (auto, strict):
+        v.maintain_available(until=ic.tso(), timeout=60)
+    p = auto._strategy.progress
+    assert p.recomputed == 1 and p.last_strategy == "delta", p
+    assert p.last_why.startswith("a delta by cost: 1 changed keys"), p.last_why
+    before = ic.jobs.plan_barriers("bulk_auto", limit=1).last_committed
+    rows = [{"id": i, "g": i % 3, "v": i % 1000} for i in range(100, 100_100)]
+    _put_all(ic, "bulk_src", rows)
+    for v in (auto, strict):
+        v.maintain_available(until=ic.tso(), timeout=240)
+    assert p.recomputed == 2, p
+    after = ic.jobs.plan_barriers("bulk_auto", limit=1).last_committed
     steps = [
-        EpochMetadata.from_json(ic.jobs.get_epoch("bulk_view", b).metadata).fields
-        for b in _issued(ic, "bulk_view", before + 1, after)
+        EpochMetadata.from_json(ic.jobs.get_epoch("bulk_auto", b).metadata).fields
+        for b in _issued(ic, "bulk_auto", before + 1, after)
     ]
     builds = [f for f in steps if f["step"] == "build"]
-    assert len(builds) == 1 and builds[0]["why"].startswith("a bulk change: "), steps
-    rows = {r["g"]: r["s"] for r in ic.snapshot(["bulk_view"]).read("bulk_view").to_pylist()}
+    assert len(builds) == 1 and builds[0]["why"].startswith("a build by cost: "), steps
+    assert builds[0]["cost"]["build_s"] > 0 and builds[0]["cost"]["deltas"], builds[0]
+    ps = strict._strategy.progress
+    assert ps.recomputed == 1 and ps.last_strategy == "delta", ps
+    assert ps.last_why.startswith("a delta: strategy incremental"), ps.last_why
     src = ic.snapshot(["bulk_src"], wait_s=30).read("bulk_src").to_pylist()
-    assert rows == {
-        0: sum(r["v"] for r in src if r["g"] == 0),
-        1: sum(r["v"] for r in src if r["g"] == 1),
-    }
+    want = {}
+    for g in (0, 1, 2):
+        vs = [r["v"] for r in src if r["g"] == g]
+        if vs:
+            want[g] = (sum(vs), min(vs), len(vs))
+    for name in ("bulk_auto", "bulk_strict"):
+        got = {
+            r["g"]: (r["s"], r["lo"], r["n"]) for r in ic.snapshot([name]).read(name).to_pylist()
+        }
+        assert got == want, name
+
+
+def _put_all(c, table: str, rows: list[dict]) -> None:
+    with c.transaction() as t:
+        for r in rows:
+            t.put(table, r)

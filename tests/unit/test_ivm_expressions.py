@@ -8,7 +8,15 @@ from decimal import Decimal
 
 import pytest
 
-from spark_sink.ivm.aggregate import AggregateOutput, GroupDeltas, GroupState, merge
+from spark_sink.ivm.aggregate import (
+    AggregateOutput,
+    GroupDeltas,
+    GroupState,
+    NeedsBuild,
+    ValueOrder,
+    merge,
+)
+from spark_sink.ivm.cost import PRIOR_PER_KEY_S, CostModel
 from spark_sink.ivm.delta import ZSet, consolidate
 from spark_sink.ivm.expressions import EvalError, compile_expr, finalize
 from spark_sink.ivm.plan import AggCall, AggRef, Aggregate, Attr, Call, Col, GroupRef, Lit, Scan
@@ -98,10 +106,82 @@ def test_group_state_counts_rows_and_non_null_inputs():
     assert g1.rows == 1 and g1.counts == [1, 0, 0]  # +5, +NULL, -5: one row, no non-NULL v
     out = AggregateOutput(agg)
     assert out.row((1,), g1) == (1, 1, None, None)  # SUM and AVG of no values are NULL
-    g2 = merge(agg, GroupState(2, [0, Decimal(4), Decimal(4)], [2, 2, 2]), folded[(2,)])
+    g2 = merge(agg, GroupState(2, [0, Decimal(4), Decimal(4)], [2, 2, 2], [0.0] * 3), folded[(2,)])
     assert out.row((2,), g2) == (2, 3, 7, 7 / 3)
 
 
 def test_consolidate_cancels_equal_rows():
     net = consolidate([(1, "a"), (1, "a"), (2, "b")], [1, -1, 1])
     assert net == {(2, "b"): 1}
+
+
+def _double_sum_agg() -> Aggregate:
+    scan = Scan("t", (Attr(1, "g", "int", False), Attr(2, "x", "double", True)))
+    aggs = (AggCall("sum", (Col(2),), "double", "double"),)
+    outs = ((Attr(10, "g", "int", False), GroupRef(0)), (Attr(11, "s", "double", True), AggRef(0)))
+    return Aggregate((Col(1),), ("int",), aggs, outs, scan)
+
+
+def test_a_double_sum_leaves_no_trace_of_a_value_added_and_removed():
+    """The compensated pair: 1e20 + 0.1 + 0.2, then -1e20, is the exact sum of 0.1 and 0.2
+    rounded once (math.fsum's); a plain running float sum is 0.0 after it; and many small
+    steps do not drift."""
+    import math
+
+    agg = _double_sum_agg()
+    folder = GroupDeltas(agg, (1, 2))
+    st = None
+    for rows, ws in [([(1, 1e20), (1, 0.1)], [1, 1]), ([(1, 0.2)], [1]), ([(1, 1e20)], [-1])]:
+        st = merge(agg, st, folder.fold(ZSet((1, 2), rows, ws))[(1,)])
+    exact = math.fsum([0.1, 0.2])
+    assert st is not None and st.sums[0] == exact and st.rows == 2
+    naive = 0.0
+    for x in (1e20, 0.1, 0.2, -1e20):
+        naive += x
+    assert naive == 0.0  # what the compensation is for
+    for i in range(1000):  # add and remove 0.1 a thousand times: back exactly
+        st = merge(agg, st, folder.fold(ZSet((1, 2), [(1, 0.1)], [1 if i % 2 == 0 else -1]))[(1,)])
+    assert st.sums[0] == exact
+
+
+def test_a_double_sum_meeting_nan_or_infinity_asks_for_a_build():
+    agg = _double_sum_agg()
+    folder = GroupDeltas(agg, (1, 2))
+    with pytest.raises(NeedsBuild, match="nan"):
+        folder.fold(ZSet((1, 2), [(1, float("nan"))], [1]))
+    held = GroupState(1, [float("inf")], [1], [0.0])
+    with pytest.raises(NeedsBuild, match="inf"):
+        merge(agg, held, folder.fold(ZSet((1, 2), [(1, 1.0)], [1]))[(1,)], (1,))
+
+
+def test_value_order_sorts_ascending_for_min_and_descending_for_max():
+    from kvstore.schema import TableSchema, parse_ddl
+    from kvstore.table_info import TableInfo  # noqa: F401  (the codec needs a table's column)
+
+    class Info:  # the two attributes ValueOrder reads
+        name = "t__sv_values_0_0"
+        table_schema = TableSchema(name, parse_ddl("o BINARY, v DOUBLE, n BIGINT"), ["o"])
+
+    values = [3.5, -2.0, 0.0, -1e300, 7e10, float("nan")]
+    asc = ValueOrder(Info, descending=False)  # type: ignore[arg-type]
+    desc = ValueOrder(Info, descending=True)  # type: ignore[arg-type]
+    by_asc = sorted(values, key=asc)
+    assert by_asc[:-1] == sorted(v for v in values if v == v) and by_asc[-1] != by_asc[-1]
+    assert sorted(values, key=desc)[1:] == sorted((v for v in values if v == v), reverse=True)
+
+
+def test_cost_model_prefers_measurements_and_is_not_fooled_by_tiny_epochs():
+    m = CostModel()
+    assert m.break_even() > 1_000_000  # no build measured: no build by cost
+    m.record_build(4.0)
+    for _ in range(5):
+        m.record_delta(1, 0.04)  # tiny epochs: all fixed cost
+    fixed, per_key = m.fit()
+    assert fixed == 0.04 and per_key > PRIOR_PER_KEY_S / 10  # the prior still stands
+    assert 5_000 < m.break_even() < 500_000
+    for _ in range(16):
+        m.record_delta(10_000, 0.04 + 10_000 * 20e-6)  # measured: 20 us a key
+    assert m.fit()[1] == pytest.approx(20e-6, rel=0.1)
+    assert m.break_even() == pytest.approx((4.0 - 0.04) / 20e-6, rel=0.1)
+    again = CostModel.from_fields({"cost": m.as_field()})
+    assert again.break_even() == pytest.approx(m.break_even(), rel=0.01)

@@ -71,6 +71,31 @@ def test_prefix_ranges_over_a_composite_key(store):
     assert got == ["1.0", "1.1", "1.2", "3.0", "3.1", "3.2"]
 
 
+def test_range_limit_reads_the_first_keys_of_every_range(store, monkeypatch):
+    """range_limit=k: the k smallest keys of each prefix, for many prefixes in one call, never
+    a range split between read transactions (chunks smaller than the ranges' total)."""
+    import kvstore.store as store_mod
+
+    info = store.create_table("rl", "a BIGINT, b BIGINT, v STRING", ["a", "b"])
+    rows = [{"a": a, "b": b, "v": f"{a}.{b}"} for a in range(40) for b in range(9, -1, -1)]
+    start = store.clock()
+    muts = [(LockOp.PUT, info.key_codec.encode(r), info.row_codec.encode(r)) for r in rows]
+    store.prewrite(muts, muts[0][1], start)
+    store.commit(start, store.clock(), [m[1] for m in muts])
+
+    def prefix(a: int) -> bytes:
+        return info.key_codec.encode({"a": a, "b": 0})[:12]
+
+    monkeypatch.setattr(store_mod, "SCAN_CHUNK_ROWS", 5)  # 3 ranges of 2 fit in no chunk
+    ranges = [(prefix(a), prefix(a + 1)) for a in range(0, 40, 3)]
+    chunks = list(store.scan_ranges(ranges, store.clock(), range_limit=2))
+    got = [info.row_codec.decode(v)["v"] for _, vs in chunks for v in vs]
+    assert got == [f"{a}.{b}" for a in range(0, 40, 3) for b in (0, 1)]
+    assert all(len(vs) % 2 == 0 for _, vs in chunks)  # whole ranges per chunk
+    with pytest.raises(InvalidArgument, match="range_limit 6 is outside"):
+        store.scan_ranges(ranges, store.clock(), range_limit=6)
+
+
 def test_versions_updates_after_version_unseen_deletes_absent(kv, ts):
     kv.must_put(1, "old", ts(1), ts(2))
     kv.must_put(2, "gone", ts(1), ts(2))

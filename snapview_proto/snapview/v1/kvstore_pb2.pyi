@@ -285,14 +285,16 @@ class KeyRange(_message.Message):
     def __init__(self, start_key: _Optional[bytes] = ..., end_key: _Optional[bytes] = ...) -> None: ...
 
 class ScanRangesRequest(_message.Message):
-    __slots__ = ("ranges", "version", "limit")
+    __slots__ = ("ranges", "version", "limit", "range_limit")
     RANGES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RANGE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     ranges: _containers.RepeatedCompositeFieldContainer[KeyRange]
     version: int
     limit: int
-    def __init__(self, ranges: _Optional[_Iterable[_Union[KeyRange, _Mapping]]] = ..., version: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    range_limit: int
+    def __init__(self, ranges: _Optional[_Iterable[_Union[KeyRange, _Mapping]]] = ..., version: _Optional[int] = ..., limit: _Optional[int] = ..., range_limit: _Optional[int] = ...) -> None: ...
 
 class ScanChangesRequest(_message.Message):
     __slots__ = ("table", "from_ts", "to_ts", "chunk_rows")

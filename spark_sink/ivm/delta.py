@@ -12,6 +12,9 @@ Changes are Z-sets: rows with integer weights (+1 inserted, -1 deleted; an updat
 - LEFT OUTER join: the inner join's delta, plus the change of the dangling rows: for every join
   key the change touches, the left rows that had no match before (retracted) and have none now
   (emitted), padded with NULLs; left rows with a NULL key always dangle.
+- Window (ROW_NUMBER/RANK/DENSE_RANK, the TopK): every partition the change touches read by key
+  at both barriers and ranked again, old rows retracted, new ones emitted
+  (``spark_sink.ivm.window``).
 - Aggregate: the child's delta folded per group into the group state table
   (``spark_sink.ivm.aggregate``); its output change is the group's old row retracted and its new
   row emitted. A lookup into an aggregate reads the group state by key (the new state of a group
@@ -38,6 +41,7 @@ from spark_sink.ivm.plan import (
     Project,
     Scan,
     Unsupported,
+    Window,
     output,
 )
 
@@ -137,6 +141,11 @@ def lookup_accesses(
             lookup_accesses(then, tk, pk_of, out)
         case Aggregate():
             _group_positions(node, ids)  # raises Unsupported unless ids include a group column
+        case Window():
+            raise Unsupported(
+                "a lookup into a window function's result (a join or a window above a window) "
+                "is not maintained incrementally"
+            )
     return out
 
 
@@ -151,6 +160,9 @@ def plan_accesses(node: Node, pk_of: PkOf) -> list[Access]:
             out += lookup_accesses(left, lk, pk_of)
             out += plan_accesses(left, pk_of) + plan_accesses(right, pk_of)
         case Aggregate(child=c):
+            out += plan_accesses(c, pk_of)
+        case Window(child=c, partition=p):  # touched partitions read by key (ivm.window)
+            out += lookup_accesses(c, p, pk_of)
             out += plan_accesses(c, pk_of)
         case Scan():
             pass
@@ -252,6 +264,10 @@ class DeltaRules:
                 return out
             case Aggregate():
                 return self.aggregates[id(node)].delta(self, node, self.delta(node.child))
+            case Window():
+                from spark_sink.ivm.window import window_delta
+
+                return window_delta(self, node)
         raise Unsupported(f"{type(node).__name__} in a delta")
 
     def join_delta(self, node: Join) -> ZSet:

@@ -32,6 +32,7 @@ from spark_sink.ivm.expressions import agg_state_type
 from spark_sink.ivm.inputs import StoreInputs, encode_key
 from spark_sink.ivm.plan import catalyst_aggregates
 from spark_sink.ivm.plan_check import IncrementalPlan
+from spark_sink.ivm.window import NeedsBuild
 from spark_sink.partition_writer import (
     DirectInfo,
 )
@@ -133,7 +134,11 @@ class Incremental:
                 counts["mutations"] = self._build(client, attempt, view, new_ts, laps)
             else:
                 assert last is not None
-                counts = self._delta(client, attempt, view, last.sources, new_ts, laps)
+                try:
+                    counts = self._delta(client, attempt, view, last.sources, new_ts, laps)
+                except NeedsBuild as e:  # raised before anything is written: build instead
+                    why, build = str(e), True
+                    counts["mutations"] = self._build(client, attempt, view, new_ts, laps)
             fail_point("view.before_commit")
             meta = EpochMetadata(
                 sources=new_ts,

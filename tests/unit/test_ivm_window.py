@@ -1,0 +1,82 @@
+"""Spark's ordering and the ranking functions of spark_sink.ivm.window, without Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from spark_sink.ivm.window import compare_keys, compare_values, rank_rows
+
+NAN = float("nan")
+ASC, DESC = (True, True), (False, False)  # Spark's defaults: ASC NULLS FIRST, DESC NULLS LAST
+
+
+def test_values_compare_as_spark_orders_them():
+    assert compare_values(1, 2) == -1 and compare_values(2, 1) == 1 and compare_values(3, 3) == 0
+    assert compare_values(Decimal("1.10"), Decimal("1.1")) == 0
+    assert compare_values("B", "a") == -1  # binary (code point) order, not case-insensitive
+    assert compare_values("é", "z") == 1
+    assert compare_values(False, True) == -1
+    assert compare_values(dt.date(2020, 1, 2), dt.date(2020, 1, 1)) == 1
+    assert compare_values(b"\x00", b"\x01") == -1
+
+
+def test_nan_is_above_every_double_and_negative_zero_equals_zero():
+    assert compare_values(NAN, float("inf")) == 1
+    assert compare_values(float("inf"), NAN) == -1
+    assert compare_values(NAN, NAN) == 0
+    assert compare_values(-0.0, 0.0) == 0
+
+
+def test_nulls_keep_their_place_under_desc():
+    assert compare_keys((None,), (1,), [ASC]) == -1  # ASC NULLS FIRST
+    assert compare_keys((None,), (1,), [DESC]) == 1  # DESC NULLS LAST
+    assert compare_keys((None,), (1,), [(False, True)]) == -1  # DESC NULLS FIRST
+    assert compare_keys((None,), (1,), [(True, False)]) == 1  # ASC NULLS LAST
+    assert compare_keys((None,), (None,), [DESC]) == 0
+    assert compare_keys((2, "a"), (1, "b"), [DESC, ASC]) == -1
+    assert compare_keys((1, "a"), (1, "b"), [DESC, ASC]) == -1
+    assert compare_keys((1, "b"), (1, "b"), [DESC, ASC]) == 0
+
+
+def _ranked(rows, spec, kinds, key=lambda r: (r[1],)):
+    keys = [key(r) for r in rows]
+    return [(rows[i], v) for i, v in rank_rows(rows, keys, spec, kinds)]
+
+
+def test_row_number_rank_and_dense_rank_with_ties():
+    rows = [(1, 5), (2, None), (3, 7), (4, 5), (5, 7), (6, 1)]
+    got = _ranked(rows, [DESC], ["row_number", "rank", "dense_rank"])
+    assert got == [
+        ((3, 7), (1, 1, 1)),
+        ((5, 7), (2, 1, 1)),
+        ((1, 5), (3, 3, 2)),
+        ((4, 5), (4, 3, 2)),
+        ((6, 1), (5, 5, 3)),
+        ((2, None), (6, 6, 4)),  # DESC: NULLS LAST
+    ]
+    asc = _ranked(rows, [ASC], ["rank"])
+    assert asc[0] == ((2, None), (1,)) and asc[-1][1] == (5,)  # ASC: NULLS FIRST; 7,7 share 5
+
+
+def test_ties_under_row_number_are_broken_by_the_whole_row_deterministically():
+    rows = [(3, 1), (1, 1), (2, 1)]
+    a = _ranked(rows, [ASC], ["row_number"])
+    b = _ranked(list(reversed(rows)), [ASC], ["row_number"])
+    assert a == b == [((1, 1), (1,)), ((2, 1), (2,)), ((3, 1), (3,))]
+
+
+def test_nan_and_signed_zero_rank_as_spark():
+    rows = [(1, NAN), (2, 0.0), (3, -0.0), (4, 1.0), (5, NAN)]
+    got = _ranked(rows, [ASC], ["rank", "dense_rank"])
+    assert [(r[0], v) for r, v in got] == [
+        (2, (1, 1)),
+        (3, (1, 1)),  # -0.0 == 0.0
+        (4, (3, 2)),
+        (1, (4, 3)),  # NaN above 1.0, NaN == NaN
+        (5, (4, 3)),
+    ]
+
+
+def test_an_empty_partition_ranks_nothing():
+    assert rank_rows([], [], [ASC], ["row_number"]) == []

@@ -500,18 +500,19 @@ def _window(j, tables_of) -> Window:
     for p in _seq(j.partitionSpec()):
         while _name(p) in _TRANSPARENT:
             p = p.child()
+        dtype = str(p.dataType().simpleString())
+        if dtype in ("double", "float"):  # (the optimizer wraps it to normalize NaN and -0.0)
+            cols = ", ".join(str(a.name()) for a in _seq(p.references().toSeq()))
+            raise Unsupported(
+                f"window function {names} partitioned by a {dtype.upper()} column ({cols}) is "
+                "not maintained incrementally (NaN and -0.0 are not found by an equality lookup)"
+            )
         if _name(p) != "AttributeReference":
             raise Unsupported(
                 f"window function {names} partitioned by a computed expression is not "
                 "maintained incrementally"
             )
         a = _attr(p)
-        if a.dtype in ("double", "float"):
-            raise Unsupported(
-                f"window function {names} partitioned by a {a.dtype.upper()} column ({a.name}) "
-                "is not maintained incrementally (NaN and -0.0 are not found by an equality "
-                "lookup)"
-            )
         parts.append(a.id)
     if not parts:
         raise Unsupported(

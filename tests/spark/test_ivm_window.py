@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.jobs import EpochMetadata
-from kvstore.errors import NotFound, SchemaMismatch
+from kvstore.errors import InvalidArgument, NotFound, SchemaMismatch
 from tests.conftest import connected, serve
 from tests.spark.differential import ViewCase
 from tests.spark.test_incremental import ROUNDS, SEED, _issued, run_differential
@@ -118,3 +118,47 @@ def test_a_wrong_window_rule_is_caught(spark, ivm_server, ic, monkeypatch):
         (AssertionError, SchemaMismatch), match=r"v_top3_qty'?:? (at barrier|primary key)"
     ):
         run_differential(spark, ivm_server, ic, [TOP3], 8, SEED + 1)
+
+
+@pytest.mark.parametrize(
+    "query, reason",
+    [
+        (
+            "SELECT id, SUM(v) OVER (PARTITION BY g ORDER BY v) AS s FROM wr_src",
+            r"window function sum\(\) is not maintained incrementally",
+        ),
+        (
+            "SELECT id, ROW_NUMBER() OVER (PARTITION BY g ORDER BY v) AS rn, "
+            "lead(v) OVER (PARTITION BY g ORDER BY v) AS nx FROM wr_src",
+            r"window function lead\(\) is not maintained incrementally",
+        ),
+        (
+            "SELECT id, ROW_NUMBER() OVER (ORDER BY v) AS rn FROM wr_src",
+            r"row_number\(\) without PARTITION BY is not maintained incrementally",
+        ),
+        (
+            "SELECT id, RANK() OVER (PARTITION BY d ORDER BY v) AS r FROM wr_src",
+            r"partitioned by a DOUBLE column \(d\)",
+        ),
+        (
+            "SELECT a.id, a.rn, b.v FROM (SELECT id, g, ROW_NUMBER() OVER (PARTITION BY g ORDER BY v) "
+            "AS rn FROM wr_src) a JOIN wr_src b ON a.id = b.id",
+            r"a lookup into a window function's result",
+        ),
+    ],
+)
+def test_windows_outside_the_class_are_refused_by_name(spark, ivm_server, ic, query, reason):
+    from spark_sink import MaterializedView
+
+    ic.drop_table("wr_src", if_exists=True, cascade=True)
+    ic.create_table("wr_src", "id BIGINT, g INT, v INT, d DOUBLE", primary_key=["id"])
+    b = (
+        MaterializedView.builder(spark)
+        .coordinator(ivm_server.address)
+        .query(query)
+        .target("wr_view")
+        .primary_key("id")
+        .strategy("incremental")
+    )
+    with pytest.raises(InvalidArgument, match=reason):
+        b.build()

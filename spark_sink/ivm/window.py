@@ -162,11 +162,13 @@ def window_delta(rules: DeltaRules, node: Window) -> ZSet:
 
 def describe(node: Window) -> str:
     """The ``explain()`` line of a window node."""
-    names = {a.id: a.name for a in output(node.child)}
+    attrs = {a.id: a for a in output(node.child)}
     funcs = ", ".join(f"{k}()" for _, k in node.funcs)
-    by = ", ".join(names[c] for c in node.partition)
-    return (
+    by = ", ".join(attrs[c].name for c in node.partition)
+    line = (
         f"window {funcs} partitioned by ({by}): each partition the change touches is read whole "
-        f"by ({by}) at both barriers and ranked again; a change in a NULL partition makes the "
-        "epoch a build"
+        f"by ({by}) at both barriers and ranked again"
     )
+    if any(attrs[c].nullable for c in node.partition):
+        line += "; a change in a NULL partition makes the epoch a build"
+    return line

@@ -141,11 +141,11 @@ def lookup_accesses(
             lookup_accesses(then, tk, pk_of, out)
         case Aggregate():
             _group_positions(node, ids)  # raises Unsupported unless ids include a group column
-        case Window():
-            raise Unsupported(
-                "a lookup into a window function's result (a join or a window above a window) "
-                "is not maintained incrementally"
-            )
+        case Window(child=c, partition=p):  # by the partition columns (ivm.window)
+            from spark_sink.ivm.window import lookup_partition_positions
+
+            lookup_partition_positions(node, ids)
+            lookup_accesses(c, p, pk_of, out)
     return out
 
 
@@ -352,6 +352,10 @@ class DeltaRules:
                 self.lookups += len(groups)
                 rows = st.lookup(self, node, idx, groups, side)
                 return ZSet(out_ids, rows, [1] * len(rows))
+            case Window():
+                from spark_sink.ivm.window import window_lookup
+
+                return window_lookup(self, node, ids, values, side)
         raise Unsupported(f"a lookup into {type(node).__name__}")
 
     def _pad_unmatched(self, out: ZSet, node: Join, left: ZSet, right: ZSet) -> None:

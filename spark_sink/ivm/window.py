@@ -30,8 +30,10 @@ Decisions:
   at a first barrier), correct at every barrier; its metadata's ``why`` says so. A partition
   column declared NOT NULL never triggers it.
 - DOUBLE/FLOAT partition columns and partitions by computed expressions are refused at build
-  (``plan._window``); a lookup into a window's result (a join above the window) is refused at
-  build (``delta.lookup_accesses``).
+  (``plan._window``).
+- **A lookup into a window's result** (a join above a TopK, the window's side looked up by the
+  join keys) reads the partitions of the looked-up values and ranks them (``window_lookup``):
+  the lookup columns must include every PARTITION BY column, else the join is refused at build.
 """
 
 from __future__ import annotations
@@ -122,8 +124,6 @@ def rank_rows(
 def window_delta(rules: DeltaRules, node: Window) -> ZSet:
     """The change of ``node``'s result: every touched partition's old rows (-1) and new rows
     (+1), numbered. Raises NeedsBuild when the change touches a NULL partition."""
-
-    child_ids = tuple(a.id for a in output(node.child))
     out = ZSet(tuple(a.id for a in output(node)))
     d = rules.delta(node.child)
     if not len(d):
@@ -138,26 +138,60 @@ def window_delta(rules: DeltaRules, node: Window) -> ZSet:
                 "a change in a NULL window partition (not found by a keyed read): rebuilt"
             )
         touched.add(t)
+    for side, sign in ((OLD, -1), (NEW, 1)):
+        for row in _ranked(rules, node, touched, side):
+            out.rows.append(row)
+            out.weights.append(sign)
+    return out
+
+
+def _ranked(rules: DeltaRules, node: Window, parts: set[tuple], side: str) -> list[tuple]:
+    """The window's result rows of the partitions ``parts`` (non-NULL values of the partition
+    columns) at ``side``: the child read by key, cut to exactly those partitions, numbered."""
+    child_ids = tuple(a.id for a in output(node.child))
     pos = {c: i for i, c in enumerate(child_ids)}
     key_fns = [rules._fn((id(node), "order", n), e, pos) for n, (e, _, _) in enumerate(node.order)]
     spec = [(asc, nf) for _, asc, nf in node.order]
     kinds = [k for _, k in node.funcs]
     ppos = [pos[c] for c in node.partition]
-    for side, sign in ((OLD, -1), (NEW, 1)):
-        z = rules.lookup(node.child, node.partition, touched, side)
-        if z.ids != child_ids:
-            raise Unsupported(f"a window's input read with columns {z.ids}, not {child_ids}")
-        parts: dict[tuple, list[tuple]] = {}
-        for r, w in zip(z.rows, z.weights, strict=True):
-            p = tuple(r[i] for i in ppos)
-            if p in touched:
-                parts.setdefault(p, []).extend([r] * w)
-        for rows in parts.values():
-            keys = [tuple(f(r) for f in key_fns) for r in rows]
-            for i, vals in rank_rows(rows, keys, spec, kinds):
-                out.rows.append(rows[i] + vals)
-                out.weights.append(sign)
+    z = rules.lookup(node.child, node.partition, parts, side)
+    if z.ids != child_ids:
+        raise Unsupported(f"a window's input read with columns {z.ids}, not {child_ids}")
+    groups: dict[tuple, list[tuple]] = {}
+    for r, w in zip(z.rows, z.weights, strict=True):
+        p = tuple(r[i] for i in ppos)
+        if p in parts:
+            groups.setdefault(p, []).extend([r] * w)
+    out = []
+    for rows in groups.values():
+        keys = [tuple(f(r) for f in key_fns) for r in rows]
+        out += [rows[i] + vals for i, vals in rank_rows(rows, keys, spec, kinds)]
     return out
+
+
+def lookup_partition_positions(node: Window, ids: tuple[int, ...]) -> list[int]:
+    """For a lookup into the window by ``ids`` (a join above it): the position in ``ids`` of
+    each partition column. The lookup columns must include every partition column (a partition
+    is ranked whole), else Unsupported."""
+    if not set(node.partition) <= set(ids):
+        raise Unsupported(
+            "a lookup into a window function's result by columns that do not include all its "
+            "PARTITION BY columns (a join above a window on other columns) is not maintained "
+            "incrementally"
+        )
+    return [ids.index(c) for c in node.partition]
+
+
+def window_lookup(
+    rules: DeltaRules, node: Window, ids: tuple[int, ...], values: set[tuple], side: str
+) -> ZSet:
+    """The window's rows at ``side`` whose ``ids`` may equal one of ``values`` (a superset: the
+    partitions of those values, read by key and ranked), each with weight 1."""
+    at = lookup_partition_positions(node, ids)
+    parts = {tuple(v[i] for i in at) for v in values}
+    parts = {p for p in parts if None not in p}  # an equality never matches NULL
+    rows = _ranked(rules, node, parts, side) if parts else []
+    return ZSet(tuple(a.id for a in output(node)), rows, [1] * len(rows))
 
 
 def describe(node: Window) -> str:

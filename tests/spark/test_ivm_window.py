@@ -53,7 +53,15 @@ JOIN_TOP = ViewCase(
     ("id",),
     ("topk over a join", "rank column projected away"),
 )
-CASES = [TOP3, RANK, DENSE, JOIN_TOP]
+JOIN_ABOVE = ViewCase(
+    "v_top2_with_region",
+    "SELECT t.id, t.qty, t.rn, c.region, c.tier FROM (SELECT id, customer, qty, ROW_NUMBER() "
+    "OVER (PARTITION BY customer ORDER BY qty DESC NULLS LAST, id) AS rn FROM orders) t "
+    "JOIN customers c ON t.customer = c.id WHERE t.rn <= 2",
+    ("id",),
+    ("a join above a topk: the window looked up by its partition column",),
+)
+CASES = [TOP3, RANK, DENSE, JOIN_TOP, JOIN_ABOVE]
 
 NULL_PART = ViewCase(
     "v_carrier_top2",

@@ -179,3 +179,22 @@ def test_a_null_partition_in_the_change_asks_for_a_build():
     rules = DeltaRules(_Inputs({1: (1, 1, 5)}, {1: (1, None, 5)}))
     with pytest.raises(NeedsBuild, match="NULL window partition"):
         rules.delta(_window_node(["row_number"]))
+
+
+def test_a_lookup_into_a_window_reads_and_ranks_the_partitions_of_the_values():
+    import pytest
+
+    from spark_sink.ivm.delta import DeltaRules, lookup_accesses
+    from spark_sink.ivm.plan import Unsupported
+
+    old = {1: (1, 1, 5), 2: (2, 1, 7), 3: (3, 2, 1), 4: (4, 3, None)}
+    new = {**old, 5: (5, 1, 9)}
+    node = _window_node(["row_number"])
+    rules = DeltaRules(_Inputs(old, new))
+    got = rules.lookup(node, (2,), {(1,), (None,)}, "new")  # NULL never matches
+    assert sorted(got.rows) == [(1, 1, 5, 3), (2, 1, 7, 2), (5, 1, 9, 1)]
+    assert got.weights == [1, 1, 1]
+    assert sorted(rules.lookup(node, (1, 2), {(9, 2)}, "old").rows) == [(3, 2, 1, 1)]
+    assert lookup_accesses(node, (2,), lambda t: ("id",))[0].columns == ("g",)
+    with pytest.raises(Unsupported, match="do not include all its PARTITION BY columns"):
+        lookup_accesses(node, (1,), lambda t: ("id",))

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.schema import TableSchema, to_storage
-from spark_sink.ivm.delta import NEW, DeltaRules, ZSet
+from spark_sink.ivm.delta import NEW, DeltaRules, NeedsBuild, ZSet
 from spark_sink.ivm.expressions import (
     agg_input,
     compensated,
@@ -50,11 +50,6 @@ if TYPE_CHECKING:
 
 
 MAX_FIRST_VALUES = 8192  # the store's largest range_limit (kvstore.store.SCAN_CHUNK_ROWS)
-
-
-class NeedsBuild(Exception):
-    """This epoch's change cannot be applied to the kept state exactly (``str(e)`` says why):
-    the epoch is a build instead."""
 
 
 @dataclass

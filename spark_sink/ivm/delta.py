@@ -16,6 +16,9 @@ Changes are Z-sets: rows with integer weights (+1 inserted, -1 deleted; an updat
   read, not counted: the other side is looked up by the touched keys at both barriers, so a row
   that loses its only match and regains it within one barrier is exact, and no match-count state
   can drift from the sources.
+- Window (ROW_NUMBER/RANK/DENSE_RANK, the TopK): every partition the change touches read by key
+  at both barriers and ranked again, old rows retracted, new ones emitted
+  (``spark_sink.ivm.window``).
 - Aggregate: the child's delta folded per group into the group state table
   (``spark_sink.ivm.aggregate``); its output change is the group's old row retracted and its new
   row emitted. A lookup into an aggregate reads the group state by key (the new state of a group
@@ -43,10 +46,17 @@ from spark_sink.ivm.plan import (
     Scan,
     Union,
     Unsupported,
+    Window,
     output,
 )
 
 OLD, NEW = "old", "new"
+
+
+class NeedsBuild(Exception):
+    """This epoch's change cannot be applied to the kept state exactly (a NaN in a DOUBLE sum,
+    a NULL window partition, ...): the epoch is a build instead. ``str(e)`` says why; it is
+    raised before the delta writes anything."""
 
 
 @dataclass
@@ -140,6 +150,11 @@ def lookup_accesses(
         case Union():
             for c, c_ids in _union_children(node, ids):
                 lookup_accesses(c, c_ids, pk_of, out)
+        case Window(child=c, partition=p):  # by the partition columns (ivm.window)
+            from spark_sink.ivm.window import lookup_partition_positions
+
+            lookup_partition_positions(node, ids)
+            lookup_accesses(c, p, pk_of, out)
     return out
 
 
@@ -158,6 +173,9 @@ def plan_accesses(node: Node, pk_of: PkOf) -> list[Access]:
         case Union(children=children):
             for c in children:
                 out += plan_accesses(c, pk_of)
+        case Window(child=c, partition=p):  # touched partitions read by key (ivm.window)
+            out += lookup_accesses(c, p, pk_of)
+            out += plan_accesses(c, pk_of)
         case Scan():
             pass
     return out
@@ -275,6 +293,10 @@ class DeltaRules:
                     out.rows += d.rows
                     out.weights += d.weights
                 return out
+            case Window():
+                from spark_sink.ivm.window import window_delta
+
+                return window_delta(self, node)
         raise Unsupported(f"{type(node).__name__} in a delta")
 
     def join_delta(self, node: Join) -> ZSet:
@@ -368,6 +390,10 @@ class DeltaRules:
                     out.rows += got.rows
                     out.weights += got.weights
                 return out
+            case Window():
+                from spark_sink.ivm.window import window_lookup
+
+                return window_lookup(self, node, ids, values, side)
         raise Unsupported(f"a lookup into {type(node).__name__}")
 
     def _pad_unmatched(self, out: ZSet, node: Join, kept: ZSet, other: ZSet, side: str) -> None:

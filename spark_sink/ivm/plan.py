@@ -2,7 +2,7 @@
 logical plan (never from the SQL text).
 
 ``delta_plan(df)`` walks the plan through py4j and returns the tree (Scan, Filter, Project, Join,
-Aggregate) with expressions in a small closed language (``Col``, ``Lit``, ``Call``). Anything
+Aggregate, Window) with expressions in a small closed language (``Col``, ``Lit``, ``Call``). Anything
 outside it raises ``Unsupported`` with a reason that names the construct, so whatever Spark
 accepts is either maintained incrementally or named as the reason it is not.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -145,7 +144,22 @@ class Union:
     children: tuple[Node, ...]
 
 
-Node = Scan | Filter | Project | Join | Aggregate | Union
+@dataclass(frozen=True)
+class Window:
+    """Ranking window functions over one window spec: each of ``funcs`` (its output attribute,
+    ``row_number`` | ``rank`` | ``dense_rank``) numbers the rows of each partition (rows equal
+    on the columns ``partition``, plain column ids of the child) in the order of ``order``
+    (expression, ascending, nulls first), as Spark does. The rows of the child pass through with
+    the function values appended. Maintained by recomputing every partition the change touches
+    (``spark_sink.ivm.window``)."""
+
+    funcs: tuple[tuple[Attr, str], ...]
+    partition: tuple[int, ...]
+    order: tuple[tuple[Expr, bool, bool], ...]
+    child: Node
+
+
+Node = Scan | Filter | Project | Join | Aggregate | Union | Window
 
 
 def output(node: Node) -> tuple[Attr, ...]:
@@ -161,6 +175,8 @@ def output(node: Node) -> tuple[Attr, ...]:
             return output(left) + output(right)
         case Union(attrs=attrs):
             return attrs
+        case Window(funcs=funcs, child=child):
+            return output(child) + tuple(a for a, _ in funcs)
     raise TypeError(node)
 
 
@@ -169,7 +185,7 @@ def scans(node: Node) -> list[Scan]:
     match node:
         case Scan():
             return [node]
-        case Filter(child=c) | Project(child=c) | Aggregate(child=c):
+        case Filter(child=c) | Project(child=c) | Aggregate(child=c) | Window(child=c):
             return scans(c)
         case Join(left=left, right=right):
             return scans(left) + scans(right)
@@ -454,7 +470,9 @@ def _node(j, tables_of) -> Node:
             _node(j.child(), tables_of),
         )
     if kind == "Window":
-        raise Unsupported(f"window function {_window_names(j)} is not maintained incrementally")
+        return _window(j, tables_of)
+    if kind == "WindowGroupLimit":  # an optimization of a TopK filter above: the filter stays
+        return _node(j.child(), tables_of)
     if kind in ("LocalLimit", "GlobalLimit", "Limit", "Offset"):
         raise Unsupported("LIMIT is not maintained incrementally")
     if kind == "Union":
@@ -477,24 +495,70 @@ def delta_plan(df: DataFrame, tables_of: Callable[[str], str] = lambda name: nam
 
     Supported: Filter and Project with deterministic expressions of the closed language above,
     inner and LEFT OUTER equi-joins, and Aggregates (COUNT, SUM, AVG, GROUP BY or global,
-    DISTINCT) anywhere in the tree (a join looks one up by its grouping columns)."""
+    DISTINCT) anywhere in the tree (a join looks one up by its grouping columns), and ranking
+    window functions (ROW_NUMBER, RANK, DENSE_RANK) over PARTITION BY plain columns."""
     plan = df._jdf.queryExecution().optimizedPlan()
     return _node(plan, tables_of)
 
 
-def _window_names(window) -> str:
-    """The window functions of a Window node, from its text (its expressions are reached only
-    through Scala pattern matching, which py4j cannot call)."""
-    text = str(window.toString())
-    names = sorted(set(re.findall(r"\b([a-z_]+)\(\)\s+windowspecdefinition", text)))
-    return ", ".join(f"{n}()" for n in names) or "(a window function)"
+# Catalyst's ranking functions maintained by spark_sink.ivm.window (by class name).
+RANKING = {"RowNumber": "row_number", "Rank": "rank", "DenseRank": "dense_rank"}
+
+
+def _window(j, tables_of) -> Window:
+    """A Catalyst Window node: ranking functions over PARTITION BY plain columns; any other
+    window function (aggregates OVER, lag, lead, ntile, ...) is refused by name."""
+    funcs, bad = [], []
+    for e in _seq(j.windowExpressions()):
+        we = e.child() if _name(e) == "Alias" else e
+        f = we.windowFunction() if _name(we) == "WindowExpression" else we
+        kind = RANKING.get(_name(f))
+        if kind is None:
+            inner = f.aggregateFunction() if _name(f) == "AggregateExpression" else f
+            bad.append(f"{inner.prettyName()}()")
+            continue
+        funcs.append((_attr(e.toAttribute()), kind))
+    if bad:
+        names = ", ".join(sorted(set(bad)))
+        raise Unsupported(f"window function {names} is not maintained incrementally")
+    names = ", ".join(f"{k}()" for _, k in funcs)
+    child = _node(j.child(), tables_of)
+    parts = []
+    for p in _seq(j.partitionSpec()):
+        while _name(p) in _TRANSPARENT:
+            p = p.child()
+        dtype = str(p.dataType().simpleString())
+        if dtype in ("double", "float"):  # (the optimizer wraps it to normalize NaN and -0.0)
+            cols = ", ".join(str(a.name()) for a in _seq(p.references().toSeq()))
+            raise Unsupported(
+                f"window function {names} partitioned by a {dtype.upper()} column ({cols}) is "
+                "not maintained incrementally (NaN and -0.0 are not found by an equality lookup)"
+            )
+        if _name(p) != "AttributeReference":
+            raise Unsupported(
+                f"window function {names} partitioned by a computed expression is not "
+                "maintained incrementally"
+            )
+        a = _attr(p)
+        parts.append(a.id)
+    if not parts:
+        raise Unsupported(
+            f"window function {names} without PARTITION BY is not maintained incrementally "
+            "(every change would rank the whole input again)"
+        )
+    conv = _Converter()
+    order = tuple(
+        (conv.expr(o.child()), bool(o.isAscending()), str(o.nullOrdering().sql()) == "NULLS FIRST")
+        for o in _seq(j.orderSpec())
+    )
+    return Window(tuple(funcs), tuple(parts), order, child)
 
 
 def walk(node: Node) -> Iterator[Node]:
     """Every node of the tree, in pre-order."""
     yield node
     match node:
-        case Filter(child=c) | Project(child=c) | Aggregate(child=c):
+        case Filter(child=c) | Project(child=c) | Aggregate(child=c) | Window(child=c):
             yield from walk(c)
         case Join(left=left, right=right):
             yield from walk(left)

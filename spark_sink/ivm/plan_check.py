@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 
 from kvstore.table_info import TableInfo
+from spark_sink.ivm import window
 from spark_sink.ivm.delta import Access, plan_accesses
 from spark_sink.ivm.expressions import compile_expr
 from spark_sink.ivm.plan import (
@@ -20,6 +21,7 @@ from spark_sink.ivm.plan import (
     Node,
     Project,
     Unsupported,
+    Window,
     aggregates,
     delta_plan,
     output,
@@ -70,6 +72,9 @@ class IncrementalPlan:
                     if (x.source, x.column) == (a.table, a.index_column)
                 )
                 lines.append(f"lookup {a.table} by {a.index_column}: index state table {st.name}")
+        for w in walk(self.root):
+            if isinstance(w, Window):
+                lines.append(window.describe(w))
         for i, (agg, g) in enumerate(zip(self.aggs, self.groups_tables(), strict=True)):
             kind = "global aggregate" if not agg.groups else "aggregate"
             lines.append(f"{kind}: affected groups read by key from state table {g.name}")
@@ -100,6 +105,9 @@ def _check_expressions(root: Node) -> None:
                     compile_expr(e, ids)
             case Join(residual=r) if r is not None:
                 compile_expr(r, ids)
+            case Window(order=order):
+                for e, _, _ in order:
+                    compile_expr(e, ids)
             case Aggregate(groups=gs, aggs=aggs, outputs=outs):
                 for g in gs:
                     compile_expr(g, ids)
@@ -116,7 +124,7 @@ def _check_expressions(root: Node) -> None:
 
 def _inputs_of(n: Node):
     match n:
-        case Filter(child=c) | Project(child=c) | Aggregate(child=c):
+        case Filter(child=c) | Project(child=c) | Aggregate(child=c) | Window(child=c):
             return output(c)
         case Join():
             return output(n)

@@ -27,9 +27,9 @@ from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
 from spark_sink.executor_diff import write_diff
-from spark_sink.ivm.aggregate import AggregateState, NeedsBuild, ValueOrder
+from spark_sink.ivm.aggregate import AggregateState, ValueOrder
 from spark_sink.ivm.cost import CostModel
-from spark_sink.ivm.delta import DeltaRules, ZSet, consolidate
+from spark_sink.ivm.delta import DeltaRules, NeedsBuild, ZSet, consolidate
 from spark_sink.ivm.expressions import agg_state_type, compensated
 from spark_sink.ivm.inputs import StoreInputs, encode_key
 from spark_sink.ivm.plan import catalyst_aggregates

@@ -1,7 +1,13 @@
 """Incremental vs full-recompute view maintenance, side by side on the same data.
 
     .venv/bin/python scripts/bench_views.py [--sizes 1000000,10000000] [--barriers 20]
-                                            [--fr-barriers 5] [--runs 1]
+                                            [--fr-barriers 5] [--runs 1] [--views agg,fk,nk]
+    .venv/bin/python scripts/bench_views.py --sizes 1000000 --crossover 1000,10000,100000,1000000
+
+Views (--views): ``agg``, ``fk``, ``nk`` below, and ``lj`` (customers LEFT JOIN orders with an
+aggregate per customer), ``mm`` (MIN and MAX of amount per group; the workload deletes a group's
+current minimum in a tenth of its changes) and ``cd`` (COUNT(DISTINCT customer) per group).
+--crossover: see ``crossover``.
 
 For each size N in --sizes: ``orders`` (N rows), ``customers`` (100,000 rows, key id) and
 ``shipments`` (N/2 rows, key id, ``order_id`` not a key) are loaded (timed), and three views are
@@ -142,11 +148,30 @@ def queries(n: int) -> dict[str, tuple[str, str]]:
             f"{t['shipments']} s JOIN {t['orders']} o ON s.order_id = o.id",
             "sid",
         ),
+        "lj": (
+            f"SELECT c.id, c.region, COUNT(o.id) AS n, SUM(o.amount) AS s FROM "
+            f"{t['customers']} c LEFT JOIN {t['orders']} o ON o.customer = c.id "
+            "GROUP BY c.id, c.region",
+            "id",
+        ),
+        "mm": (
+            f"SELECT grp, MIN(amount) AS lo, MAX(amount) AS hi, COUNT(*) AS n "
+            f"FROM {t['orders']} GROUP BY grp",
+            "grp",
+        ),
+        "cd": (
+            f"SELECT grp, COUNT(DISTINCT customer) AS customers, COUNT(*) AS n "
+            f"FROM {t['orders']} GROUP BY grp",
+            "grp",
+        ),
     }
 
 
 class Workload:
-    """1,000 changed orders and 200 changed shipments per barrier, one transaction."""
+    """1,000 changed orders and 200 changed shipments per barrier, one transaction. Of the
+    orders, 100 are inserted as their group's new minimum (a negative amount) and deleted again
+    at the next barrier: from the second barrier on, a tenth of the changes delete a group's
+    current extreme (the ``mm`` view must then find the group's next minimum)."""
 
     def __init__(self, n: int, seed: int) -> None:
         self.n = n
@@ -156,6 +181,8 @@ class Workload:
         self.next_ship = n // 2
         self.gone_orders: set[int] = set()
         self.gone_ships: set[int] = set()
+        self.extremes: list[int] = []  # orders inserted as their group's minimum last barrier
+        self.low = 0
 
     def _pick(self, hi: int, gone: set[int], k: int) -> list[int]:
         out: set[int] = set()
@@ -180,11 +207,29 @@ class Workload:
                         "amount": rng.randrange(10_000),
                     },
                 )
-            for i in ids[400:]:  # deletes
+            for i in ids[400 + len(self.extremes) :]:  # deletes
                 tx.delete(t["orders"], {"id": i})
                 self.gone_orders.add(i)
-            for _ in range(300):  # inserts
+            for i in self.extremes:  # each its group's current minimum
+                tx.delete(t["orders"], {"id": i})
+                self.gone_orders.add(i)
+            self.extremes = []
+            for _ in range(200):  # inserts
                 tx.put(t["orders"], order_row(self.next_order))
+                self.next_order += 1
+            for g in rng.sample(range(GROUPS), 100):  # inserts: new group minimums
+                self.low -= 1
+                tx.put(
+                    t["orders"],
+                    {
+                        "id": self.next_order,
+                        "grp": g,
+                        "customer": rng.randrange(CUSTOMERS),
+                        "amount": self.low,
+                    },
+                )
+                self.extremes.append(self.next_order)
+                self.gone_orders.add(self.next_order)  # never picked for an update or delete
                 self.next_order += 1
             for i in sids[:100]:  # order_id changes
                 tx.put(
@@ -306,11 +351,20 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--loaders", type=int, default=1, help="loader processes")
     ap.add_argument("--barrier-interval", default="1s")
-    ap.add_argument("--views", default="agg,fk,nk", help="a subset of agg,fk,nk")
+    ap.add_argument("--views", default="agg,fk,nk", help="a subset of agg,fk,nk,lj,mm,cd")
+    ap.add_argument(
+        "--crossover",
+        default="",
+        help="change sizes (e.g. 1000,10000,100000,1000000): instead of the figures above, one "
+        "barrier of each size on the first --sizes size, the agg view maintained under "
+        "incremental, full_recompute and auto side by side (--runs barriers per size)",
+    )
     args = ap.parse_args()
     VIEWS = tuple(v for v in args.views.split(",") if v)  # --fr-barriers 0: no full recompute
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
+    if args.crossover:
+        return crossover(args, sizes[0], [int(x) for x in args.crossover.split(",") if x])
     srv = EmbeddedServer(extra_args=["--barrier-interval", args.barrier_interval]).start()
     spark = local_session()
     import spark_sink
@@ -381,6 +435,104 @@ def main() -> int:
                 report_run(n, run, inc, fr, runs[-1])
             results[n] = summarize(runs)
         print_summary(sizes, results, args)
+        c.close()
+    finally:
+        spark.stop()
+        srv.stop()
+    return 0
+
+
+def update_orders(c, n: int, k: int, rng: random.Random) -> int:
+    """One barrier's change of ``k`` orders of ``orders_n`` (updates: a new group and amount;
+    the client splits the prewrites of a large transaction); returns its commit ts."""
+    t = names(n)["orders"]
+    ids = rng.sample(range(n), k) if k < n else range(n)
+    with c.transaction(lock_ttl_ms=600_000) as tx:
+        for i in ids:
+            tx.put(
+                t,
+                {
+                    "id": i,
+                    "grp": rng.randrange(GROUPS),
+                    "customer": rng.randrange(CUSTOMERS),
+                    "amount": rng.randrange(10_000),
+                },
+            )
+    assert tx.commit_ts is not None
+    return tx.commit_ts
+
+
+def crossover(args, n: int, changes: list[int]) -> int:
+    """The agg view on an ``n``-row source under the three strategies, through barriers whose
+    change is each of ``changes`` rows: the epoch time of each (medians of --runs barriers per
+    size), and auto's over the faster of the other two. Before the first size, auto measures
+    --barriers small deltas (1,000 changes) to learn its delta cost (its build cost it measured
+    at its first barrier)."""
+    from spark_sink import MaterializedView
+
+    srv = EmbeddedServer(extra_args=["--barrier-interval", args.barrier_interval]).start()
+    spark = local_session()
+    import spark_sink
+
+    spark_sink.register(spark)
+    rng = random.Random(7)
+    try:
+        c = coordinator.connect(srv.address)
+        secs = load(srv.address, n, args.loaders)
+        print(f"loaded {n:,} orders (and the other sources) in {secs:.1f}s", flush=True)
+        q, key = queries(n)["agg"]
+        strategies = ("incremental", "full_recompute", "auto")
+        views = {
+            st: MaterializedView.builder(spark)
+            .coordinator(srv.address)
+            .query(q)
+            .target(f"agg_{st}_{n}")
+            .primary_key(key)
+            .strategy(st)
+            .build()
+            for st in strategies
+        }
+        for st, v in views.items():
+            t0 = time.perf_counter()
+            v.maintain_available(until=c.tso(), timeout=3600)
+            print(f"  built {st} in {time.perf_counter() - t0:.1f}s", flush=True)
+        for _ in range(args.barriers):  # auto learns its delta cost
+            ts = update_orders(c, n, 1000, rng)
+            for v in views.values():
+                v.maintain_available(until=ts, timeout=600)
+        table: dict[int, dict[str, list[float]]] = {}
+        whys: dict[int, list[str]] = {}
+        for k in changes:
+            table[k] = {st: [] for st in strategies}
+            whys[k] = []
+            for _ in range(args.runs):
+                ts = update_orders(c, n, k, rng)
+                for st, v in views.items():
+                    v.maintain_available(until=ts, timeout=3600)
+                    p = v._strategy.progress
+                    table[k][st].append(p.last_epoch_s)
+                    if st == "auto":
+                        whys[k].append(p.last_why)
+                med = {st: statistics.median(xs) for st, xs in table[k].items()}
+                print(
+                    f"  {k:>9,} changes: "
+                    + ", ".join(f"{st} {x[-1]:.2f}s" for st, x in table[k].items())
+                    + f"; auto: {whys[k][-1]}",
+                    flush=True,
+                )
+        print(f"crossover on {n:,} orders (agg view), medians of {args.runs} barrier(s) per size:")
+        print(
+            f"  {'changes':>9} {'incremental':>12} {'full':>9} {'auto':>9} {'auto/best':>10}  "
+            "auto chose"
+        )
+        for k in changes:
+            med = {st: statistics.median(xs) for st, xs in table[k].items()}
+            best = min(med["incremental"], med["full_recompute"])
+            chose = sorted({w.split(":")[0] for w in whys[k]})
+            print(
+                f"  {k:>9,} {med['incremental']:>11.2f}s {med['full_recompute']:>8.2f}s "
+                f"{med['auto']:>8.2f}s {med['auto'] / best:>9.2f}x  {', '.join(chose)}"
+            )
         c.close()
     finally:
         spark.stop()

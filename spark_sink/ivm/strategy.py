@@ -13,6 +13,8 @@ the view whole, and nothing proportional to them reaches the driver.
 
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -311,12 +313,49 @@ class Incremental:
             else:
                 s_j = F.sum(F.when(ok, args[0].cast(t))).cast(t).alias(f"s{j}")
                 cols += [s_j, nonnull.alias(f"n{j}")]
-            if compensated(a):
-                # The build's sum is Spark's; deltas from here on are exact (design.md §6.4).
+            if compensated(a):  # Spark's sum, replaced by the exact pair below
                 cols.append(F.lit(0.0).cast("double").alias(f"c{j}"))
-        if group_cols:
-            return child_df.groupBy(*group_cols).agg(*cols)
-        return child_df.agg(*cols).select(F.lit(0).cast("int").alias("g0"), "*")
+        exact = [j for j, a in enumerate(agg.aggs) if compensated(a)]
+        if not group_cols:
+            state = child_df.agg(*cols).select(F.lit(0).cast("int").alias("g0"), "*")
+            group_cols = [F.lit(0).cast("int").alias("g0")]
+        else:
+            state = child_df.groupBy(*group_cols).agg(*cols)
+        if not exact:
+            return state
+        # A DOUBLE sum: Spark's batch sum would carry its rounding errors into every later
+        # delta; the exact sum rounded to (hi, lo) does not (spark_sink.ivm.exact_sum, loaded
+        # here: it needs pandas, which the executors' data source must not load).
+        from spark_sink.ivm.exact_sum import exact_sum_columns
+
+        pairs = []
+        for j in exact:
+            hi, lo = exact_sum_columns(all_args[j][0], agg.aggs[j].distinct)
+            pairs += [hi.alias(f"__sv_hi{j}"), lo.alias(f"__sv_lo{j}")]
+        sums = child_df.groupBy(*group_cols).agg(*pairs)
+        keys = [f"g{i}" for i in range(len(group_cols))]
+        sums = sums.select(
+            *[F.col(k).alias(f"__sv_{k}") for k in keys],
+            *[f"__sv_hi{j}" for j in exact],
+            *[f"__sv_lo{j}" for j in exact],
+        )
+        on = functools.reduce(
+            lambda a, b: a & b, [state[k].eqNullSafe(sums[f"__sv_{k}"]) for k in keys]
+        )
+        joined = state.join(sums, on, "left")
+        out = []
+        for name in state.columns:
+            j = int(name[1:]) if name[0] in "sc" and name[1:].isdigit() else -1
+            if j in exact:
+                native = F.col(name)
+                if name[0] == "s":  # a NaN or an infinity: Spark's value, and rebuilt by deltas
+                    finite = ~F.isnan(native) & (F.abs(native) < float("inf"))
+                    out.append(F.when(finite, F.col(f"__sv_hi{j}")).otherwise(native).alias(name))
+                else:
+                    out.append(F.coalesce(F.col(f"__sv_lo{j}"), F.lit(0.0)).alias(name))
+            else:
+                out.append(F.col(name))
+        return joined.select(*out)
 
     def _values_df(self, df: DataFrame, st, info: TableInfo) -> DataFrame:
         """The values state of one aggregate function (spark_sink.ivm.state.values_tables):

@@ -185,3 +185,18 @@ def test_cost_model_prefers_measurements_and_is_not_fooled_by_tiny_epochs():
     assert m.break_even() == pytest.approx((4.0 - 0.04) / 20e-6, rel=0.1)
     again = CostModel.from_fields({"cost": m.as_field()})
     assert again.break_even() == pytest.approx(m.break_even(), rel=0.01)
+
+
+def test_exact_pair_is_the_exact_sum_rounded_once():
+    import math
+    from fractions import Fraction
+
+    from spark_sink.ivm.exact_sum import exact_pair
+
+    values = [1e20, 0.1, 0.2, -1e20, 3.3e9, 0.7, -3.3e9]
+    hi, lo = exact_pair(values)
+    exact = sum((Fraction(v) for v in values), Fraction(0))
+    assert hi == math.fsum(values) == float(exact)
+    assert Fraction(hi) + Fraction(lo) == pytest.approx(exact, rel=2**-100)
+    assert math.isnan(exact_pair([1.0, float("nan")])[0])
+    assert exact_pair([float("inf"), 1.0]) == (float("inf"), 0.0)

@@ -31,7 +31,7 @@ view job keeps in step with the table (``spark_sink.ivm.state``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -240,6 +240,12 @@ def _join_order(node: Join, ids: tuple[int, ...]):
 # ---------------------------------------------------------------------- running
 
 
+class MatchCounts(Protocol):
+    """An outer side's match counts for one epoch (spark_sink.ivm.outer)."""
+
+    def step(self, keys: set[tuple], change: dict[tuple, int]) -> dict[tuple, tuple[int, int]]: ...
+
+
 class AggregateState(Protocol):
     """An Aggregate node's group state for one epoch (spark_sink.ivm.aggregate)."""
 
@@ -253,9 +259,15 @@ class AggregateState(Protocol):
 class DeltaRules:
     """Runs the delta rules of one query tree over one epoch's ``Inputs``; counts lookups."""
 
-    def __init__(self, inputs: Inputs, aggregates: dict[int, AggregateState] | None = None) -> None:
+    def __init__(
+        self,
+        inputs: Inputs,
+        aggregates: dict[int, AggregateState] | None = None,
+        matches: Mapping[tuple[int, str], MatchCounts] | None = None,
+    ) -> None:
         self.inputs = inputs
         self.aggregates = aggregates or {}  # id(Aggregate node) -> its group state
+        self.matches = matches or {}  # (id(Join node), outer side) -> its match counts
         self.lookups = 0  # keys looked up
         self._compiled: dict[object, object] = {}
         self._deltas: dict[int, ZSet] = {}
@@ -325,6 +337,11 @@ class DeltaRules:
         keys = dk.values(keys_k) | do.values(keys_o)
         if not keys:
             return
+        counts = self.matches.get((id(node), side))
+        if counts is not None:
+            self._dangling_by_counts(node, out, side, keys, counts)
+            return
+        # Without match counts (a plan analyzed without state): read whether keys match.
         for ts, sign in ((OLD, -1), (NEW, 1)):
             kept = self.lookup(keep, keys_k, keys, ts)
             matched = self.lookup(other, keys_o, keys, ts).values(keys_o)
@@ -333,6 +350,44 @@ class DeltaRules:
             for r in kept.rows:
                 k = tuple(r[i] for i in at)
                 if k in keys and k not in matched:
+                    out.rows.append(_padded(r, pad, side))
+                    out.weights.append(sign)
+
+    def _dangling_by_counts(
+        self, node: Join, out: ZSet, side: str, keys: set[tuple], counts: MatchCounts
+    ) -> None:
+        """The padded rows of key k are the kept side's rows of k while k's match count is 0:
+        their change is the kept side's change where the count stays 0, minus the old rows
+        where it leaves 0, plus the new rows where it reaches 0."""
+        keep, keys_k, other, keys_o = _sides(node, side)
+        dk, do = self.delta(keep), self.delta(other)
+        pad = (None,) * len(output(other))
+        change: dict[tuple, int] = {}
+        po = do.pos()
+        oi = [po[c] for c in keys_o]
+        for r, w in zip(do.rows, do.weights, strict=True):
+            k = tuple(r[i] for i in oi)
+            if None not in k:
+                change[k] = change.get(k, 0) + w
+        self.lookups += len(keys)
+        both = counts.step(keys, change)
+        pk = dk.pos()
+        ki = [pk[c] for c in keys_k]
+        for r, w in zip(dk.rows, dk.weights, strict=True):
+            k = tuple(r[i] for i in ki)
+            if None not in k and both[k] == (0, 0):
+                out.rows.append(_padded(r, pad, side))
+                out.weights.append(w)
+        gained = {k for k, (a, b) in both.items() if a == 0 and b > 0}
+        lost = {k for k, (a, b) in both.items() if a > 0 and b == 0}
+        for ks, ts, sign in ((gained, OLD, -1), (lost, NEW, 1)):
+            if not ks:
+                continue
+            kept = self.lookup(keep, keys_k, ks, ts)
+            p = kept.pos()
+            at = [p[c] for c in keys_k]
+            for r in kept.rows:
+                if tuple(r[i] for i in at) in ks:
                     out.rows.append(_padded(r, pad, side))
                     out.weights.append(sign)
 

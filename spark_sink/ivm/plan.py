@@ -568,6 +568,24 @@ def walk(node: Node) -> Iterator[Node]:
                 yield from walk(c)
 
 
+def joins(node: Node) -> list[Join]:
+    """The Join nodes of the tree in pre-order (the order of catalyst_joins)."""
+    return [n for n in walk(node) if isinstance(n, Join)]
+
+
+def catalyst_joins(plan: JObject) -> list[JObject]:
+    """The Catalyst Joins of an optimized plan in pre-order (as ``joins`` numbers them: the
+    nodes the tree passes through hold no join)."""
+    out = []
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if _name(node) == "Join":
+            out.append(node)
+        stack.extend(reversed(_seq(node.children())))
+    return out
+
+
 def aggregates(node: Node) -> list[Aggregate]:
     """The Aggregate nodes of the tree in pre-order (the order of catalyst_aggregates)."""
     return [n for n in walk(node) if isinstance(n, Aggregate)]

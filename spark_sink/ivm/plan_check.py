@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from kvstore.table_info import TableInfo
 from spark_sink.ivm import window
-from spark_sink.ivm.delta import Access, plan_accesses
+from spark_sink.ivm.delta import Access, outer_sides, plan_accesses
 from spark_sink.ivm.expressions import compile_expr
 from spark_sink.ivm.plan import (
     Aggregate,
@@ -24,11 +24,18 @@ from spark_sink.ivm.plan import (
     Window,
     aggregates,
     delta_plan,
+    joins,
     output,
     scans,
     walk,
 )
-from spark_sink.ivm.state import StateTable, groups_table, index_table, values_tables
+from spark_sink.ivm.state import (
+    StateTable,
+    groups_table,
+    index_table,
+    matches_table,
+    values_tables,
+)
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 EXCLUDED = "spark.sql.optimizer.excludedRules"
@@ -49,6 +56,9 @@ class IncrementalPlan:
 
     def index_tables(self) -> list[StateTable]:
         return [s for s in self.state if s.role == "index"]
+
+    def matches_tables(self) -> list[StateTable]:
+        return [s for s in self.state if s.role == "matches"]
 
     def values_tables(self, index: int) -> dict[int, StateTable]:
         """The values state tables of the ``index``-th aggregate, by aggregate function."""
@@ -88,6 +98,12 @@ class IncrementalPlan:
                     else "a value's multiplicity read by key; it counts while positive"
                 )
                 lines.append(f"{what}: {how}, from state table {v.name}")
+        for st in self.matches_tables():
+            lines.append(
+                f"outer join {st.index}, {st.column} side: a touched key's match count read by "
+                f"key from state table {st.name}; its padded rows read by key only where the "
+                "count crosses 0"
+            )
         for st in self.state:
             lines.append(f"state: {st.describe()}")
         return lines
@@ -173,6 +189,12 @@ def analyze(
     for i, agg in enumerate(aggs):
         state.append(groups_table(view, agg, i))
         state += values_tables(view, agg, i)
+    for i, join in enumerate(joins(root)):
+        for side in outer_sides(join):
+            other = join.right if side == "left" else join.left
+            keys = join.right_keys if side == "left" else join.left_keys
+            dtypes = {a.id: a.dtype for a in output(other)}
+            state.append(matches_table(view, i, side, [dtypes[k] for k in keys]))
     for a in accesses:
         if a.kind == "index":
             st = index_table(view, a, infos[a.table])

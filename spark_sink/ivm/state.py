@@ -39,16 +39,21 @@ class StateTable:
     name: str
     ddl: str
     primary_key: tuple[str, ...]
-    role: str  # groups | index | values
+    role: str  # groups | index | values | matches
     source: str = ""  # index: the indexed table
-    column: str = ""  # index: the indexed column
-    index: int = 0  # groups, values: which aggregate of the plan (pre-order)
+    column: str = ""  # index: the indexed column; matches: the outer side (left | right)
+    index: int = 0  # groups, values: which aggregate of the plan; matches: which join (pre-order)
     call: int = 0  # values: which aggregate function of that aggregate
 
     def describe(self) -> str:
         key = ", ".join(self.primary_key)
         if self.role == "groups":
             return f"{self.name} (key {key}): per group, rows and running sums or extremes"
+        if self.role == "matches":
+            return (
+                f"{self.name} (key {key}): per join key of outer join {self.index}, the rows of "
+                f"the side opposite its {self.column} side that match"
+            )
         if self.role == "values":
             return (
                 f"{self.name} (key {key}): per group, each value of aggregate {self.call} "
@@ -128,3 +133,12 @@ def ensure(client: Client, tables: list[StateTable]) -> list[str]:
         client.create_table(st.name, st.ddl, list(st.primary_key), kind=STATE)
         made.append(st.name)
     return made
+
+
+def matches_table(view: str, index: int, side: str, key_dtypes: list[str]) -> StateTable:
+    """The match counts of the ``side`` outer side of the plan's ``index``-th join (pre-order):
+    per join key (k0, ...), ``n`` rows of the other side (spark_sink.ivm.outer)."""
+    cols = [f"k{i} {ddl_of(t)}" for i, t in enumerate(key_dtypes)] + ["n BIGINT"]
+    pk = tuple(f"k{i}" for i in range(len(key_dtypes)))
+    name = state_name(view, f"matches_{index}_{side}")
+    return StateTable(name, ", ".join(cols), pk, "matches", column=side, index=index)

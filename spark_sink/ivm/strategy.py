@@ -34,7 +34,8 @@ from spark_sink.ivm.cost import CostModel
 from spark_sink.ivm.delta import DeltaRules, NeedsBuild, ZSet, consolidate
 from spark_sink.ivm.expressions import agg_state_type, compensated
 from spark_sink.ivm.inputs import StoreInputs, encode_key
-from spark_sink.ivm.plan import catalyst_aggregates
+from spark_sink.ivm.outer import MatchCounts
+from spark_sink.ivm.plan import catalyst_aggregates, catalyst_joins, joins, output
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.partition_writer import (
     DirectInfo,
@@ -250,6 +251,8 @@ class Incremental:
                 sdf = self._groups_df(df, st.index)
             elif st.role == "values":
                 sdf = self._values_df(df, st, info)
+            elif st.role == "matches":
+                sdf = self._matches_df(df, st)
             else:
                 src = self.session.table(st.source)
                 src_info = client.describe_table(st.source)
@@ -357,6 +360,33 @@ class Incremental:
                 out.append(F.col(name))
         return joined.select(*out)
 
+    def _matches_df(self, df: DataFrame, st) -> DataFrame:
+        """The match counts of one outer side (spark_sink.ivm.outer): the other input of the
+        plan's ``st.index``-th join, as Spark computes it, counted per non-NULL join key."""
+        join = joins(self.plan.root)[st.index]
+        cjoin = catalyst_joins(df._jdf.queryExecution().optimizedPlan())[st.index]
+        other, keys = (
+            (cjoin.right(), join.right_keys)
+            if st.column == "left"
+            else (cjoin.left(), join.left_keys)
+        )
+        ss = self.session
+        jvm = ss._jvm
+        assert jvm is not None  # a classic (non-Connect) session
+        other_df = DataFrame(
+            jvm.org.apache.spark.sql.classic.Dataset.ofRows(ss._jsparkSession, other), ss
+        )
+        ids = [a.id for a in output(join.right if st.column == "left" else join.left)]
+        other_df = other_df.toDF(*[f"c{i}" for i in range(len(ids))])  # names may repeat
+        key_cols = [F.col(f"c{ids.index(k)}").alias(f"k{i}") for i, k in enumerate(keys)]
+        ok = functools.reduce(lambda a, b: a & b, [c.isNotNull() for c in key_cols])
+        return (
+            other_df.select(*key_cols)
+            .where(ok)
+            .groupBy(*[f"k{i}" for i in range(len(keys))])
+            .agg(F.count(F.lit(1)).cast("bigint").alias("n"))
+        )
+
     def _values_df(self, df: DataFrame, st, info: TableInfo) -> DataFrame:
         """The values state of one aggregate function (spark_sink.ivm.state.values_tables):
         per group and distinct non-NULL value, its multiplicity and order key."""
@@ -410,7 +440,13 @@ class Incremental:
             groups[st.name] = AggregateState(
                 plan.aggs[st.index], info, inputs, self.spec.target, values
             )
-        rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()})
+        all_joins = joins(plan.root)
+        matches = {}
+        for st in plan.matches_tables():
+            info = client.describe_table(st.name)
+            key = (id(all_joins[st.index]), st.column)
+            matches[key] = MatchCounts(info, inputs, self.spec.target)
+        rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
         z = rules.delta(plan.root)
         laps.lap("delta")
         writes: dict[str, list[Mutation]] = {view.name: self._view_mutations(view, z)}
@@ -422,6 +458,10 @@ class Incremental:
                 writes[vt.info.name] = self._encode(vt.info, vt.upserts, "upsert") + self._encode(
                     vt.info, vt.deletes, "delete"
                 )
+        for m in matches.values():
+            writes[m.info.name] = self._encode(m.info, m.upserts, "upsert") + self._encode(
+                m.info, m.deletes, "delete"
+            )
         for st in plan.index_tables():
             writes[st.name] = self._index_mutations(inputs, indexes[(st.source, st.column)], st)
         laps.lap("diff")

@@ -270,7 +270,7 @@ class Recorder:
             if p.barriers == before[1]:
                 return  # skipped (already committed)
             did = (
-                (p.last_strategy == "delta" and p.last_changes > 0)
+                (p.last_strategy == "delta" and p.last_changes > 0) or p.last_strategy == "build"
                 if s.name == "incremental"
                 else len(p.recompute_seconds) > before[0]
             )
@@ -284,6 +284,7 @@ class Recorder:
                         "changes": p.last_changes,
                         "lookups": p.last_lookups,
                         "mutations": p.last_mutations,
+                        "why": p.last_why,
                     }
                 )
 
@@ -500,6 +501,9 @@ def crossover(args, n: int, changes: list[int]) -> int:
             ts = update_orders(c, n, 1000, rng)
             for v in views.values():
                 v.maintain_available(until=ts, timeout=600)
+        # The epoch of the barrier holding each change (maintain_available also runs the empty
+        # barriers issued meanwhile; those are not the figure).
+        recs = {st: Recorder(v) for st, v in views.items()}
         table: dict[int, dict[str, list[float]]] = {}
         whys: dict[int, list[str]] = {}
         for k in changes:
@@ -509,11 +513,11 @@ def crossover(args, n: int, changes: list[int]) -> int:
                 ts = update_orders(c, n, k, rng)
                 for st, v in views.items():
                     v.maintain_available(until=ts, timeout=3600)
-                    p = v._strategy.progress
-                    table[k][st].append(p.last_epoch_s)
+                    got = recs[st].take()
+                    assert len(got) == 1, (st, got)
+                    table[k][st].append(got[0]["epoch_s"])
                     if st == "auto":
-                        whys[k].append(p.last_why)
-                med = {st: statistics.median(xs) for st, xs in table[k].items()}
+                        whys[k].append(got[0]["why"])
                 print(
                     f"  {k:>9,} changes: "
                     + ", ".join(f"{st} {x[-1]:.2f}s" for st, x in table[k].items())

@@ -26,6 +26,7 @@ does).
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from spark_sink.ivm.inputs import StoreInputs
 
 
+_COMPLEMENT = bytes(255 - i for i in range(256))
 MAX_FIRST_VALUES = 8192  # the store's largest range_limit (kvstore.store.SCAN_CHUNK_ROWS)
 
 
@@ -176,10 +178,16 @@ class ValueOrder:
         self.table = info.name
         self.codec = KeyCodec(0, TableSchema(info.name, [col], [col.name]))
         self.descending = descending
+        self._memo: dict[Any, bytes] = {}
 
     def __call__(self, v: Any) -> bytes:
-        b = self.codec.encode_values((to_storage(self.table, self.col, v),))[4:]
-        return bytes(255 - x for x in b) if self.descending else b
+        got = self._memo.get(v)  # an epoch meets the same values often (current extremes)
+        if got is None:
+            b = self.codec.encode_values((to_storage(self.table, self.col, v),))[4:]
+            got = b.translate(_COMPLEMENT) if self.descending else b
+            if len(self._memo) < 100_000:
+                self._memo[v] = got
+        return got
 
 
 @dataclass
@@ -259,11 +267,23 @@ class AggregateState:
         if self._folder is None:
             self._folder = GroupDeltas(node, child.ids)
         folded = self._folder.fold(child)
-        old_states = self._read(list(folded))
+        # The group states and every values table's touched multiplicities are read at once:
+        # their keys follow from the change alone, and the requests overlap on the server.
+        touched = {j: self._touched(vt, folded) for j, vt in self.values.items()}
+        with ThreadPoolExecutor(max_workers=1 + len(touched)) as pool:
+            groups = pool.submit(self._read, list(folded))
+            stored = {
+                j: pool.submit(self.inputs.read_state, self.values[j].info, keys)
+                for j, (_, keys) in touched.items()
+            }
+            old_states = groups.result()
+            multiplicities = {j: f.result() for j, f in stored.items()}
         rules.lookups += len(folded)
         news = {g: self._merge(g, old_states.get(g), d) for g, d in folded.items()}
-        for vt in self.values.values():
-            rules.lookups += self._apply_values(vt, folded, old_states, news)
+        for j, vt in self.values.items():
+            rules.lookups += self._apply_values(
+                vt, touched[j][0], multiplicities[j], old_states, news, folded
+            )
         rows: list[tuple] = []
         weights: list[int] = []
         for g, new in news.items():
@@ -315,20 +335,14 @@ class AggregateState:
     def _merge(self, g: tuple, old: GroupState | None, d: GroupDelta) -> GroupState:
         return merge(self.agg, old, d, g)
 
-    def _apply_values(
-        self,
-        vt: ValuesTable,
-        folded: dict[tuple, GroupDelta],
-        olds: dict[tuple, GroupState],
-        news: dict[tuple, GroupState],
-    ) -> int:
-        """Apply the change of each group's values of aggregate ``vt.call``: their new
-        multiplicities (written to the values table) and the group's new value; returns the
-        keys read."""
+    def _touched(
+        self, vt: ValuesTable, folded: dict[tuple, GroupDelta]
+    ) -> tuple[dict[tuple, dict[bytes, tuple[Any, int]]], list[tuple]]:
+        """The values of aggregate ``vt.call`` the change touches: g -> o -> (value, weight),
+        and the values table's keys to read."""
         j = vt.call
-        a = self.agg.aggs[j]
         order = vt.order
-        touched: dict[tuple, dict[bytes, tuple[Any, int]]] = {}  # g -> o -> (value, weight)
+        touched: dict[tuple, dict[bytes, tuple[Any, int]]] = {}
         keys = []
         for g, d in folded.items():
             if d.values[j]:
@@ -337,7 +351,24 @@ class AggregateState:
                     o = order(v)
                     by_o[o] = (v, by_o[o][1] + w if o in by_o else w)  # -0.0 and 0.0: one o
                     keys.append((*self._key(g), o))
-        stored = self.inputs.read_state(vt.info, keys)
+        return touched, keys
+
+    def _apply_values(
+        self,
+        vt: ValuesTable,
+        touched: dict[tuple, dict[bytes, tuple[Any, int]]],
+        stored: dict[tuple, list],
+        olds: dict[tuple, GroupState],
+        news: dict[tuple, GroupState],
+        folded: dict[tuple, GroupDelta],
+    ) -> int:
+        """Apply the change of each group's values of aggregate ``vt.call`` (``touched``, with
+        their stored multiplicities ``stored``): their new multiplicities (written to the
+        values table) and the group's new value; returns the keys read."""
+        j = vt.call
+        a = self.agg.aggs[j]
+        order = vt.order
+        keys = [k for by_o in touched.values() for k in by_o]
         reread: dict[tuple, tuple[set[bytes], bytes | None]] = {}  # g -> (gone, best touched)
         for g, by_o in touched.items():
             new = news[g]

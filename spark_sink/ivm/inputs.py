@@ -4,6 +4,8 @@ reads a table whole."""
 
 from __future__ import annotations
 
+import threading
+
 from coordinator.client import Client
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.schema import to_storage
@@ -46,6 +48,7 @@ class StoreInputs:
         }
         self.changes_read = 0  # change rows read (pre- and post-images count once each)
         self.rows_read = 0  # rows read by key
+        self._count_lock = threading.Lock()
 
     # ------------------------------------------------------------------ Inputs
 
@@ -163,7 +166,8 @@ class StoreInputs:
         chunks = c.with_lock_wait(
             lambda: list(c.store.scan_ranges(ranges, ts, range_limit=range_limit))
         )
-        self.rows_read += sum(len(k) for k, _ in chunks)
+        with self._count_lock:  # reads may run in threads (AggregateState.delta)
+            self.rows_read += sum(len(k) for k, _ in chunks)
         return chunks
 
     def _decode(self, info: TableInfo, raw: bytes) -> tuple:

@@ -234,6 +234,20 @@ class Incremental:
         from the executors; returns the mutations written."""
         spec = self.spec
         register_sources(self.session, spec.coordinator, reads, spec.token)
+        # The view and every state table read the same sources: cached for this build, each
+        # source is scanned once, not once per table written (Spark substitutes the cache in
+        # every plan over these views, the state's plans included).
+        cached = list(reads) if self.plan.state else []
+        for table in cached:
+            self.session.catalog.cacheTable(table)
+        try:
+            return self._build_cached(client, attempt, view, laps)
+        finally:
+            for table in cached:
+                self.session.catalog.uncacheTable(table)
+
+    def _build_cached(self, client, attempt: EpochAttempt, view: TableInfo, laps: Laps) -> int:
+        spec = self.spec
         df = self.session.sql(spec.query)
         laps.lap("analyze")
         out = df.toDF(*spec.column_names) if spec.column_names else df

@@ -200,3 +200,19 @@ def test_exact_pair_is_the_exact_sum_rounded_once():
     assert Fraction(hi) + Fraction(lo) == pytest.approx(exact, rel=2**-100)
     assert math.isnan(exact_pair([1.0, float("nan")])[0])
     assert exact_pair([float("inf"), 1.0]) == (float("inf"), 0.0)
+
+
+def test_cost_model_extrapolates_from_two_sizes_by_a_power_law():
+    """Measured: 1,000 keys 0.19 s, 10,000 keys 1.05 s (bench_views --crossover); a line would
+    put 100,000 keys at ~10 s, the power law near the 4.5 s measured."""
+    m = CostModel()
+    m.record_build(6.3)
+    for _ in range(3):
+        m.record_delta(1_000, 0.19)
+        m.record_delta(10_000, 1.05)
+    a, b = m.power()  # type: ignore[misc]
+    assert 0.7 < b < 0.8
+    assert 4.0 < m.delta_s(100_000) < 7.0
+    assert m.delta_s(100_000) < 0.6 * (m.fit()[0] + m.fit()[1] * 100_000)
+    n = m.break_even()
+    assert m.delta_s(n) == pytest.approx(6.3, rel=0.01)

@@ -279,7 +279,7 @@ class AggregateState:
             old_states = groups.result()
             multiplicities = {j: f.result() for j, f in stored.items()}
         rules.lookups += len(folded)
-        news = {g: self._merge(g, old_states.get(g), d) for g, d in folded.items()}
+        news = {g: merge(self.agg, old_states.get(g), d, g) for g, d in folded.items()}
         for j, vt in self.values.items():
             rules.lookups += self._apply_values(
                 vt, touched[j][0], multiplicities[j], old_states, news, folded
@@ -331,9 +331,6 @@ class AggregateState:
                 if g in self.new:
                     states[g] = self.new[g]
         return [self.out.row(g, st) for g, st in states.items() if self._present(st)]
-
-    def _merge(self, g: tuple, old: GroupState | None, d: GroupDelta) -> GroupState:
-        return merge(self.agg, old, d, g)
 
     def _touched(
         self, vt: ValuesTable, folded: dict[tuple, GroupDelta]

@@ -324,58 +324,31 @@ class DeltaRules:
         return out
 
     def _dangling_delta(self, node: Join, out: ZSet, side: str) -> None:
-        """Add to ``out`` the change of an outer join's NULL-padded rows of ``side``."""
+        """Add to ``out`` the change of an outer join's NULL-padded rows of ``side``. The padded
+        rows of key k are the kept side's rows of k while k's match count (spark_sink.ivm.outer)
+        is 0: their change is the kept side's change where the count stays 0, minus the old
+        rows where it leaves 0, plus the new rows where it reaches 0. A row with a NULL key
+        never matches: it always dangles."""
         keep, keys_k, other, keys_o = _sides(node, side)
         dk, do = self.delta(keep), self.delta(other)
         pad = (None,) * len(output(other))
-        pos = dk.pos()
-        ki = [pos[c] for c in keys_k]
-        for r, w in zip(dk.rows, dk.weights, strict=True):
-            if any(r[i] is None for i in ki):  # a NULL key never matches: it always dangles
-                out.rows.append(_padded(r, pad, side))
-                out.weights.append(w)
         keys = dk.values(keys_k) | do.values(keys_o)
-        if not keys:
-            return
-        counts = self.matches.get((id(node), side))
-        if counts is not None:
-            self._dangling_by_counts(node, out, side, keys, counts)
-            return
-        # Without match counts (a plan analyzed without state): read whether keys match.
-        for ts, sign in ((OLD, -1), (NEW, 1)):
-            kept = self.lookup(keep, keys_k, keys, ts)
-            matched = self.lookup(other, keys_o, keys, ts).values(keys_o)
-            p = kept.pos()
-            at = [p[c] for c in keys_k]
-            for r in kept.rows:
-                k = tuple(r[i] for i in at)
-                if k in keys and k not in matched:
-                    out.rows.append(_padded(r, pad, side))
-                    out.weights.append(sign)
-
-    def _dangling_by_counts(
-        self, node: Join, out: ZSet, side: str, keys: set[tuple], counts: MatchCounts
-    ) -> None:
-        """The padded rows of key k are the kept side's rows of k while k's match count is 0:
-        their change is the kept side's change where the count stays 0, minus the old rows
-        where it leaves 0, plus the new rows where it reaches 0."""
-        keep, keys_k, other, keys_o = _sides(node, side)
-        dk, do = self.delta(keep), self.delta(other)
-        pad = (None,) * len(output(other))
-        change: dict[tuple, int] = {}
-        po = do.pos()
-        oi = [po[c] for c in keys_o]
-        for r, w in zip(do.rows, do.weights, strict=True):
-            k = tuple(r[i] for i in oi)
-            if None not in k:
-                change[k] = change.get(k, 0) + w
-        self.lookups += len(keys)
-        both = counts.step(keys, change)
+        both: dict[tuple, tuple[int, int]] = {}
+        if keys:
+            change: dict[tuple, int] = {}
+            po = do.pos()
+            oi = [po[c] for c in keys_o]
+            for r, w in zip(do.rows, do.weights, strict=True):
+                k = tuple(r[i] for i in oi)
+                if None not in k:
+                    change[k] = change.get(k, 0) + w
+            self.lookups += len(keys)
+            both = self.matches[(id(node), side)].step(keys, change)
         pk = dk.pos()
         ki = [pk[c] for c in keys_k]
         for r, w in zip(dk.rows, dk.weights, strict=True):
             k = tuple(r[i] for i in ki)
-            if None not in k and both[k] == (0, 0):
+            if None in k or both[k] == (0, 0):
                 out.rows.append(_padded(r, pad, side))
                 out.weights.append(w)
         gained = {k for k, (a, b) in both.items() if a == 0 and b > 0}

@@ -573,17 +573,22 @@ def joins(node: Node) -> list[Join]:
     return [n for n in walk(node) if isinstance(n, Join)]
 
 
-def catalyst_joins(plan: JObject) -> list[JObject]:
-    """The Catalyst Joins of an optimized plan in pre-order (as ``joins`` numbers them: the
-    nodes the tree passes through hold no join)."""
+def _catalyst_nodes(plan: JObject, kind: str) -> list[JObject]:
+    """The nodes of class ``kind`` of a Catalyst plan, in pre-order."""
     out = []
     stack = [plan]
     while stack:
         node = stack.pop()
-        if _name(node) == "Join":
+        if _name(node) == kind:
             out.append(node)
         stack.extend(reversed(_seq(node.children())))
     return out
+
+
+def catalyst_joins(plan: JObject) -> list[JObject]:
+    """The Catalyst Joins of an optimized plan in pre-order (as ``joins`` numbers them: the
+    nodes the tree passes through hold no join)."""
+    return _catalyst_nodes(plan, "Join")
 
 
 def aggregates(node: Node) -> list[Aggregate]:
@@ -595,14 +600,10 @@ def catalyst_aggregates(plan: JObject) -> list[tuple[JObject, list[JObject], lis
     """The Catalyst Aggregates of an optimized plan in pre-order, each as (child plan, grouping
     expressions, AggregateExpressions numbered as ``delta_plan`` numbers them)."""
     out = []
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if _name(node) == "Aggregate":
-            groups = _seq(node.groupingExpressions())
-            conv = _Converter(groups)
-            for e in _seq(node.aggregateExpressions()):
-                conv.expr(e)
-            out.append((node.child(), groups, list(conv._agg_keys)))
-        stack.extend(reversed(_seq(node.children())))
+    for node in _catalyst_nodes(plan, "Aggregate"):
+        groups = _seq(node.groupingExpressions())
+        conv = _Converter(groups)
+        for e in _seq(node.aggregateExpressions()):
+            conv.expr(e)
+        out.append((node.child(), groups, list(conv._agg_keys)))
     return out

@@ -198,14 +198,13 @@ class Incremental:
             return False, f"a delta: strategy incremental ({keys} changed keys)", keys
         build_s = self.cost.build_s
         est = self.cost.delta_s(keys)
+        b = f"{build_s:.2f}s" if build_s is not None else "unmeasured"
         if over:
-            b = f"{build_s:.2f}s" if build_s is not None else "unmeasured"
             return (
                 True,
                 f"a build by cost: {keys}+ changed keys, a delta ~{est:.2f}s >= a build {b}",
                 keys,
             )
-        b = f"{build_s:.2f}s" if build_s is not None else "unmeasured"
         return False, f"a delta by cost: {keys} changed keys, ~{est:.3f}s < a build {b}", keys
 
     @staticmethod
@@ -278,18 +277,24 @@ class Incremental:
         laps.lap("build")
         return n
 
+    def _df_of(self, plan) -> DataFrame:
+        """A DataFrame over a Catalyst logical plan (a part of the query's optimized plan)."""
+        ss = self.session
+        jvm = ss._jvm
+        assert jvm is not None  # a classic (non-Connect) session
+        return DataFrame(
+            jvm.org.apache.spark.sql.classic.Dataset.ofRows(ss._jsparkSession, plan), ss
+        )
+
     def _aggregate_input(self, df: DataFrame, index: int):
         """The input of the plan's ``index``-th aggregate as a DataFrame, its grouping columns
         (g0, ...) and its aggregate functions' arguments, as Spark Columns, from the query's
         optimized plan."""
         plan = df._jdf.queryExecution().optimizedPlan()
         child, groups, agg_exprs = catalyst_aggregates(plan)[index]
-        ss = self.session
-        jvm = ss._jvm
+        child_df = self._df_of(child)
+        jvm = self.session._jvm
         assert jvm is not None  # a classic (non-Connect) session
-        child_df = DataFrame(
-            jvm.org.apache.spark.sql.classic.Dataset.ofRows(ss._jsparkSession, child), ss
-        )
         to_col = jvm.org.apache.spark.sql.classic.ExpressionUtils.column
 
         def col(e) -> Column:
@@ -384,12 +389,7 @@ class Incremental:
             if st.column == "left"
             else (cjoin.left(), join.left_keys)
         )
-        ss = self.session
-        jvm = ss._jvm
-        assert jvm is not None  # a classic (non-Connect) session
-        other_df = DataFrame(
-            jvm.org.apache.spark.sql.classic.Dataset.ofRows(ss._jsparkSession, other), ss
-        )
+        other_df = self._df_of(other)
         ids = [a.id for a in output(join.right if st.column == "left" else join.left)]
         other_df = other_df.toDF(*[f"c{i}" for i in range(len(ids))])  # names may repeat
         key_cols = [F.col(f"c{ids.index(k)}").alias(f"k{i}") for i, k in enumerate(keys)]
@@ -416,7 +416,7 @@ class Incremental:
             .agg(F.count(F.lit(1)).cast("bigint").alias("n"))
         )
         order = ValueOrder(info, a.kind == "max")
-        names = [c for c in rows.columns]
+        names = list(rows.columns)
 
         def with_order(batches):
             for b in batches:
@@ -465,17 +465,11 @@ class Incremental:
         laps.lap("delta")
         writes: dict[str, list[Mutation]] = {view.name: self._view_mutations(view, z)}
         for name, g in groups.items():
-            writes[name] = self._encode(g.table, g.upserts, "upsert") + self._encode(
-                g.table, g.deletes, "delete"
-            )
+            writes[name] = self._state_mutations(g.table, g.upserts, g.deletes)
             for vt in g.values.values():
-                writes[vt.info.name] = self._encode(vt.info, vt.upserts, "upsert") + self._encode(
-                    vt.info, vt.deletes, "delete"
-                )
+                writes[vt.info.name] = self._state_mutations(vt.info, vt.upserts, vt.deletes)
         for m in matches.values():
-            writes[m.info.name] = self._encode(m.info, m.upserts, "upsert") + self._encode(
-                m.info, m.deletes, "delete"
-            )
+            writes[m.info.name] = self._state_mutations(m.info, m.upserts, m.deletes)
         for st in plan.index_tables():
             writes[st.name] = self._index_mutations(inputs, indexes[(st.source, st.column)], st)
         laps.lap("diff")
@@ -526,6 +520,12 @@ class Incremental:
             out += [(LockOp.DELETE, encode_key(view, k), b"") for k in deletes]
         return out
 
+    def _state_mutations(
+        self, info: TableInfo, upserts: list[list], deletes: list[list]
+    ) -> list[Mutation]:
+        """A state table's change: its new rows put, its emptied rows deleted."""
+        return self._encode(info, upserts, "upsert") + self._encode(info, deletes, "delete")
+
     def _index_mutations(self, inputs: StoreInputs, ix: TableInfo, st) -> list[Mutation]:
         rows, weights = inputs.changes(st.source)
         names = inputs.columns(st.source)
@@ -539,9 +539,9 @@ class Incremental:
                 continue
             k = (r[ci], *(r[i] for i in pi))
             (put if w > 0 else gone)[k] = list(k)
-        muts = self._encode(ix, list(put.values()), "upsert")
-        muts += self._encode(ix, [v for k, v in gone.items() if k not in put], "delete")
-        return muts
+        return self._state_mutations(
+            ix, list(put.values()), [v for k, v in gone.items() if k not in put]
+        )
 
     # ------------------------------------------------------------------ encoding and writing
 

@@ -11,7 +11,7 @@ Public names are re-exported here; ``tests/unit/test_public_api.py`` pins the li
 import kvstore  # noqa: F401  (first: it sets gRPC's fork support before gRPC loads)
 from coordinator.client import Client, connect
 from coordinator.connection import ConnectionSettings
-from coordinator.errors import BarrierNotReached, SecondWriter, TopologyCycle
+from coordinator.errors import BarrierNotReached, LeaseNotFound, SecondWriter, TopologyCycle
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from kvstore.errors import (
@@ -21,6 +21,7 @@ from kvstore.errors import (
     KeyIsLocked,
     NotFound,
     SchemaMismatch,
+    SnapshotTooOld,
     SnapviewError,
     TableNotFound,
     TxnError,
@@ -37,11 +38,13 @@ __all__ = [
     "FailedPrecondition",
     "InvalidArgument",
     "KeyIsLocked",
+    "LeaseNotFound",
     "NotFound",
     "RetryPolicy",
     "SchemaMismatch",
     "SecondWriter",
     "Snapshot",
+    "SnapshotTooOld",
     "SnapviewError",
     "TableNotFound",
     "TopologyCycle",

@@ -8,6 +8,8 @@ lock on a read, which is bounded by ``lock_wait_s``.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,10 +21,11 @@ from coordinator.connection import DEFAULT_ADDRESS as DEFAULT_ADDRESS  # re-expo
 from coordinator.connection import ConnectionSettings
 from coordinator.errors import BarrierNotReached
 from coordinator.jobs import JobClient
+from coordinator.lease import DEFAULT_LEASE_TTL_S, Lease
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
-from kvstore.errors import KeyIsLocked, Unauthenticated, Unavailable
+from kvstore.errors import InvalidArgument, KeyIsLocked, Unauthenticated, Unavailable
 from kvstore.lock_resolution import resolve_lock
 from kvstore.mvcc.records import Mutation
 from kvstore.remote import CallMetadata, RemoteStore, RetryPolicy, RpcCaller
@@ -148,6 +151,12 @@ def _try_tso(channel: grpc.Channel, metadata: CallMetadata) -> tuple[grpc.Status
         return None
     except grpc.RpcError as e:
         return e.code(), e.details() or ""
+
+
+def _ttl_ms(ttl_s: float) -> int:
+    if not ttl_s > 0:
+        raise InvalidArgument(f"lease ttl_s must be positive, got {ttl_s}")
+    return max(1, int(ttl_s * 1000))
 
 
 class Client:
@@ -303,6 +312,7 @@ class Client:
         mode: str = "snapshot",
         barrier: int = 0,
         wait_s: float = 0.0,
+        lease_s: float | None = None,
     ) -> Snapshot:
         """A consistent read point for ``tables`` (``snap.barrier``, ``snap.read_ts(t)``,
         ``snap.read(t)``).
@@ -311,7 +321,12 @@ class Client:
         its read ts there, so together they show one state of the sources. mode ``latest``: all
         at one fresh timestamp, each table at its own newest version (not consistent across
         views). ``wait_s`` waits that long for a common barrier before raising
-        BarrierNotReached."""
+        BarrierNotReached.
+
+        ``lease_s``: hold a reader lease with this TTL on the snapshot's oldest read ts,
+        renewed in the background until ``snap.release()`` (or the end of a ``with`` block), so
+        GC never collects what the snapshot reads. Without one, reads fail with SnapshotTooOld
+        once the snapshot is older than the server's ``--retention``."""
         if isinstance(tables, str):
             tables = [tables]
         req = cpb.SnapshotRequest(tables=list(tables), mode=mode, barrier=barrier)
@@ -324,9 +339,46 @@ class Client:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.02)
-        return Snapshot(
-            self, r.barrier, r.mode, {x.table: x.read_ts for x in r.reads}, r.barrier_wall_ms
+        reads = {x.table: x.read_ts for x in r.reads}
+        lease = None
+        if lease_s is not None and reads:
+            holder = f"snapshot of {', '.join(reads)}"
+            lease = self.lease(min(reads.values()), ttl_s=lease_s, holder=holder[:200])
+        return Snapshot(self, r.barrier, r.mode, reads, r.barrier_wall_ms, lease)
+
+    def lease(
+        self,
+        ts: int,
+        ttl_s: float = DEFAULT_LEASE_TTL_S,
+        holder: str | None = None,
+        renew: bool = True,
+    ) -> Lease:
+        """A reader lease on ``ts``: the GC safepoint stays at or below ``ts`` while the lease
+        lives. It renews itself every ``ttl_s / 3`` until released (a context manager), unless
+        ``renew`` is False (then it lapses ``ttl_s`` after its last ``renew()``, by anyone
+        holding its id: ``renew_lease``). ``holder`` names it in ``snapview leases`` (default:
+        host and pid). Raises SnapshotTooOld if the safepoint already passed ``ts``."""
+        req = cpb.AcquireLeaseRequest(
+            holder=holder if holder is not None else f"{socket.gethostname()} pid {os.getpid()}",
+            ts=ts,
+            ttl_ms=_ttl_ms(ttl_s),
         )
+        return Lease(self, self._rpc.unary(self._stub.AcquireLease, req), renew=renew)
+
+    def renew_lease(self, lease_id: str, ttl_s: float, ts: int = 0) -> None:
+        """Extend lease ``lease_id`` (taken elsewhere, e.g. by a Spark driver) by ``ttl_s`` from
+        now; LeaseNotFound if it already expired."""
+        req = cpb.RenewLeaseRequest(id=lease_id, ttl_ms=_ttl_ms(ttl_s), ts=ts)
+        self._rpc.unary(self._stub.RenewLease, req)
+
+    def release_lease(self, lease_id: str) -> bool:
+        """Give back lease ``lease_id`` (idempotent); whether it was still held."""
+        req = cpb.ReleaseLeaseRequest(id=lease_id)
+        return self._rpc.unary(self._stub.ReleaseLease, req).existed
+
+    def gc_status(self) -> cpb.GcStatusResponse:
+        """The GC safepoint, what holds it (oldest first), the live leases and GC progress."""
+        return self._rpc.unary(self._stub.GcStatus, cpb.GcStatusRequest())
 
     def topology(self) -> cpb.TopologyResponse:
         return self._rpc.unary(self._stub.Topology, cpb.TopologyRequest())

@@ -23,3 +23,9 @@ class TopologyCycle(FailedPrecondition):
 @register_error
 class BarrierNotReached(FailedPrecondition):
     """A table has no version at the barrier asked for (not yet, or it never will)."""
+
+
+@register_error
+class LeaseNotFound(FailedPrecondition):
+    """A reader lease that expired (it stopped holding the GC safepoint when it did), was
+    released, or was never taken. Take a new one; its snapshot may already be too old."""

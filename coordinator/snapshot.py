@@ -5,8 +5,10 @@
     snap.read_ts("accounts")    # T for a root table; the view's commit ts at T for a view
     snap.read("branch_balance") # a pyarrow.Table as of T
 
-Reads at a snapshot are repeatable: the same snapshot reads the same rows, whatever commits later
-(until GC passes its read timestamps).
+Reads at a snapshot are repeatable: the same snapshot reads the same rows, whatever commits later,
+until GC passes its read timestamps (then they fail with SnapshotTooOld, never with partial data).
+``client.snapshot(tables, lease_s=600)`` holds a reader lease so that GC does not pass them until
+``snap.release()`` (or the end of ``with snap:``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from coordinator.client import Client
+    from coordinator.lease import Lease
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Snapshot:
     mode: str
     reads: dict[str, int]
     barrier_wall_ms: int = 0
+    lease: Lease | None = None  # held with lease_s: GC keeps every read ts of the snapshot
 
     @property
     def tables(self) -> list[str]:
@@ -46,3 +50,14 @@ class Snapshot:
     def read(self, table: str) -> pa.Table:
         """``table`` as of this snapshot, in primary-key order."""
         return self.client.read(table, at=self.read_ts(table))
+
+    def release(self) -> None:
+        """Give back the snapshot's reader lease, if it holds one (idempotent)."""
+        if self.lease is not None:
+            self.lease.release()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -152,6 +152,14 @@ class FailedPrecondition(RequestError):
 
 
 @register_error
+class SnapshotTooOld(FailedPrecondition):
+    """A read or change scan at a timestamp below the GC safepoint: the versions it needs may be
+    collected, so it is refused rather than answered with partial data. The message names the
+    table, the timestamp asked for and the safepoint. Read at a newer timestamp, or hold a reader
+    lease (``client.lease``, ``client.snapshot(..., lease_s=)``) while a snapshot is in use."""
+
+
+@register_error
 class Unavailable(RequestError):
     code = "UNAVAILABLE"
 

@@ -21,6 +21,7 @@ from typing import TypeVar
 import numpy as np
 
 from kvstore import actions, planning
+from kvstore.actions.gc import GcCursor, GcStep
 from kvstore.catalog import (
     SYSTEM_TABLE_ID,
     Catalog,
@@ -35,8 +36,10 @@ from kvstore.errors import (
     KeyIsLocked,
     KeyPrewrittenTwice,
     RequestTooLarge,
+    SnapshotTooOld,
     TableNotFound,
     ValueTooLarge,
+    cut,
 )
 from kvstore.failpoints import fail_point
 from kvstore.group_commit import GroupCommitter, WriteContext
@@ -45,6 +48,7 @@ from kvstore.lock_resolution import resolve_lock
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp, Mutation
+from kvstore.mvcc.timestamp import wall_text
 from kvstore.results import DropResult, TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Storage, raw_key_name
 from kvstore.table_info import TableInfo, state_tables_of
@@ -62,6 +66,8 @@ DEFAULT_LOCK_TTL_MS = 3000
 MAX_LOCK_TTL_MS = 3_600_000
 DEFAULT_MAX_VALUE_BYTES = 4 << 20
 SCAN_CHUNK_ROWS = 8192
+# Records a GC step examines: a step's delete write stays well under a millisecond or two.
+GC_STEP_RECORDS = 2048
 
 
 def check_range_count(n: int) -> None:
@@ -110,6 +116,10 @@ class LocalStore:
             self.catalog.load(r)
             raw = r.get("meta", GC_SAFEPOINT)
         self.safepoint = int(raw) if raw else 0
+        self._safepoint_lock = threading.Lock()
+        # Set by the coordinator: raises FailedPrecondition for a safepoint its holds (reader
+        # leases, view jobs, the retention window) do not allow.
+        self.gc_guard: Callable[[int], None] | None = None
 
     def use_clock(self, clock: Callable[[], int] | None) -> None:
         """Run on ``clock`` from now on (the server opens the store first, then its TSO). Whether
@@ -331,12 +341,12 @@ class LocalStore:
         self._check_keys("primary key", [primary])
         if not 0 < ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}], got {ttl_ms}")
+        self.validate_mutations(mutations, internal)
         if start_ts <= self.safepoint:
             raise FailedPrecondition(
                 f"start_ts {start_ts} is at or below the GC safepoint "
                 f"{self.safepoint}; take a new timestamp"
             )
-        self.validate_mutations(mutations, internal)
         fail_point("store.prewrite.start")
         if not try_one_pc:
             try:
@@ -440,22 +450,44 @@ class LocalStore:
         (see kvstore.lock_resolution)."""
         return resolve_lock(self, err)
 
-    def _read(self, fn: Callable, read_ts: int):
+    def _read(
+        self, fn: Callable, read_ts: int, table: str, oldest: int = 0, what: str = "snapshot"
+    ):
+        """``fn`` over one read transaction at ``read_ts``, resolving locks in its way.
+
+        The safepoint is checked after the transaction opened: GC persists a safepoint before
+        it deletes anything at it, and ``self.safepoint`` is set as soon as that write is
+        durable, so a transaction that could see any record collected at a safepoint S finds
+        ``self.safepoint >= S`` here. A read that needs history below it (``oldest``, default
+        ``read_ts``) is refused (SnapshotTooOld), never answered from a partly collected
+        snapshot."""
         self._wait_inflight(read_ts)
         while True:
             try:
                 with self.storage.read_txn() as r:
+                    self._check_not_collected(oldest or read_ts, table, what)
                     return fn(r)
             except KeyIsLocked as e:
                 if not self.resolve_lock_for_read(e):
                     raise
 
+    def _check_not_collected(self, ts: int, table: str, what: str = "snapshot") -> None:
+        sp = self.safepoint
+        if ts < sp:
+            raise SnapshotTooOld(
+                f"table {cut(table)}: {what} at ts {ts} ({wall_text(ts)}) is older than the GC "
+                f"safepoint {sp} ({wall_text(sp)}); its versions may be collected. Read at or "
+                "above the safepoint, or hold a reader lease while a snapshot is in use"
+            )
+
     def get(self, key: bytes, version: int) -> bytes | None:
         """The value of ``key`` at ``version`` (None if absent); raises KeyIsLocked while a live
-        transaction that may commit at or below ``version`` holds the key."""
+        transaction that may commit at or below ``version`` holds the key, SnapshotTooOld below
+        the GC safepoint."""
         self._check_ts(version=version)
-        self._table_of_key(key, internal=True)
-        return self._read(lambda r: actions.get(r, key, version), version)
+        info = self._table_of_key(key, internal=True)
+        name = info.name if info is not None else "(system)"
+        return self._read(lambda r: actions.get(r, key, version), version, name)
 
     def scan(
         self,
@@ -481,7 +513,7 @@ class LocalStore:
         while True:
             want = rows if not remaining else min(rows, remaining)
             keys, values = self._read(
-                lambda r, c=cursor, w=want: actions.scan(r, c, end, version, w), version
+                lambda r, c=cursor, w=want: actions.scan(r, c, end, version, w), version, info.name
             )
             if keys:
                 yield keys, values
@@ -527,12 +559,18 @@ class LocalStore:
                 f"scan_ranges: range_limit {range_limit} is outside [0, {SCAN_CHUNK_ROWS}]"
             )
         checked = check_key_ranges(ranges)
-        if checked:
-            self.catalog.get_id(table_id_of(checked[0][0]))
-        return self._scan_ranges(checked, version, limit, range_limit)
+        if not checked:
+            return iter(())
+        info = self.catalog.get_id(table_id_of(checked[0][0]))
+        return self._scan_ranges(checked, version, limit, range_limit, info.name)
 
     def _scan_ranges(
-        self, ranges: list[tuple[bytes, bytes]], version: int, limit: int, range_limit: int
+        self,
+        ranges: list[tuple[bytes, bytes]],
+        version: int,
+        limit: int,
+        range_limit: int,
+        table: str,
     ) -> Iterator[tuple[list[bytes], list[bytes]]]:
         remaining = limit
         first, resume = 0, None
@@ -545,6 +583,7 @@ class LocalStore:
                     r, ranges, version, w, SCAN_CHUNK_BYTES, f, c, range_limit
                 ),
                 version,
+                table,
             )
             if keys:
                 yield keys, values
@@ -565,13 +604,15 @@ class LocalStore:
             raise InvalidArgument(
                 f"table {table!r}: need 0 <= from_ts < to_ts, got ({from_ts}, {to_ts}]"
             )
-        if from_ts < self.safepoint:
-            raise FailedPrecondition(
-                f"table {table!r}: changes from {from_ts} are below the GC "
-                f"safepoint {self.safepoint}"
-            )
         info = self.catalog.get(table)
-        return self._read(lambda r: actions.scan_changes(r, info.id, from_ts, to_ts), to_ts)
+        self._check_not_collected(from_ts, table, "change scan from")
+        return self._read(
+            lambda r: actions.scan_changes(r, info.id, from_ts, to_ts),
+            to_ts,
+            table,
+            oldest=from_ts,
+            what="change scan from",
+        )
 
     def resolved_ts(self, table: str) -> int:
         """No commit at or below the answer can still appear in ``table``."""
@@ -584,21 +625,48 @@ class LocalStore:
         with self.storage.read_txn() as r:
             return min(floor, actions.resolved_ts(r, info.id, now))
 
-    def gc(self, safepoint: int) -> int:
-        """Drop history no reader at or above ``safepoint`` needs; the safepoint never moves back
-        and never passes what the TSO has issued (INVALID_ARGUMENT)."""
+    def advance_safepoint(self, safepoint: int) -> bool:
+        """Move the GC safepoint up to ``safepoint`` (durably) before anything at it is
+        collected; False if it is not above the current one (the safepoint never moves back).
+        From the moment this returns, reads and change scans below it are refused
+        (SnapshotTooOld) and so are prewrites at or below it. It never passes what the TSO has
+        issued (INVALID_ARGUMENT), nor what ``gc_guard`` (the coordinator's holds) allows
+        (FAILED_PRECONDITION)."""
         self._check_issued(safepoint=safepoint)
-        if safepoint <= self.safepoint:
-            return 0
+        with self._safepoint_lock:
+            if safepoint <= self.safepoint:
+                return False
+            if self.gc_guard is not None:
+                self.gc_guard(safepoint)
+            self.committer.run(
+                lambda ctx: ctx.buf.put("meta", GC_SAFEPOINT, str(safepoint).encode())
+            )
+            self.safepoint = safepoint
+            return True
 
-        def act(ctx: WriteContext) -> int:
-            n = actions.gc(ctx, safepoint)
-            ctx.buf.put("meta", GC_SAFEPOINT, str(safepoint).encode())
-            return n
+    def gc_step(self, cursor: GcCursor, budget: int = GC_STEP_RECORDS) -> GcStep:
+        """One bounded step of a GC pass at the current safepoint: plan on a read transaction
+        (at most about ``budget`` records examined), then delete what may go in one short write.
+        Returns the step (``next`` is where the following step starts; ``next.done`` ends the
+        pass). The writer is held only for the deletes."""
+        safepoint = self.safepoint
+        with self.storage.read_txn() as r:
+            step = actions.plan_gc_step(r, safepoint, cursor, budget)
+        if step.doomed:
+            self.committer.run(lambda ctx: actions.delete_gc_records(ctx, step.doomed))
+        return step
 
-        n = self.committer.run(act)
-        self.safepoint = safepoint
-        return n
+    def gc(self, safepoint: int) -> int:
+        """Move the safepoint to ``safepoint`` (see ``advance_safepoint``) and collect a whole
+        pass at it, step by step; returns how many versions were removed. Afterwards a read at
+        any ts >= safepoint returns what it returned before."""
+        self.advance_safepoint(safepoint)
+        cursor, removed = GcCursor(), 0
+        while not cursor.done:
+            step = self.gc_step(cursor)
+            removed += step.versions
+            cursor = step.next
+        return removed
 
     def split_range(
         self, start: bytes, end: bytes, rows_per_split: int = 100_000, max_splits: int = 64

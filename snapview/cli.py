@@ -38,11 +38,12 @@ if TYPE_CHECKING:  # the commands load what they use when they run
 
 
 def parse_duration(text: str) -> float:
-    """'1s', '250ms', '2m' or a plain number of seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", text)
+    """'1s', '250ms', '2m', '6h', '1d' or a plain number of seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", text)
     if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 1s, 250ms, 2m)")
-    return float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 1s, 250ms, 2m, 6h)")
+    unit = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+    return float(m.group(1)) * unit[m.group(2)]
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -157,6 +158,22 @@ def add_serve(sub: Subparsers) -> None:
         type=int,
         default=64,
         help="initial LMDB map size in MiB; it grows by doubling when full",
+    )
+    s.add_argument(
+        "--retention",
+        type=parse_duration,
+        default="10m",
+        metavar="DURATION",
+        help="history kept for reads at older timestamps (read --at, change reads); GC never "
+        "passes now minus this, a reader lease, or what a registered view job still needs",
+    )
+    s.add_argument(
+        "--gc-interval",
+        type=parse_duration,
+        default="10s",
+        metavar="DURATION",
+        help="how often the GC safepoint moves (collection runs in small steps in between); "
+        "0 turns automatic GC off",
     )
     s.set_defaults(func=cmd_serve)
 
@@ -328,6 +345,18 @@ def add_views(sub: Subparsers) -> None:
     v.set_defaults(func=cmd_views)
 
 
+def add_leases(sub: Subparsers) -> None:
+    ls = _verb(
+        sub,
+        "leases",
+        "the GC safepoint, what holds it back, and the reader leases",
+        "The safepoint never passes: now minus --retention, a live reader lease, or the oldest\n"
+        "read ts a registered job still needs. A read below it fails with SnapshotTooOld.",
+    )
+    _client_args(ls)
+    ls.set_defaults(func=cmd_leases)
+
+
 COMMANDS: list[Callable[[Subparsers], None]] = [
     add_serve,
     add_status,
@@ -341,6 +370,7 @@ COMMANDS: list[Callable[[Subparsers], None]] = [
     add_jobs,
     add_drop,
     add_views,
+    add_leases,
 ]
 
 
@@ -386,6 +416,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             insecure=args.insecure,
             sync=not args.no_sync,
             map_size=args.map_size_mb << 20,
+            retention_s=args.retention,
+            gc_interval_s=args.gc_interval,
         )
     )
     server.start()
@@ -658,6 +690,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     state = f"{len(report.damage)} damaged" if report.damage else "no damage found"
     print(f"{report.path}: checked {sum(report.records.values())} records ({counts}): {state}")
     return 0 if report.ok else 1
+
+
+def cmd_leases(args: argparse.Namespace) -> int:
+    from snapview.gc_commands import format_gc_report, gc_report
+
+    with _connect(args) as c:
+        report = gc_report(c.gc_status())
+    if args.format == "json":
+        print(json.dumps(report))
+    else:
+        print("\n".join(format_gc_report(report)))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,6 +77,12 @@ class SourceOptions:
     maxPartitions      at most this many snapshot partitions (default 64)
     maxRowsPerTrigger  streaming admission control: about this many changes per micro-batch
     resumeFromJob      streaming: without a checkpoint, start after what this sink job committed
+    leaseSeconds       hold a reader lease on the read's timestamp against GC, with this TTL in
+                       seconds (0: none). Batch reads (default 0): the driver takes it when the
+                       read is planned and every partition renews it as it starts, so it holds
+                       for the length of the read and lapses one TTL after. Streams (default
+                       600): the driver holds it on the stream's committed offset, renewed in
+                       the background and moved forward at each commit, released at stop
     mode, job          writers only (see spark_sink)
     """
 
@@ -96,6 +102,7 @@ class SourceOptions:
     job: str | None = None
     token_file: str | None = None
     tls_ca: str | None = None
+    lease_s: int | None = None  # None: the default of the read (batch 0, stream 600)
 
     @property
     def connection(self) -> ConnectionSettings:
@@ -158,4 +165,5 @@ class SourceOptions:
             tls_ca=conn.tls_ca,
             mode=mode,
             job=opts.get("job") or None,
+            lease_s=_int(opts, "leaseSeconds", None, 0),
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
+from coordinator.errors import LeaseNotFound
 from kvstore.table_info import TableInfo
 from spark_source.arrow_rows import changes_to_arrow, snapshot_as_changes
 from spark_source.connection import client_for
@@ -24,6 +25,7 @@ class RangePartition(InputPartition):
     ranges: list[tuple[bytes, bytes]]  # [start, end) key ranges read in order
     ts: int
     as_changes: bool = False  # emit rows as inserts at ts (a stream's initial snapshot)
+    lease_id: str = ""  # a batch read's reader lease, renewed as the partition starts
 
 
 POINTS_PER_PARTITION = 256
@@ -33,6 +35,32 @@ POINTS_PER_PARTITION = 256
 class ChangePartition(InputPartition):
     from_ts: int
     to_ts: int
+    lease_id: str = ""
+
+
+BATCH_LEASE_S = 0  # batch reads take no lease unless asked (leaseSeconds)
+
+
+def take_batch_lease(opts: SourceOptions, ts: int) -> str:
+    """Driver side: a reader lease on ``ts`` for a batch read with ``leaseSeconds`` > 0 (its id),
+    else "". Not renewed here: each partition renews it as it starts (``renew_batch_lease``)."""
+    ttl = BATCH_LEASE_S if opts.lease_s is None else opts.lease_s
+    if ttl <= 0:
+        return ""
+    client = client_for(opts.connection)
+    return client.lease(ts, ttl, holder=f"spark read of {opts.table}", renew=False).id
+
+
+def renew_batch_lease(opts: SourceOptions, lease_id: str) -> None:
+    """Executor side: keep the read's lease alive while partitions are being read. A lease that
+    lapsed is no error here: if GC passed the read's timestamp, the read itself fails with
+    SnapshotTooOld."""
+    if not lease_id:
+        return
+    try:
+        client_for(opts.connection).renew_lease(lease_id, opts.lease_s or 1)
+    except LeaseNotFound:
+        pass
 
 
 def plan_ranges(
@@ -59,6 +87,7 @@ def plan_ranges(
 
 def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches of one key range at p.ts (executor side)."""
+    renew_batch_lease(opts, p.lease_id)
     client = client_for(opts.connection)
     chunks = client.with_lock_wait(
         lambda: [c for a, b in p.ranges for c in client.store.scan(a, b, p.ts)]
@@ -73,6 +102,7 @@ def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition) -> Itera
 def read_changes(
     opts: SourceOptions, info: TableInfo, p: ChangePartition
 ) -> Iterator[pa.RecordBatch]:
+    renew_batch_lease(opts, p.lease_id)
     client = client_for(opts.connection)
     changes = client.with_lock_wait(
         lambda: client.store.scan_changes(info.name, p.from_ts, p.to_ts)
@@ -94,7 +124,11 @@ class SnapshotReader(DataSourceReader):
 
     def partitions(self) -> list[RangePartition]:
         # Filters that exclude every key leave no range: one empty partition keeps Spark happy.
-        return plan_ranges(self.opts, self.ranges, self.ts) or [RangePartition([], self.ts)]
+        parts = plan_ranges(self.opts, self.ranges, self.ts) or [RangePartition([], self.ts)]
+        lease = take_batch_lease(self.opts, self.ts)
+        for p in parts:
+            p.lease_id = lease
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)  # one of partitions()
@@ -111,7 +145,8 @@ class ChangeReader(DataSourceReader):
         o = self.opts
         # SourceOptions.parse sets both or neither; SnapviewDataSource.reader saw them set.
         assert o.changes_from is not None and o.changes_to is not None
-        return [ChangePartition(o.changes_from, o.changes_to)]
+        lease = take_batch_lease(o, o.changes_from)
+        return [ChangePartition(o.changes_from, o.changes_to, lease)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangePartition)  # one of partitions()

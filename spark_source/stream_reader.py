@@ -6,6 +6,11 @@ in (previous T, new T], where the new T never passes the table's resolved ts (so
 still land inside a batch already emitted). With ``maxRowsPerTrigger`` a batch ends early, at a
 commit boundary. A restart resumes from Spark's checkpointed offset; without a checkpoint,
 ``resumeFromJob`` resumes after the last change that sink job committed (see EpochWriter).
+
+The stream holds a reader lease (``leaseSeconds``, default 600 s) on its committed offset, so
+GC never collects the changes it has yet to read, however far behind it falls: the lease is
+renewed in the background on the driver, moved forward when Spark commits an offset, and
+released when the query stops (a crashed driver's lease lapses one TTL later).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from coordinator.client import Client
+from coordinator.errors import LeaseNotFound
+from coordinator.lease import Lease
 from kvstore.table_info import TableInfo
 from spark_source.connection import client_for
 from spark_source.key_ranges import full_range
@@ -29,10 +36,32 @@ from spark_source.readers import (
     read_range,
 )
 
+STREAM_LEASE_S = 600
+
 
 class ChangeFeedStreamReader(DataSourceStreamReader):
     def __init__(self, opts: SourceOptions, info: TableInfo) -> None:
         self.opts, self.info = opts, info
+        self._lease: Lease | None = None  # driver side only (not pickled to executors)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_lease": None}
+
+    def _hold(self, ts: int) -> None:
+        """Hold the lease on ``ts`` (taken on first use, moved forward after)."""
+        ttl = STREAM_LEASE_S if self.opts.lease_s is None else self.opts.lease_s
+        if ttl <= 0 or ts <= 0:
+            return
+        if self._lease is not None and self._lease.lost is None:
+            if ts > self._lease.ts:
+                try:
+                    self._lease.move_to(ts)
+                    return
+                except LeaseNotFound:
+                    self._lease = None
+            else:
+                return
+        self._lease = self._client().lease(ts, ttl, holder=f"change feed of {self.info.name}")
 
     def _client(self) -> Client:
         return client_for(self.opts.connection)
@@ -70,6 +99,7 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
         s, e = int(start["ts"]), int(end["ts"])
         if s >= e:
             return []
+        self._hold(s or e)
         if s == 0:
             return plan_ranges(self.opts, [full_range(self.info)], e, as_changes=True)
         return [ChangePartition(s, e)]
@@ -81,4 +111,10 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
         return read_changes(self.opts, self.info, partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to release: offsets are timestamps, and the store keeps history until GC."""
+        """Everything up to ``end`` is consumed: the lease moves there."""
+        self._hold(int(end["ts"]))
+
+    def stop(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None

@@ -76,7 +76,7 @@ class Barriers:
         tso: TimestampOracle,
         registry: Registry,
         interval_s: float = 1.0,
-        retention_s: float = DEFAULT_RETENTION_S,
+        retention_s: float | None = DEFAULT_RETENTION_S,
     ) -> None:
         if interval_s <= 0:
             raise InvalidArgument(f"barrier interval must be positive, got {interval_s}s")
@@ -159,10 +159,25 @@ class Barriers:
                 self._root_reached[info.name] = (b, _now_ms())
 
     def prune(self) -> int:
-        """Drop barriers (and view versions) older than the retention; a view keeps its newest."""
+        """Drop barriers (and view versions) older than the retention; a view keeps its newest.
+        (Only when GC is off: with GC on, ``prune_below`` follows the safepoint instead.)"""
+        if self.retention_s is None:
+            return 0
         cutoff_ms = _now_ms() - int(self.retention_s * 1000)
         with self._mu:
             old = [t for t in self._issued if self._wall[t] < cutoff_ms]
+        return self._prune(old)
+
+    def prune_below(self, safepoint: int) -> int:
+        """Drop barriers below the GC safepoint, and view versions at them (a view keeps its
+        newest): nothing can be read there any more. Returns how many records went."""
+        with self._mu:
+            i = bisect.bisect_left(self._issued, safepoint)
+            old = self._issued[:i]
+        return self._prune(old)
+
+    def _prune(self, old: list[int]) -> int:
+        with self._mu:
             if not old or len(old) == len(self._issued):
                 old = old[:-1]  # never drop the newest barrier
             if not old:

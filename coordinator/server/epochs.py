@@ -82,8 +82,21 @@ class EpochManager:
         return None if raw is None else EpochRecord.from_json(raw)
 
     def _job(self, reader: Reader, job: str) -> dict:
+        return self.job_state_in(reader, job)
+
+    @staticmethod
+    def job_state_in(reader: Reader, job: str) -> dict:
+        """The job's progress, ``{"last_committed", "open_epoch"}`` (zeros for a new job)."""
         raw = reader.get("meta", job_state_key(job))
         return json.loads(raw) if raw else {"last_committed": 0, "open_epoch": 0}
+
+    @staticmethod
+    def job_states_in(reader: Reader) -> dict[str, dict]:
+        """Every job's progress, by job name."""
+        return {
+            k[len(JOB_STATE_PREFIX) :].decode(): json.loads(v)
+            for k, v in reader.iter_prefix("meta", JOB_STATE_PREFIX)
+        }
 
     @staticmethod
     def _save(ctx: WriteContext, info: EpochRecord, job_state: dict) -> None:
@@ -136,10 +149,7 @@ class EpochManager:
 
     def jobs(self) -> dict[str, dict]:
         with self.store.storage.read_txn() as r:
-            return {
-                k[len(JOB_STATE_PREFIX) :].decode(): json.loads(v)
-                for k, v in r.iter_prefix("meta", JOB_STATE_PREFIX)
-            }
+            return self.job_states_in(r)
 
     # ------------------------------------------------------------------ protocol
 

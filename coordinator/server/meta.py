@@ -13,6 +13,7 @@ them.
     barrier/<T:8>               {"wall_ms"} (JSON)  one per issued barrier (barriers)
     vbar/<table>\\0<T:8>         ViewVersion (JSON, without ``barrier``) (barriers)
     vbar-newest/<table>         decimal T           a view's newest barrier (barriers)
+    lease/<id>                  Lease (JSON)        a reader lease on the GC safepoint (leases)
 
 ``<n:8>`` is an 8-byte big-endian integer, so a prefix walk returns epochs and barriers in
 order. Besides ``meta``, an epoch's primary key lives in the data space, in the system table
@@ -68,6 +69,7 @@ JOB_RUN_PREFIX = b"jobrun/"
 BARRIER_PREFIX = b"barrier/"
 VIEW_VERSION_PREFIX = b"vbar/"
 VIEW_NEWEST_PREFIX = b"vbar-newest/"
+LEASE_PREFIX = b"lease/"
 
 
 def epoch_key(job: str, epoch: int) -> bytes:
@@ -105,6 +107,10 @@ def view_version_key(table: str, ts: int) -> bytes:
 
 def view_newest_key(table: str) -> bytes:
     return VIEW_NEWEST_PREFIX + table.encode()
+
+
+def lease_key(lease_id: str) -> bytes:
+    return LEASE_PREFIX + lease_id.encode()
 
 
 def epoch_primary_key(job: str, epoch: int) -> bytes:

@@ -42,6 +42,8 @@ from grpc_reflection.v1alpha import reflection
 
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
+from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
+from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
 from coordinator.server.registry import Registry
 from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
 from coordinator.server.service import CoordinatorService
@@ -81,6 +83,8 @@ class ServeConfig:
     map_size: int = DEFAULT_MAP_SIZE
     workers: int = 32  # threads working on requests (open streams hold none)
     max_rpcs: int = MAX_CONCURRENT_RPCS
+    retention_s: float = DEFAULT_RETENTION_S  # history kept for reads at older timestamps
+    gc_interval_s: float = DEFAULT_GC_INTERVAL_S  # how often the safepoint moves; 0: never
 
 
 def is_loopback(host: str) -> bool:
@@ -299,6 +303,7 @@ class SnapviewServer:
                     self.instance_id,
                     registry=self.registry,
                     planner=self.planner,
+                    gc=self.gc,
                     tso_executor=self._tso_pool,
                 ).handler(),
             ]
@@ -319,10 +324,26 @@ class SnapviewServer:
             self.registry = Registry(self.store)
             # Dropping a table that views read needs the registry's say (and cascade).
             self.store.drop_guard = self.registry.drop_guard
-            self.barriers = Barriers(self.store, self.tso, self.registry, cfg.barrier_interval_s)
+            # With GC on, barriers are pruned below the safepoint (GcManager.tick); with it off,
+            # after an hour, as before.
+            self.barriers = Barriers(
+                self.store,
+                self.tso,
+                self.registry,
+                cfg.barrier_interval_s,
+                retention_s=None if cfg.gc_interval_s > 0 else 3600.0,
+            )
             self.epochs = EpochManager(self.store, self.tso, self.barriers)
             self.planner = SnapshotPlanner(
                 self.store, self.tso, self.barriers, self.registry, self.epochs
+            )
+            self.gc = GcManager(
+                self.store,
+                self.tso,
+                self.registry,
+                self.barriers,
+                retention_s=cfg.retention_s,
+                interval_s=cfg.gc_interval_s,
             )
             resolved = self.epochs.recover()
         except BaseException:
@@ -354,6 +375,7 @@ class SnapviewServer:
 
     def start(self) -> None:
         self.barriers.start()
+        self.gc.start()
         self._run(self.grpc.start())
         for name in ("", KV_SERVICE, COORD_SERVICE):
             self._run(self.health.set(name, health_pb2.HealthCheckResponse.SERVING))
@@ -367,6 +389,7 @@ class SnapviewServer:
         self._run(self.grpc.stop(grace))
         self._stop_loop()  # after the pool's last request: nothing touches the store any more
         self.barriers.stop()
+        self.gc.stop()
         self.store.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)

@@ -11,6 +11,8 @@ import grpc
 
 from coordinator.server.delay import delay_report
 from coordinator.server.epochs import EpochManager
+from coordinator.server.gc import GcManager
+from coordinator.server.leases import Lease
 from coordinator.server.meta import EpochRecord, JobRecord
 from coordinator.server.registry import Registry
 from coordinator.server.snapshot_planner import SnapshotPlanner, TableRead
@@ -38,6 +40,17 @@ def epoch_to_pb(e: EpochRecord) -> pb.EpochInfo:
     )
 
 
+def lease_to_pb(x: Lease) -> pb.Lease:
+    return pb.Lease(
+        id=x.id,
+        holder=x.holder,
+        ts=x.ts,
+        ttl_ms=x.ttl_ms,
+        expires_ms=x.expires_ms,
+        created_ms=x.created_ms,
+    )
+
+
 def _reads(reads: tuple[TableRead, ...]) -> list[pb.TableRead]:
     return [pb.TableRead(table=r.table, read_ts=r.read_ts, changed=r.changed) for r in reads]
 
@@ -53,6 +66,7 @@ class CoordinatorService:
         *,
         registry: Registry,
         planner: SnapshotPlanner,
+        gc: GcManager,
         tso_executor: Executor | None = None,
     ) -> None:
         self.store, self.tso, self.epochs, self.data_dir = store, tso, epochs, data_dir
@@ -60,7 +74,7 @@ class CoordinatorService:
         # so that it never queues behind the store work in the default one.
         self.tso_executor = tso_executor
         self.instance_id = instance_id
-        self.registry, self.planner = registry, planner
+        self.registry, self.planner, self.gc = registry, planner, gc
         self.started = time.monotonic()
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -215,4 +229,44 @@ class CoordinatorService:
                 )
                 for d in rows
             ],
+        )
+
+    # ------------------------------------------------------------------ GC and leases
+
+    def AcquireLease(self, req: pb.AcquireLeaseRequest, ctx: grpc.ServicerContext) -> pb.Lease:
+        return lease_to_pb(self.gc.acquire_lease(req.holder, req.ts, req.ttl_ms))
+
+    def RenewLease(self, req: pb.RenewLeaseRequest, ctx: grpc.ServicerContext) -> pb.Lease:
+        return lease_to_pb(self.gc.renew_lease(req.id, req.ttl_ms, req.ts))
+
+    def ReleaseLease(
+        self, req: pb.ReleaseLeaseRequest, ctx: grpc.ServicerContext
+    ) -> pb.ReleaseLeaseResponse:
+        return pb.ReleaseLeaseResponse(existed=self.gc.release_lease(req.id))
+
+    def GcStatus(self, req: pb.GcStatusRequest, ctx: grpc.ServicerContext) -> pb.GcStatusResponse:
+        st = self.gc.status()
+        p = st.progress
+        return pb.GcStatusResponse(
+            enabled=st.enabled,
+            safepoint=st.safepoint,
+            retention_s=st.retention_s,
+            interval_s=st.interval_s,
+            holds=[pb.GcHold(kind=h.kind, name=h.name, ts=h.ts) for h in st.holds],
+            leases=[lease_to_pb(x) for x in st.leases],
+            progress=pb.GcProgress(
+                passes=p.passes,
+                steps=p.steps,
+                versions_removed=p.versions_removed,
+                records_examined=p.records_examined,
+                records_deleted=p.records_deleted,
+                step_seconds=p.step_seconds,
+                pass_safepoint=p.pass_safepoint,
+                pass_phase=p.pass_phase,
+                last_pass_seconds=p.last_pass_seconds,
+                last_pass_end_ms=p.last_pass_end_ms,
+                epoch_records_removed=p.epoch_records_removed,
+                barriers_removed=p.barriers_removed,
+            ),
+            now_ms=self.tso.physical_ms(),
         )

@@ -11,7 +11,7 @@ too. Each module's public function names in its docstring the invariant it keeps
 
 from kvstore.actions.check_txn_status import check_txn_status
 from kvstore.actions.commit import commit, commit_key
-from kvstore.actions.gc import gc
+from kvstore.actions.gc import GcCursor, GcStep, delete_gc_records, plan_gc_step
 from kvstore.actions.get import get
 from kvstore.actions.heartbeat import txn_heartbeat
 from kvstore.actions.one_pc import one_pc_commit
@@ -27,9 +27,12 @@ __all__ = [
     "commit",
     "commit_key",
     "first_blocking_lock",
-    "gc",
+    "GcCursor",
+    "GcStep",
+    "delete_gc_records",
     "get",
     "one_pc_commit",
+    "plan_gc_step",
     "past_versions",
     "prewrite",
     "resolve_locks",

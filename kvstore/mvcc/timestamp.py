@@ -19,3 +19,12 @@ def physical_ms(ts: int) -> int:
 def lock_expired(start_ts: int, ttl_ms: int, now_ms: int) -> bool:
     """A lock is expired once its TTL, counted from its start_ts, has run out at now_ms."""
     return physical_ms(start_ts) + ttl_ms <= now_ms
+
+
+def wall_text(ts: int) -> str:
+    """The wall time of ``ts`` (its physical part) as UTC text, for error messages:
+    ``2026-11-24 08:50:00.123 UTC``. (The CLI prints local times: coordinator.times.)"""
+    import datetime as dt
+
+    d = dt.datetime.fromtimestamp(physical_ms(ts) / 1000, tz=dt.UTC)
+    return d.strftime("%Y-%m-%d %H:%M:%S.") + f"{d.microsecond // 1000:03d} UTC"

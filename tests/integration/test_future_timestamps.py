@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from kvstore.errors import InvalidArgument
+from kvstore.errors import FailedPrecondition, InvalidArgument
 from kvstore.mvcc.records import LockOp
 from snapview_proto.snapview.v1 import kvstore_pb2 as kpb
 
@@ -81,7 +81,11 @@ def test_gc_safepoint_beyond_the_tso_is_refused(server, client, accounts):
         client.store.gc(client.tso() + (1 << 40))
     with client.transaction() as t:
         t.put(accounts, {"id": 4, "balance": 4})
-    client.store.gc(client.tso())
+    # An issued safepoint past the coordinator's holds (here: now - --retention) is refused too,
+    # with FAILED_PRECONDITION naming the hold; one at the oldest hold is accepted.
+    with pytest.raises(FailedPrecondition, match="retention hold"):
+        client.store.gc(client.tso())
+    client.store.gc(client.gc_status().holds[0].ts)
     with client.transaction() as t:
         t.put(accounts, {"id": 5, "balance": 5})
     assert sorted(r["id"] for r in client.read(accounts).to_pylist()) == [4, 5]

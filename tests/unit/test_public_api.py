@@ -20,11 +20,13 @@ def test_coordinator_exports_are_pinned():
             "FailedPrecondition",
             "InvalidArgument",
             "KeyIsLocked",
+            "LeaseNotFound",
             "NotFound",
             "RetryPolicy",
             "SchemaMismatch",
             "SecondWriter",
             "Snapshot",
+            "SnapshotTooOld",
             "SnapviewError",
             "TableNotFound",
             "TopologyCycle",
@@ -53,7 +55,7 @@ def test_remote_store_covers_every_kvstore_rpc():
 
 
 # RPCs reached through another client method.
-SERVED_BY = {"TsoStream": "tso"}
+SERVED_BY = {"TsoStream": "tso", "AcquireLease": "lease"}
 
 
 def test_client_covers_every_coordinator_rpc():

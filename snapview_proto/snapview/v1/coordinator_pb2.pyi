@@ -321,3 +321,113 @@ class DelayResponse(_message.Message):
     newest_barrier: int
     tables: _containers.RepeatedCompositeFieldContainer[TableDelay]
     def __init__(self, newest_barrier: _Optional[int] = ..., tables: _Optional[_Iterable[_Union[TableDelay, _Mapping]]] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("id", "holder", "ts", "ttl_ms", "expires_ms", "created_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    holder: str
+    ts: int
+    ttl_ms: int
+    expires_ms: int
+    created_ms: int
+    def __init__(self, id: _Optional[str] = ..., holder: _Optional[str] = ..., ts: _Optional[int] = ..., ttl_ms: _Optional[int] = ..., expires_ms: _Optional[int] = ..., created_ms: _Optional[int] = ...) -> None: ...
+
+class AcquireLeaseRequest(_message.Message):
+    __slots__ = ("holder", "ts", "ttl_ms")
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    holder: str
+    ts: int
+    ttl_ms: int
+    def __init__(self, holder: _Optional[str] = ..., ts: _Optional[int] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+
+class RenewLeaseRequest(_message.Message):
+    __slots__ = ("id", "ttl_ms", "ts")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    ttl_ms: int
+    ts: int
+    def __init__(self, id: _Optional[str] = ..., ttl_ms: _Optional[int] = ..., ts: _Optional[int] = ...) -> None: ...
+
+class ReleaseLeaseRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ReleaseLeaseResponse(_message.Message):
+    __slots__ = ("existed",)
+    EXISTED_FIELD_NUMBER: _ClassVar[int]
+    existed: bool
+    def __init__(self, existed: _Optional[bool] = ...) -> None: ...
+
+class GcStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GcHold(_message.Message):
+    __slots__ = ("kind", "name", "ts")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    ts: int
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., ts: _Optional[int] = ...) -> None: ...
+
+class GcProgress(_message.Message):
+    __slots__ = ("passes", "steps", "versions_removed", "records_examined", "records_deleted", "step_seconds", "pass_safepoint", "pass_phase", "last_pass_seconds", "last_pass_end_ms", "epoch_records_removed", "barriers_removed")
+    PASSES_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_EXAMINED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    STEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PASS_SAFEPOINT_FIELD_NUMBER: _ClassVar[int]
+    PASS_PHASE_FIELD_NUMBER: _ClassVar[int]
+    LAST_PASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LAST_PASS_END_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_RECORDS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    BARRIERS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    passes: int
+    steps: int
+    versions_removed: int
+    records_examined: int
+    records_deleted: int
+    step_seconds: float
+    pass_safepoint: int
+    pass_phase: str
+    last_pass_seconds: float
+    last_pass_end_ms: int
+    epoch_records_removed: int
+    barriers_removed: int
+    def __init__(self, passes: _Optional[int] = ..., steps: _Optional[int] = ..., versions_removed: _Optional[int] = ..., records_examined: _Optional[int] = ..., records_deleted: _Optional[int] = ..., step_seconds: _Optional[float] = ..., pass_safepoint: _Optional[int] = ..., pass_phase: _Optional[str] = ..., last_pass_seconds: _Optional[float] = ..., last_pass_end_ms: _Optional[int] = ..., epoch_records_removed: _Optional[int] = ..., barriers_removed: _Optional[int] = ...) -> None: ...
+
+class GcStatusResponse(_message.Message):
+    __slots__ = ("enabled", "safepoint", "retention_s", "interval_s", "holds", "leases", "progress", "now_ms")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    SAFEPOINT_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_S_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    safepoint: int
+    retention_s: float
+    interval_s: float
+    holds: _containers.RepeatedCompositeFieldContainer[GcHold]
+    leases: _containers.RepeatedCompositeFieldContainer[Lease]
+    progress: GcProgress
+    now_ms: int
+    def __init__(self, enabled: _Optional[bool] = ..., safepoint: _Optional[int] = ..., retention_s: _Optional[float] = ..., interval_s: _Optional[float] = ..., holds: _Optional[_Iterable[_Union[GcHold, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., progress: _Optional[_Union[GcProgress, _Mapping]] = ..., now_ms: _Optional[int] = ...) -> None: ...

@@ -109,6 +109,26 @@ class CoordinatorStub:
                 request_serializer=snapview_dot_v1_dot_coordinator__pb2.DelayRequest.SerializeToString,
                 response_deserializer=snapview_dot_v1_dot_coordinator__pb2.DelayResponse.FromString,
                 _registered_method=True)
+        self.AcquireLease = channel.unary_unary(
+                '/snapview.v1.Coordinator/AcquireLease',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.AcquireLeaseRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.Lease.FromString,
+                _registered_method=True)
+        self.RenewLease = channel.unary_unary(
+                '/snapview.v1.Coordinator/RenewLease',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.RenewLeaseRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.Lease.FromString,
+                _registered_method=True)
+        self.ReleaseLease = channel.unary_unary(
+                '/snapview.v1.Coordinator/ReleaseLease',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.ReleaseLeaseRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.ReleaseLeaseResponse.FromString,
+                _registered_method=True)
+        self.GcStatus = channel.unary_unary(
+                '/snapview.v1.Coordinator/GcStatus',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.GcStatusRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.GcStatusResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -209,6 +229,30 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcquireLease(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenewLease(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseLease(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GcStatus(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -286,6 +330,26 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.Delay,
                     request_deserializer=snapview_dot_v1_dot_coordinator__pb2.DelayRequest.FromString,
                     response_serializer=snapview_dot_v1_dot_coordinator__pb2.DelayResponse.SerializeToString,
+            ),
+            'AcquireLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcquireLease,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.AcquireLeaseRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.Lease.SerializeToString,
+            ),
+            'RenewLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewLease,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.RenewLeaseRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.Lease.SerializeToString,
+            ),
+            'ReleaseLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseLease,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.ReleaseLeaseRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.ReleaseLeaseResponse.SerializeToString,
+            ),
+            'GcStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GcStatus,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.GcStatusRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.GcStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -693,6 +757,114 @@ class Coordinator:
             '/snapview.v1.Coordinator/Delay',
             snapview_dot_v1_dot_coordinator__pb2.DelayRequest.SerializeToString,
             snapview_dot_v1_dot_coordinator__pb2.DelayResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcquireLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/AcquireLease',
+            snapview_dot_v1_dot_coordinator__pb2.AcquireLeaseRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.Lease.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/RenewLease',
+            snapview_dot_v1_dot_coordinator__pb2.RenewLeaseRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.Lease.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/ReleaseLease',
+            snapview_dot_v1_dot_coordinator__pb2.ReleaseLeaseRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.ReleaseLeaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GcStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/GcStatus',
+            snapview_dot_v1_dot_coordinator__pb2.GcStatusRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.GcStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

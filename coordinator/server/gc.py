@@ -1,0 +1,346 @@
+"""The automatic GC safepoint, and the background collector that follows it.
+
+Every ``interval_s`` the coordinator computes how far the safepoint may go: the minimum of its
+**holds**, each a timestamp something may still read at:
+
+- ``retention``: now − ``--retention`` (default 10 minutes, like TiDB's ``tidb_gc_life_time``),
+  so ``read --at`` and change reads inside the window keep working;
+- ``lease``: every live reader lease (``coordinator.server.leases``);
+- ``job``: for every registered job, the oldest source read ts its last committed epoch
+  recorded (its metadata's ``sources``: a view's read ts per source at its last barrier, a sink's
+  change-feed position), since its next epoch reads changes from there; a view job's last
+  committed barrier itself; and an open (PREWRITE) epoch's barrier, or its start_ts − 1 for a
+  sink, so an epoch in progress keeps what it reads. A job stopped for longer than the retention
+  keeps holding until it is unregistered (its view dropped);
+- anything registered with ``add_holds`` (a revision in progress pins its base).
+
+The safepoint moves up to that minimum (never back) and is made durable *before* anything at it
+is collected (``LocalStore.advance_safepoint``); then a pass collects the store in small steps
+(``LocalStore.gc_step``: a bounded walk on a read transaction, then one short write of deletes),
+paced so that GC takes at most about ``1 / (1 + pace)`` of the time and writers are held only
+for one step's deletes at a time. Coordinator records below the safepoint go too: barriers and
+view versions (each view keeps its newest), epoch records older than each job's last committed
+one, expired leases. The same holds guard the manual ``Gc`` RPC (``LocalStore.gc_guard``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from coordinator.server.barriers import Barriers
+from coordinator.server.epochs import EpochManager
+from coordinator.server.leases import Lease, Leases
+from coordinator.server.meta import (
+    COMMITTED,
+    PREWRITE,
+    EpochRecord,
+    JobRecord,
+    epoch_key,
+)
+from coordinator.server.registry import Registry
+from coordinator.server.tso import TimestampOracle
+from kvstore.actions.gc import GcCursor
+from kvstore.errors import FailedPrecondition, InvalidArgument, SnapshotTooOld
+from kvstore.group_commit import WriteContext
+from kvstore.mvcc.timestamp import compose, physical_ms, wall_text
+from kvstore.storage import Reader
+from kvstore.store import LocalStore
+
+log = logging.getLogger("snapview.gc")
+DEFAULT_RETENTION_S = 600.0
+DEFAULT_INTERVAL_S = 10.0
+# GC sleeps PACE times as long as its last step took: it takes at most 1/(1+PACE) of the time.
+DEFAULT_PACE = 3.0
+MIN_PAUSE_S = 0.002
+# Epoch records deleted in one write (a job that ran for months has millions).
+EPOCH_PRUNE_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Something the safepoint must not pass: ``kind`` (retention, lease, job, revision),
+    ``name`` (the lease's holder and id, the job, ...) and the ``ts`` it may read at."""
+
+    kind: str
+    name: str
+    ts: int
+
+
+@dataclass
+class GcProgress:
+    """What the collector has done since the server started (counters) and is doing."""
+
+    passes: int = 0  # passes completed
+    steps: int = 0
+    versions_removed: int = 0
+    records_examined: int = 0
+    records_deleted: int = 0
+    step_seconds: float = 0.0  # time spent in steps (planning and deleting)
+    pass_safepoint: int = 0  # the safepoint the pass in progress (or the last one) started at
+    pass_phase: str = "done"  # write | changes | done
+    last_pass_seconds: float = 0.0
+    last_pass_end_ms: int = 0
+    epoch_records_removed: int = 0
+    barriers_removed: int = 0
+
+
+@dataclass(frozen=True)
+class GcStatus:
+    """A snapshot of the GC's state, for ``snapview leases``, metrics and tests."""
+
+    enabled: bool
+    safepoint: int
+    retention_s: float
+    interval_s: float
+    holds: list[Hold]  # every hold, oldest ts first (the first one binds the safepoint)
+    leases: list[Lease]
+    progress: GcProgress = field(default_factory=GcProgress)
+
+
+def _sources_floor(metadata: str) -> int:
+    """The oldest source read ts in an epoch's metadata (``sources``), 0 if it names none."""
+    try:
+        sources = json.loads(metadata).get("sources") or {}
+    except (ValueError, AttributeError):
+        return 0
+    ts = [v for v in sources.values() if isinstance(v, int) and v > 0]
+    return min(ts, default=0)
+
+
+def job_holds(reader: Reader, rec: JobRecord) -> list[Hold]:
+    """What registered job ``rec`` may still read at (see the module docstring)."""
+    st = EpochManager.job_state_in(reader, rec.job)
+    out: list[Hold] = []
+    last = st["last_committed"]
+    if last:
+        raw = reader.get("meta", epoch_key(rec.job, last))
+        info = EpochRecord.from_json(raw) if raw else None
+        floor = _sources_floor(info.metadata) if info and info.metadata else 0
+        if rec.is_view:
+            floor = min(floor, last) if floor else last
+        if floor:
+            out.append(Hold("job", f"{rec.job} (last committed epoch {last})", floor))
+    if st["open_epoch"]:
+        raw = reader.get("meta", epoch_key(rec.job, st["open_epoch"]))
+        info = EpochRecord.from_json(raw) if raw else None
+        if info is not None and info.state == PREWRITE:
+            ts = info.epoch if rec.is_view else info.start_ts - 1
+            out.append(Hold("job", f"{rec.job} (open epoch {info.epoch})", ts))
+    return out
+
+
+class GcManager:
+    """Computes the safepoint from the holds, moves it, and runs the collector thread."""
+
+    def __init__(
+        self,
+        store: LocalStore,
+        tso: TimestampOracle,
+        registry: Registry,
+        barriers: Barriers,
+        retention_s: float = DEFAULT_RETENTION_S,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        pace: float = DEFAULT_PACE,
+    ) -> None:
+        if retention_s < 0:
+            raise InvalidArgument(f"--retention must not be negative, got {retention_s}s")
+        if interval_s < 0:
+            raise InvalidArgument(f"--gc-interval must not be negative, got {interval_s}s")
+        self.store, self.tso, self.registry, self.barriers = store, tso, registry, barriers
+        self.retention_s, self.interval_s, self.pace = retention_s, interval_s, pace
+        self.enabled = interval_s > 0
+        self.leases = Leases(store, tso)
+        self.progress = GcProgress(pass_safepoint=store.safepoint)
+        self._extra: list[Callable[[], list[Hold]]] = []
+        # Serialises safepoint moves with lease acquisition and renewal: a lease granted at ts
+        # is in the holds before the next move is computed, and a move is durable before a
+        # lease below it is refused.
+        self._mu = threading.RLock()
+        self._cursor = GcCursor(phase="done")
+        self._pass_started = 0.0
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        store.gc_guard = self.check_safepoint
+
+    # ------------------------------------------------------------------ holds
+
+    def add_holds(self, fn: Callable[[], list[Hold]]) -> None:
+        """Register another source of holds (called at every tick, under the GC lock)."""
+        self._extra.append(fn)
+
+    def holds(self) -> list[Hold]:
+        """Every hold, oldest ts first."""
+        now = self.tso.now()
+        out = [
+            Hold(
+                "retention",
+                f"now - {self.retention_s:g}s",
+                max(1, compose(max(0, physical_ms(now) - int(self.retention_s * 1000)), 0)),
+            )
+        ]
+        out += [Hold("lease", f"{x.holder} ({x.id})", x.ts) for x in self.leases.live()]
+        with self.store.storage.read_txn() as r:
+            for rec in Registry.load(r).jobs.values():
+                out += job_holds(r, rec)
+        for fn in self._extra:
+            out += fn()
+        return sorted(out, key=lambda h: (h.ts, h.kind, h.name))
+
+    def check_safepoint(self, safepoint: int) -> None:
+        """Refuse (FAILED_PRECONDITION) a safepoint above a hold (``LocalStore.gc_guard``)."""
+        with self._mu:
+            first = self.holds()[0]
+            if safepoint > first.ts:
+                raise FailedPrecondition(
+                    f"GC safepoint {safepoint} ({wall_text(safepoint)}) would pass the "
+                    f"{first.kind} hold of {first.name} at {first.ts} ({wall_text(first.ts)})"
+                )
+
+    # ------------------------------------------------------------------ leases
+
+    def acquire_lease(self, holder: str, ts: int, ttl_ms: int) -> Lease:
+        """A lease on ``ts``; SnapshotTooOld if the safepoint already passed it."""
+        with self._mu:
+            self._check_not_collected(ts, holder)
+            return self.leases.acquire(holder, ts, ttl_ms)
+
+    def renew_lease(self, lease_id: str, ttl_ms: int, ts: int = 0) -> Lease:
+        with self._mu:
+            if ts:
+                self._check_not_collected(ts, self.leases.get_live(lease_id).holder)
+            return self.leases.renew(lease_id, ttl_ms, ts)
+
+    def release_lease(self, lease_id: str) -> bool:
+        return self.leases.release(lease_id)
+
+    def _check_not_collected(self, ts: int, holder: str) -> None:
+        sp = self.store.safepoint
+        if ts < sp:
+            raise SnapshotTooOld(
+                f"lease for {holder!r}: ts {ts} ({wall_text(ts)}) is older than the GC "
+                f"safepoint {sp} ({wall_text(sp)}); take a snapshot at or above it"
+            )
+
+    # ------------------------------------------------------------------ the safepoint
+
+    def tick(self) -> bool:
+        """Sweep expired leases, move the safepoint to the oldest hold and prune the
+        coordinator's records below it; whether the safepoint moved."""
+        self.leases.sweep()
+        with self._mu:
+            target = self.holds()[0].ts
+            moved = target > self.store.safepoint and self.store.advance_safepoint(target)
+        sp = self.store.safepoint
+        if sp:
+            self.progress.barriers_removed += self.barriers.prune_below(sp)
+            self.progress.epoch_records_removed += self.prune_epochs(sp)
+        return moved
+
+    def prune_epochs(self, safepoint: int) -> int:
+        """Delete each job's epoch records older than its last committed epoch that ended below
+        the safepoint (COMMITTED at a commit_ts, ABORTED at a start_ts below it). The last
+        committed and any open epoch stay: resuming, ``GetEpoch(0)`` and feed positions need
+        them."""
+        doomed: list[bytes] = []
+        with self.store.storage.read_txn() as r:
+            for job, st in EpochManager.job_states_in(r).items():
+                last = st["last_committed"]
+                if not last:
+                    continue
+                for k, v in r.items_between("meta", epoch_key(job, 0), epoch_key(job, last)):
+                    info = EpochRecord.from_json(v)
+                    ended = info.commit_ts if info.state == COMMITTED else info.start_ts
+                    if info.state != PREWRITE and ended < safepoint:
+                        doomed.append(k)
+                    if len(doomed) >= EPOCH_PRUNE_BATCH:
+                        break
+                if len(doomed) >= EPOCH_PRUNE_BATCH:
+                    break
+        if doomed:
+            self.store.run_write(lambda ctx: _delete_meta(ctx, doomed))
+        return len(doomed)
+
+    def status(self) -> GcStatus:
+        return GcStatus(
+            enabled=self.enabled,
+            safepoint=self.store.safepoint,
+            retention_s=self.retention_s,
+            interval_s=self.interval_s,
+            holds=self.holds(),
+            leases=self.leases.live(),
+            progress=self.progress,
+        )
+
+    # ------------------------------------------------------------------ the collector
+
+    def start(self) -> None:
+        """Run ticks and collection steps on a daemon thread (nothing when disabled)."""
+        if not self.enabled:
+            return
+        self._thread = threading.Thread(target=self._run, name="gc", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def collect_now(self) -> None:
+        """Wake the collector for a tick now (tests, ``snapview gc``)."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        next_tick = 0.0
+        while not self._stop.is_set():
+            try:
+                now = time.monotonic()
+                if now >= next_tick or self._wake.is_set():
+                    self._wake.clear()
+                    self.tick()
+                    next_tick = now + self.interval_s
+                    if self._cursor.done and self.store.safepoint > self.progress.pass_safepoint:
+                        self._begin_pass()
+                if self._cursor.done:
+                    self._wake.wait(max(0.0, next_tick - time.monotonic()))
+                    continue
+                took = self._step()
+                self._stop.wait(max(MIN_PAUSE_S, took * self.pace))
+            except Exception:  # noqa: BLE001 - keep collecting; a store error is logged, retried
+                log.exception("GC step failed")
+                self._stop.wait(1.0)
+
+    def _begin_pass(self) -> None:
+        self._cursor = GcCursor()
+        self._pass_started = time.monotonic()
+        self.progress.pass_safepoint = self.store.safepoint
+        self.progress.pass_phase = self._cursor.phase
+
+    def _step(self) -> float:
+        t0 = time.monotonic()
+        step = self.store.gc_step(self._cursor)
+        took = time.monotonic() - t0
+        p = self.progress
+        p.steps += 1
+        p.step_seconds += took
+        p.versions_removed += step.versions
+        p.records_examined += step.examined
+        p.records_deleted += len(step.doomed)
+        self._cursor = step.next
+        p.pass_phase = step.next.phase
+        if step.next.done:
+            p.passes += 1
+            p.last_pass_seconds = time.monotonic() - self._pass_started
+            p.last_pass_end_ms = int(time.time() * 1000)
+        return took
+
+
+def _delete_meta(ctx: WriteContext, keys: list[bytes]) -> None:
+    for k in keys:
+        ctx.buf.delete("meta", k)

@@ -1,0 +1,89 @@
+"""``snapview leases``: the GC safepoint, what holds it back, the reader leases and GC progress.
+
+Kept apart from ``cli.py`` (which only wires the verb) because the report has a shape of its own:
+the rows come from ``Client.gc_status()`` and print as text or JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.times import format_ts, with_wall
+from kvstore.mvcc.timestamp import physical_ms
+
+
+def gc_report(st: Any) -> dict:
+    """``GcStatusResponse`` as plain data: times beside timestamps, ages and expiries in
+    seconds on the server's clock."""
+    now = st.now_ms
+
+    def age_s(ts: int) -> float | None:
+        return round((now - physical_ms(ts)) / 1000, 3) if ts else None
+
+    p = st.progress
+    return {
+        "enabled": st.enabled,
+        "safepoint": st.safepoint,
+        "safepoint_time": format_ts(st.safepoint),
+        "safepoint_age_s": age_s(st.safepoint),
+        "retention_s": st.retention_s,
+        "interval_s": st.interval_s,
+        "holds": [
+            {"kind": h.kind, "name": h.name, "ts": h.ts, "time": format_ts(h.ts)} for h in st.holds
+        ],
+        "leases": [
+            {
+                "id": x.id,
+                "holder": x.holder,
+                "ts": x.ts,
+                "time": format_ts(x.ts),
+                "ttl_s": x.ttl_ms / 1000,
+                "expires_in_s": round((x.expires_ms - now) / 1000, 3),
+            }
+            for x in st.leases
+        ],
+        "progress": {
+            "passes": p.passes,
+            "steps": p.steps,
+            "versions_removed": p.versions_removed,
+            "records_examined": p.records_examined,
+            "records_deleted": p.records_deleted,
+            "step_seconds": round(p.step_seconds, 3),
+            "pass_safepoint": p.pass_safepoint,
+            "pass_phase": p.pass_phase,
+            "last_pass_seconds": round(p.last_pass_seconds, 3),
+            "epoch_records_removed": p.epoch_records_removed,
+            "barriers_removed": p.barriers_removed,
+        },
+    }
+
+
+def format_gc_report(r: dict) -> list[str]:
+    """The text of ``snapview leases``."""
+    if r["enabled"]:
+        how = f"retention {r['retention_s']:g}s, moves every {r['interval_s']:g}s"
+    else:
+        how = "automatic GC off (--gc-interval 0)"
+    age = f", {r['safepoint_age_s']:.1f}s old" if r["safepoint_age_s"] is not None else ""
+    lines = [f"GC safepoint {with_wall(r['safepoint'])}{age}; {how}"]
+    lines.append("held back by (oldest first; the first one binds):")
+    for h in r["holds"]:
+        lines.append(f"  {h['kind']:9} {h['ts']:>20} {h['time']:29} {h['name']}")
+    if r["leases"]:
+        lines.append(f"{len(r['leases'])} reader lease(s):")
+        lines.append(f"  {'id':16} {'ts':>20} {'time':29} {'expires in':>10}  holder")
+        for x in r["leases"]:
+            lines.append(
+                f"  {x['id']:16} {x['ts']:>20} {x['time']:29} {x['expires_in_s']:>9.1f}s  "
+                f"{x['holder']}"
+            )
+    else:
+        lines.append("no reader leases")
+    p = r["progress"]
+    lines.append(
+        f"GC since start: {p['passes']} passes, {p['versions_removed']} versions removed "
+        f"({p['records_deleted']} records of {p['records_examined']} examined) in "
+        f"{p['step_seconds']:.2f}s of steps; last pass {p['last_pass_seconds']:.2f}s; "
+        f"{p['barriers_removed']} barrier and {p['epoch_records_removed']} epoch records pruned"
+    )
+    return lines

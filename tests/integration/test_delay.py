@@ -185,3 +185,23 @@ def test_lag_levels():
         "red",
     ]
     assert lv(0, "failed") == "red" and lv(0, "lost") == "red" and lv(0, "not_started") == "green"
+
+
+def test_an_upstream_version_missing_at_the_barrier_falls_back_to_its_next(c, cascade):
+    """B commits barrier T while A has no version at T (the protocol only checks that T was
+    issued), and A commits a later barrier T2 after B: A's entry uses its version at T2, capped
+    so that the path still adds up."""
+    r1, r2, a, b = cascade
+    t = _first_barrier(c, f"{a}_job")
+    _commit(c, f"{b}_job", t)
+    t2 = wait_for(
+        lambda: [x.barrier for x in c.jobs.plan_barriers(f"{a}_job").barriers if x.barrier > t],
+        10,
+        "a later barrier for A",
+    )[0]
+    _commit(c, f"{a}_job", t2)
+    rb = {d.table: d for d in c.delay().tables}[b]
+    assert rb.barrier == t
+    entry = next(p for p in rb.path if p.table == a)  # A arrived "last" (after B even)
+    assert entry.barrier == t2 and rb.path[0].table == b and rb.path[0].own_ms == 0
+    _check_sums(rb)

@@ -34,7 +34,7 @@ from kvstore.errors import InvalidArgument, SnapviewError
 
 if TYPE_CHECKING:  # the commands load what they use when they run
     from coordinator.client import Client
-    from snapview_proto.snapview.v1.coordinator_pb2 import TopologyResponse
+    from snapview_proto.snapview.v1.coordinator_pb2 import DelayResponse, TopologyResponse
 
 
 def parse_duration(text: str) -> float:
@@ -238,9 +238,13 @@ def add_delay(sub: Subparsers) -> None:
     dl = _verb(
         sub,
         "delay",
-        "barrier lag and E2E delay of every table and job",
+        "barrier lag and E2E delay of every table, and which job adds the delay",
         "behind: barriers issued since the table's newest version; lag_ms: how old that\n"
-        "barrier is; e2e_ms: from the barrier to the commit of its version.",
+        "barrier is; e2e_ms: from the barrier to the commit of its version.\n\n"
+        "Under each view, its critical path at that barrier: from the view upstream to a root,\n"
+        "following the input that arrived last. own: what that table's job took (from its last\n"
+        "input to its commit); wait: how long it waited for that input. The own times add up\n"
+        "to e2e_ms; * marks the bottleneck (the largest own). See design.md section 5.5.",
     )
     _client_args(dl)
     dl.set_defaults(func=cmd_delay)
@@ -521,13 +525,47 @@ def cmd_read(args: argparse.Namespace) -> int:
     return 0
 
 
-def topology_dot(topo: TopologyResponse) -> str:
+# How `topology --format dot` colors a table by its lag (TableDelay.barriers_behind): at most
+# LAG_GREEN_MAX barriers behind the newest issued barrier is green, at most LAG_YELLOW_MAX
+# yellow, more red; so is a table whose writer job FAILED or was LOST.
+LAG_GREEN_MAX = 1
+LAG_YELLOW_MAX = 10
+LAG_COLORS = {"green": "palegreen", "yellow": "khaki1", "red": "salmon"}
+BROKEN_JOB_STATES = ("failed", "lost")
+
+
+def lag_level(barriers_behind: int, job_state: str) -> str:
+    """green, yellow or red (see LAG_GREEN_MAX and LAG_YELLOW_MAX)."""
+    if job_state in BROKEN_JOB_STATES or barriers_behind > LAG_YELLOW_MAX:
+        return "red"
+    return "green" if barriers_behind <= LAG_GREEN_MAX else "yellow"
+
+
+def topology_dot(topo: TopologyResponse, delay: DelayResponse | None = None) -> str:
     """Graphviz DOT of the lineage: tables are nodes (views double-circled), each job an edge
-    from every source to its sink, labelled with the job."""
+    from every source to its sink, labelled with the job. With ``delay``, each table is filled
+    by its lag (lag_level) and says how far behind it is."""
+    lag = {d.table: d for d in delay.tables} if delay is not None else {}
     lines = ["digraph snapview {", "  rankdir=LR;"]
+    if delay is not None:
+        g, y = LAG_GREEN_MAX, LAG_YELLOW_MAX
+        legend = (
+            f"lag: {LAG_COLORS['green']} <= {g} barrier(s) behind, {LAG_COLORS['yellow']} <= {y}, "
+            f"{LAG_COLORS['red']} more or writer job failed/lost"
+        )
+        lines += [f"  // {legend}", f'  label="{legend}"; labelloc=b; fontsize=10;']
     for t in topo.tables:
         shape = "doubleoctagon" if t.kind == "view" else "box"
-        lines.append(f'  "{t.table}" [shape={shape}];')
+        d = lag.get(t.table)
+        if d is None:
+            lines.append(f'  "{t.table}" [shape={shape}];')
+            continue
+        color = LAG_COLORS[lag_level(d.barriers_behind, d.job_state)]
+        state = f", {d.job_state}" if d.job_state else ""
+        label = f"{t.table}\\n{d.barriers_behind} behind, e2e {d.e2e_delay_ms} ms{state}"
+        lines.append(
+            f'  "{t.table}" [shape={shape}, style=filled, fillcolor={color}, label="{label}"];'
+        )
     for j in topo.jobs:
         for src in j.sources:
             lines.append(f'  "{src}" -> "{j.sink}" [label="{j.job}"];')
@@ -540,9 +578,11 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
     with _connect(args) as c:
         topo = c.topology()
+        delay = c.delay()
     if args.format == "dot":
-        print(topology_dot(topo))
+        print(topology_dot(topo, delay))
         return 0
+    behind = {d.table: d.barriers_behind for d in delay.tables}
     jobs: list[dict[str, Any]] = [  # JSON objects
         {
             "job": j.job,
@@ -555,12 +595,23 @@ def cmd_topology(args: argparse.Namespace) -> int:
         }
         for j in topo.jobs
     ]
-    tables = [{"table": t.table, "kind": t.kind, "writer": t.writer} for t in topo.tables]
+    tables = [
+        {
+            "table": t.table,
+            "kind": t.kind,
+            "writer": t.writer,
+            "barriers_behind": behind.get(t.table, 0),
+        }
+        for t in topo.tables
+    ]
     if args.format == "json":
         print(json.dumps({"jobs": jobs, "tables": tables}))
         return 0
     for t in tables:
-        print(f"table {t['table']:24} {t['kind']:5} writer={t['writer'] or '-'}")
+        print(
+            f"table {t['table']:24} {t['kind']:5} writer={t['writer'] or '-'} "
+            f"behind={t['barriers_behind']}"
+        )
     for j in jobs:
         src = ", ".join(j["sources"]) or "(external)"
         extra = f" strategy={j['strategy']}" if j["strategy"] else ""
@@ -575,7 +626,7 @@ def cmd_delay(args: argparse.Namespace) -> int:
 
     with _connect(args) as c:
         d = c.delay()
-    rows = [
+    rows: list[dict[str, Any]] = [  # JSON objects
         {
             "table": t.table,
             "kind": t.kind,
@@ -586,6 +637,19 @@ def cmd_delay(args: argparse.Namespace) -> int:
             "barrier_lag_ms": t.barrier_lag_ms,
             "e2e_delay_ms": t.e2e_delay_ms,
             "job_state": t.job_state,
+            "bottleneck": next((p.table for p in t.path if p.bottleneck), ""),
+            "path": [
+                {
+                    "table": p.table,
+                    "job": p.job,
+                    "barrier": p.barrier,
+                    "own_ms": p.own_ms,
+                    "wait_ms": p.wait_ms,
+                    "bottleneck": p.bottleneck,
+                    "estimated": p.estimated,
+                }
+                for p in t.path
+            ],
         }
         for t in d.tables
     ]
@@ -607,7 +671,28 @@ def cmd_delay(args: argparse.Namespace) -> int:
             f"{r['barrier_time']:29} {r['barriers_behind']:>6} {r['barrier_lag_ms']:>7} "
             f"{r['e2e_delay_ms']:>7} {r['job_state'] or '-'}"
         )
+        if r["kind"] == "view":
+            for line in delay_path_lines(r["path"], r["barrier"]):
+                print(line)
     return 0
+
+
+def delay_path_lines(path: list[dict[str, Any]], barrier: int) -> list[str]:
+    """A view's critical path, indented under its row: one line per table, upstream last, with
+    its job's own time and wait; * marks the bottleneck."""
+    out = []
+    for i, p in enumerate(path):
+        arrow = "  <- " if i else "     "
+        note = (
+            " (root reached time unknown: taken at the barrier's issue)" if p["estimated"] else ""
+        )
+        if p["barrier"] != barrier:
+            note += f" (its version at barrier {p['barrier']})"
+        out.append(
+            f"{arrow}{p['table']:24} job {p['job'] or '-':20} own_ms {p['own_ms']:>7} "
+            f"wait_ms {p['wait_ms']:>7}{' *' if p['bottleneck'] else ''}{note}"
+        )
+    return out
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:

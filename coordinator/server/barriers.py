@@ -26,6 +26,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 
 from coordinator.server.meta import (
     BARRIER_PREFIX,
@@ -48,6 +49,9 @@ from kvstore.store import LocalStore
 
 log = logging.getLogger("snapview.barriers")
 DEFAULT_RETENTION_S = 3600.0
+# How many barrier reaches per root table the barrier thread remembers (for `delay`'s critical
+# paths): at the default 1 s interval, the last ~8 minutes.
+ROOT_HISTORY = 512
 
 
 def _now_ms() -> int:
@@ -85,8 +89,10 @@ class Barriers:
         self.retention_s = retention_s
         self._mu = threading.Lock()
         self._issue_lock = threading.Lock()
-        # root table -> (newest barrier seen reached, wall ms when first seen); for `delay`
-        self._root_reached: dict[str, tuple[int, int]] = {}
+        # root table -> (barrier seen reached, wall ms when first seen), oldest first; for
+        # `delay`. Only the barrier thread appends; _roots_mu guards reads against appends.
+        self._root_reached: dict[str, deque[tuple[int, int]]] = {}
+        self._roots_mu = threading.Lock()
         with store.storage.read_txn() as r:
             self._wall: dict[int, int] = issued_barriers(r)  # barrier -> wall ms issued
         self._issued: list[int] = list(self._wall)  # in order (LMDB keys are big-endian)
@@ -151,12 +157,14 @@ class Barriers:
         for info in self.store.list_tables():
             if self.is_view_table(info.name, info.kind, topo):
                 continue
-            seen = self._root_reached.get(info.name, (0, 0))[0]
+            seen = self.root_reached(info.name)[0]
             if seen >= newest:
                 continue
             b = self.root_newest(info.name)
             if b > seen:
-                self._root_reached[info.name] = (b, _now_ms())
+                with self._roots_mu:
+                    hist = self._root_reached.setdefault(info.name, deque(maxlen=ROOT_HISTORY))
+                    hist.append((b, _now_ms()))
 
     def prune(self) -> int:
         """Drop barriers (and view versions) older than the retention; a view keeps its newest.
@@ -244,7 +252,21 @@ class Barriers:
         return got[0] if got else 0
 
     def root_reached(self, table: str) -> tuple[int, int]:
-        return self._root_reached.get(table, (0, 0))
+        """The newest barrier the barrier thread saw root ``table`` reach, and the wall ms when
+        it first saw it; (0, 0) if never."""
+        with self._roots_mu:
+            hist = self._root_reached.get(table)
+            return hist[-1] if hist else (0, 0)
+
+    def root_reached_at(self, table: str, barrier: int) -> int:
+        """The wall ms at which root ``table`` reached ``barrier``, as the barrier thread saw it
+        (to within one poll, <= 50 ms): when it first saw the table at ``barrier`` or later,
+        having seen it below ``barrier`` before. 0 when not known: not remembered (older than
+        ROOT_HISTORY reaches, or before this process started) or not reached yet."""
+        with self._roots_mu:
+            hist = list(self._root_reached.get(table, ()))
+        i = bisect.bisect_left(hist, (barrier, 0))
+        return hist[i][1] if 0 < i < len(hist) else 0
 
     @staticmethod
     def is_view_table(table: str, kind: str, topo: Topology) -> bool:

@@ -226,6 +226,18 @@ class CoordinatorService:
                     barrier_lag_ms=d.barrier_lag_ms,
                     e2e_delay_ms=d.e2e_delay_ms,
                     job_state=d.job_state,
+                    path=[
+                        pb.JobContribution(
+                            table=c.table,
+                            job=c.job,
+                            barrier=c.barrier,
+                            own_ms=c.own_ms,
+                            wait_ms=c.wait_ms,
+                            bottleneck=c.bottleneck,
+                            estimated=c.estimated,
+                        )
+                        for c in d.path
+                    ],
                 )
                 for d in rows
             ],

@@ -295,7 +295,7 @@ class DelayRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TableDelay(_message.Message):
-    __slots__ = ("table", "kind", "job", "barrier", "barriers_behind", "barrier_lag_ms", "e2e_delay_ms", "job_state")
+    __slots__ = ("table", "kind", "job", "barrier", "barriers_behind", "barrier_lag_ms", "e2e_delay_ms", "job_state", "path")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
@@ -304,6 +304,7 @@ class TableDelay(_message.Message):
     BARRIER_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     E2E_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     JOB_STATE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
     table: str
     kind: str
     job: str
@@ -312,7 +313,26 @@ class TableDelay(_message.Message):
     barrier_lag_ms: int
     e2e_delay_ms: int
     job_state: str
-    def __init__(self, table: _Optional[str] = ..., kind: _Optional[str] = ..., job: _Optional[str] = ..., barrier: _Optional[int] = ..., barriers_behind: _Optional[int] = ..., barrier_lag_ms: _Optional[int] = ..., e2e_delay_ms: _Optional[int] = ..., job_state: _Optional[str] = ...) -> None: ...
+    path: _containers.RepeatedCompositeFieldContainer[JobContribution]
+    def __init__(self, table: _Optional[str] = ..., kind: _Optional[str] = ..., job: _Optional[str] = ..., barrier: _Optional[int] = ..., barriers_behind: _Optional[int] = ..., barrier_lag_ms: _Optional[int] = ..., e2e_delay_ms: _Optional[int] = ..., job_state: _Optional[str] = ..., path: _Optional[_Iterable[_Union[JobContribution, _Mapping]]] = ...) -> None: ...
+
+class JobContribution(_message.Message):
+    __slots__ = ("table", "job", "barrier", "own_ms", "wait_ms", "bottleneck", "estimated")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_FIELD_NUMBER: _ClassVar[int]
+    OWN_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    BOTTLENECK_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    job: str
+    barrier: int
+    own_ms: int
+    wait_ms: int
+    bottleneck: bool
+    estimated: bool
+    def __init__(self, table: _Optional[str] = ..., job: _Optional[str] = ..., barrier: _Optional[int] = ..., own_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ..., bottleneck: _Optional[bool] = ..., estimated: _Optional[bool] = ...) -> None: ...
 
 class DelayResponse(_message.Message):
     __slots__ = ("newest_barrier", "tables")

@@ -59,6 +59,8 @@ class Lease:
                 return
             except SnapviewError as e:  # unreachable for now: the next round tries again
                 log.info("renewing reader lease %s failed, will retry: %s", self.id, e)
+            except ValueError:  # the client was closed: nobody reads through this lease any more
+                return
 
     def renew(self, ts: int = 0) -> None:
         """Extend the lease by its TTL from now (and move it to ``ts`` if given)."""
@@ -76,6 +78,11 @@ class Lease:
         """Raise ``LeaseNotFound`` if a renewal found the lease expired."""
         if self.lost is not None:
             raise LeaseNotFound(str(self.lost))
+
+    def abandon(self) -> None:
+        """Stop renewing without telling the server (it may be down): the lease lapses one TTL
+        later."""
+        self._stop.set()
 
     def release(self) -> None:
         """Stop renewing and give the lease back (idempotent; never raises for a lost lease)."""

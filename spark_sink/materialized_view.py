@@ -210,8 +210,13 @@ class MaterializedView:
         )
         self.session.conf.set("spark.sql.session.timeZone", "UTC")
         client = client_for(self.coordinator, self.token)
-        self.shape, df = self._analyze(client)
-        self.key_why = self._check_key(df)
+        # The query runs once here, at one timestamp, to check the key: a reader lease keeps GC
+        # off that snapshot however long the check takes (the job's own hold starts when it
+        # registers, below).
+        ts = client.tso()
+        with client.lease(ts, ttl_s=60, holder=f"build of view {self.target}"):
+            self.shape, df = self._analyze(client, ts)
+            self.key_why = self._check_key(df)
         self.plan, self.fallback = self._choose_strategy(client)
         self.strategy_name = INCREMENTAL if self.plan is not None else FULL_RECOMPUTE
         self._prepare_target(client)
@@ -252,11 +257,10 @@ class MaterializedView:
                 ) from None
             return None, str(e)
 
-    def _analyze(self, client):
+    def _analyze(self, client, ts: int):
         o = self.options
         names = [t.name for t in client.tables()]  # the target too: reading it is a cycle
         candidates = mentioned_tables(o["query"], names)
-        ts = client.tso()
         register_sources(self.session, self.coordinator, dict.fromkeys(candidates, ts), self.token)
         df = self.session.sql(o["query"])
         if o["column_names"]:

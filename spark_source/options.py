@@ -78,11 +78,12 @@ class SourceOptions:
     maxRowsPerTrigger  streaming admission control: about this many changes per micro-batch
     resumeFromJob      streaming: without a checkpoint, start after what this sink job committed
     leaseSeconds       hold a reader lease on the read's timestamp against GC, with this TTL in
-                       seconds (0: none). Batch reads (default 0): the driver takes it when the
-                       read is planned and every partition renews it as it starts, so it holds
+                       seconds (0: none). Batch reads (default 0): the driver takes it when
+                       Spark plans the read, and every partition renews it as it starts, so it holds
                        for the length of the read and lapses one TTL after. Streams (default
                        600): the driver holds it on the stream's committed offset, renewed in
-                       the background and moved forward at each commit, released at stop
+                       the background and moved forward at each commit; it lapses one TTL
+                       after the query stops
     mode, job          writers only (see spark_sink)
     """
 

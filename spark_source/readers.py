@@ -6,6 +6,7 @@ snapshot) and read on executors, which reach the store over gRPC.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -25,7 +26,6 @@ class RangePartition(InputPartition):
     ranges: list[tuple[bytes, bytes]]  # [start, end) key ranges read in order
     ts: int
     as_changes: bool = False  # emit rows as inserts at ts (a stream's initial snapshot)
-    lease_id: str = ""  # a batch read's reader lease, renewed as the partition starts
 
 
 POINTS_PER_PARTITION = 256
@@ -35,27 +35,30 @@ POINTS_PER_PARTITION = 256
 class ChangePartition(InputPartition):
     from_ts: int
     to_ts: int
-    lease_id: str = ""
 
 
 BATCH_LEASE_S = 0  # batch reads take no lease unless asked (leaseSeconds)
 
 
-def take_batch_lease(opts: SourceOptions, ts: int) -> str:
-    """Driver side: a reader lease on ``ts`` for a batch read with ``leaseSeconds`` > 0 (its id),
-    else "". Not renewed here: each partition renews it as it starts (``renew_batch_lease``)."""
+def take_batch_lease(opts: SourceOptions, ts: int) -> tuple[str, float]:
+    """Driver side, when Spark plans the read: a reader lease on ``ts`` for a batch read with
+    ``leaseSeconds`` > 0 (its id and when it was taken), else ("", 0). Not renewed here (the
+    driver has no hook at the end of a read): partitions renew it (``renew_batch_lease``)."""
     ttl = BATCH_LEASE_S if opts.lease_s is None else opts.lease_s
     if ttl <= 0:
-        return ""
+        return "", 0.0
     client = client_for(opts.connection)
-    return client.lease(ts, ttl, holder=f"spark read of {opts.table}", renew=False).id
+    lease = client.lease(ts, ttl, holder=f"spark read of {opts.table}", renew=False)
+    return lease.id, time.time()
 
 
-def renew_batch_lease(opts: SourceOptions, lease_id: str) -> None:
-    """Executor side: keep the read's lease alive while partitions are being read. A lease that
-    lapsed is no error here: if GC passed the read's timestamp, the read itself fails with
-    SnapshotTooOld."""
-    if not lease_id:
+def renew_batch_lease(opts: SourceOptions, lease: tuple[str, float]) -> None:
+    """Executor side: keep the read's lease alive while partitions are being read (a partition
+    that starts within the first third of the TTL leaves it alone: one write saved per
+    partition of a short read). A lease that lapsed is no error here: if GC passed the read's
+    timestamp, the read itself fails with SnapshotTooOld."""
+    lease_id, taken = lease
+    if not lease_id or time.time() - taken < (opts.lease_s or 0) / 3:
         return
     try:
         client_for(opts.connection).renew_lease(lease_id, opts.lease_s or 1)
@@ -87,7 +90,6 @@ def plan_ranges(
 
 def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches of one key range at p.ts (executor side)."""
-    renew_batch_lease(opts, p.lease_id)
     client = client_for(opts.connection)
     chunks = client.with_lock_wait(
         lambda: [c for a, b in p.ranges for c in client.store.scan(a, b, p.ts)]
@@ -102,7 +104,6 @@ def read_range(opts: SourceOptions, info: TableInfo, p: RangePartition) -> Itera
 def read_changes(
     opts: SourceOptions, info: TableInfo, p: ChangePartition
 ) -> Iterator[pa.RecordBatch]:
-    renew_batch_lease(opts, p.lease_id)
     client = client_for(opts.connection)
     changes = client.with_lock_wait(
         lambda: client.store.scan_changes(info.name, p.from_ts, p.to_ts)
@@ -117,6 +118,7 @@ class SnapshotReader(DataSourceReader):
     def __init__(self, opts: SourceOptions, info: TableInfo, ts: int) -> None:
         self.opts, self.info, self.ts = opts, info, ts
         self.ranges = [full_range(info)]
+        self.lease = take_batch_lease(opts, ts)
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self.ranges, remaining = push_key_filters(self.info, filters)
@@ -124,14 +126,11 @@ class SnapshotReader(DataSourceReader):
 
     def partitions(self) -> list[RangePartition]:
         # Filters that exclude every key leave no range: one empty partition keeps Spark happy.
-        parts = plan_ranges(self.opts, self.ranges, self.ts) or [RangePartition([], self.ts)]
-        lease = take_batch_lease(self.opts, self.ts)
-        for p in parts:
-            p.lease_id = lease
-        return parts
+        return plan_ranges(self.opts, self.ranges, self.ts) or [RangePartition([], self.ts)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)  # one of partitions()
+        renew_batch_lease(self.opts, self.lease)
         return read_range(self.opts, self.info, partition)
 
 
@@ -140,14 +139,15 @@ class ChangeReader(DataSourceReader):
 
     def __init__(self, opts: SourceOptions, info: TableInfo) -> None:
         self.opts, self.info = opts, info
+        self.lease = take_batch_lease(opts, opts.changes_from or 0)
 
     def partitions(self) -> list[ChangePartition]:
         o = self.opts
         # SourceOptions.parse sets both or neither; SnapviewDataSource.reader saw them set.
         assert o.changes_from is not None and o.changes_to is not None
-        lease = take_batch_lease(o, o.changes_from)
-        return [ChangePartition(o.changes_from, o.changes_to, lease)]
+        return [ChangePartition(o.changes_from, o.changes_to)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangePartition)  # one of partitions()
+        renew_batch_lease(self.opts, self.lease)
         return read_changes(self.opts, self.info, partition)

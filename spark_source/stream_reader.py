@@ -9,8 +9,11 @@ commit boundary. A restart resumes from Spark's checkpointed offset; without a c
 
 The stream holds a reader lease (``leaseSeconds``, default 600 s) on its committed offset, so
 GC never collects the changes it has yet to read, however far behind it falls: the lease is
-renewed in the background on the driver, moved forward when Spark commits an offset, and
-released when the query stops (a crashed driver's lease lapses one TTL later).
+renewed in the background by the driver's Python source process, and moved forward when Spark
+commits an offset (Spark commits a batch's offsets as it starts the next batch, so the lease
+trails by one batch). When the query stops, Spark ends that process without calling ``stop()``
+(PySpark 4.3), so the lease lapses one TTL after the query ends: choose ``leaseSeconds`` as how
+long a stopped stream may stay away and still resume from its checkpoint.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
         self._hold(int(end["ts"]))
 
     def stop(self) -> None:
+        """Release the lease (when Spark calls it; see the module docstring)."""
         if self._lease is not None:
             self._lease.release()
             self._lease = None

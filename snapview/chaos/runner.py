@@ -173,6 +173,7 @@ def run(cfg: ChaosConfig, out: Callable[[str], object] = print) -> Summary:
     summary = Summary()
     stop_reader = threading.Event()
     reader = None
+    checker_client, checker_lease = None, None
     try:
         with coordinator.connect(srv.address) as c:
             bank.setup(c, cfg.accounts)
@@ -191,6 +192,13 @@ def run(cfg: ChaosConfig, out: Callable[[str], object] = print) -> Summary:
         with coordinator.connect(srv.address) as c:
             c.snapshot(list(TABLES), wait_s=120)
             first = {v: c.snapshot([v]).barrier for v in VIEW_TABLES}
+        # The checks read every barrier since `first` after the run: hold them against GC (a
+        # run longer than the server's --retention would otherwise lose its oldest barriers).
+        # Long TTL: the nemesis stops the server, and renewals resume when it is back.
+        checker_client = coordinator.connect(srv.address)
+        checker_lease = checker_client.lease(
+            min(first.values()), ttl_s=cfg.duration + 600, holder="chaos checker"
+        )
         nemesis = _nemesis_phase(cfg, rng, cluster, out)
         # ---- heal: everything back up, writers stopped, views caught up
         out("heal")
@@ -208,6 +216,8 @@ def run(cfg: ChaosConfig, out: Callable[[str], object] = print) -> Summary:
                 time.sleep(0.1)
             state = bank.final_state(c)  # full reads: resolves any lock left on the way
             summary.view_versions, mismatches = _view_checks(c, first)
+        checker_lease.release()
+        checker_lease = None
         cluster.sample_tso("end")
         cluster.stop_view_driver()
         srv.stop()
@@ -231,6 +241,10 @@ def run(cfg: ChaosConfig, out: Callable[[str], object] = print) -> Summary:
         stop_reader.set()
         cluster.kill_writers()
         cluster.kill_view_driver()
+        if checker_lease is not None:
+            checker_lease.abandon()
+        if checker_client is not None:
+            checker_client.close()
         srv.stop()
         if not cfg.keep_dir and summary.valid:
             shutil.rmtree(work, ignore_errors=True)

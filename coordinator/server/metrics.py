@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -116,6 +117,10 @@ class ServerMetrics:
         self.store, self.tso, self.barriers = store, tso, barriers
         self.jobs, self.epochs = registry, epochs
         self.version, self.instance_id = version, instance_id
+        # One scrape at a time (it bounds the load scrapes put on the server), and none after
+        # close(): the store they read is about to close.
+        self._scrape = threading.Lock()
+        self._closed = False
         disable_created_metrics()  # no *_created series: they double the count for nothing
         self.registry = r = prom if prom is not None else CollectorRegistry()
         self.epoch_seconds = Histogram(
@@ -170,17 +175,33 @@ class ServerMetrics:
 
     # ------------------------------------------------------------------ the collector
 
+    def close(self, timeout: float = 5.0) -> None:
+        """Serve no more scrape-time families (the server is about to close the store); waits
+        up to ``timeout`` seconds for a scrape in progress."""
+        got = self._scrape.acquire(timeout=timeout)
+        self._closed = True
+        if got:
+            self._scrape.release()
+
     def collect(self) -> Iterable[Metric]:
+        with self._scrape:
+            if self._closed:
+                return []
+            return self._collect()
+
+    def _collect(self) -> list[Metric]:
+        out: list[Metric] = []
         for source in list(self.sources):
             try:
-                families = list(source())
+                families = list(source())  # all of a source's families, or none
             except Exception:  # noqa: BLE001 - one family's failure must not fail the scrape
                 log.exception(
                     "metrics: %s failed; its families are left out of this scrape",
                     getattr(source, "__name__", source),
                 )
                 continue
-            yield from families
+            out.extend(families)
+        return out
 
     # ------------------------------------------------------------------ events
 

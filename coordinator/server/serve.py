@@ -419,6 +419,8 @@ class SnapviewServer:
     def stop(self, grace: float = 2.0) -> None:
         """Refuse new calls, give the ones in progress ``grace`` seconds, then close the store."""
         self._stop_metrics_http()
+        if self.metrics is not None:
+            self.metrics.close()  # a scrape still being answered reads the store no more
         self._run(self.health.enter_graceful_shutdown())
         self._run(self.grpc.stop(grace))
         self._stop_loop()  # after the pool's last request: nothing touches the store any more

@@ -260,7 +260,8 @@ def test_serve_help_shows_metrics_port_default_off():
 
 
 def test_a_failing_family_is_left_out_not_the_scrape(tmp_path, caplog):
-    """In process: a source that raises is logged; every other family is still served."""
+    """In process: a source that raises is logged; every other family is still served. After
+    stop() the collector reads nothing."""
     from coordinator.server.serve import ServeConfig, SnapviewServer
 
     server = SnapviewServer(ServeConfig(str(tmp_path / "d"), port=0, metrics_port=0, sync=False))
@@ -279,6 +280,8 @@ def test_a_failing_family_is_left_out_not_the_scrape(tmp_path, caplog):
         assert "this family is broken" in caplog.text
     finally:
         server.stop()
+    # Stopped: the store is closed, and the collector reads it no more.
+    assert list(server.metrics.collect()) == []
 
 
 def _dashboard_names() -> set[str]:

@@ -19,6 +19,7 @@ freed. A damaged LMDB tree met by an action is DataLoss for that action's caller
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -40,6 +41,9 @@ class WriteContext:
 
 
 T = TypeVar("T")
+# Upper bounds of the group-size buckets (actions per group) that ``group_sizes`` counts in; the
+# last count is for groups larger than every bound (snapview_store_group_commit_actions).
+GROUP_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 Action = Callable[[WriteContext], Any]
 
 
@@ -56,6 +60,9 @@ class GroupCommitter:
         self._closed = False
         self.groups = 0
         self.actions = 0
+        # Groups committed, by size: group_sizes[i] counts those of at most GROUP_SIZE_BUCKETS[i]
+        # actions (and more than the bound before); the last entry, larger ones.
+        self.group_sizes = [0] * (len(GROUP_SIZE_BUCKETS) + 1)
         self._thread = threading.Thread(target=self._loop, name="group-commit", daemon=True)
         self._thread.start()
 
@@ -145,6 +152,7 @@ class GroupCommitter:
             break
         self.groups += 1
         self.actions += len(group)
+        self.group_sizes[bisect.bisect_left(GROUP_SIZE_BUCKETS, len(group))] += 1
         self._answer(group, outcomes)
 
     def _fail(self, group: list[tuple[Action, Future[Any]]], exc: BaseException) -> None:

@@ -404,6 +404,10 @@ class Reader:
             return out
         return out
 
+    def entries(self, cf: str) -> int:
+        """How many items ``cf`` holds (LMDB keeps the count: no walk)."""
+        return int(self.txn.stat(self.cf[cf])["entries"])
+
     def walk(self, cf: str) -> Iterator[tuple[bytes, bytes]]:
         """Every item of ``cf`` in key order; a damaged tree raises DataLoss (``snapview check``)."""
         try:

@@ -1,6 +1,7 @@
 """The ``snapview`` command line.
 
     snapview serve --data-dir DIR [--host 127.0.0.1] [--port 50051] [--barrier-interval 1s]
+                   [--metrics-port PORT]   # Prometheus metrics at http://HOST:PORT/metrics
     snapview status|tables|topology|delay [--coordinator HOST:PORT] [--format text|json]
     snapview topology --format dot       # lineage as Graphviz DOT
     snapview read TABLE [--at TS | --consistent | --barrier T] [--format text|csv|json]
@@ -123,8 +124,8 @@ def add_serve(sub: Subparsers) -> None:
         "serve",
         "run the coordinator and the store on one port",
         "Runs until SIGTERM or Ctrl-C. Prints 'snapview serving on HOST:PORT ...' once it\n"
-        "accepts calls. A bind beyond loopback needs TLS (--tls-cert/--tls-key), a token\n"
-        "(--token-file) or --insecure.",
+        "accepts calls (with metrics=URL when --metrics-port is given). A bind beyond loopback\n"
+        "needs TLS (--tls-cert/--tls-key), a token (--token-file) or --insecure.",
     )
     s.add_argument("--data-dir", required=True, help="where the LMDB environment lives")
     s.add_argument("--host", default="127.0.0.1", help="address to bind")
@@ -135,6 +136,13 @@ def add_serve(sub: Subparsers) -> None:
         default="1s",
         metavar="DURATION",
         help="time between barriers (1s, 250ms, 2m)",
+    )
+    s.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, same host); "
+        "0 picks a free port (default: off)",
     )
     s.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve TLS")
     s.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
@@ -422,6 +430,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             map_size=args.map_size_mb << 20,
             retention_s=args.retention,
             gc_interval_s=args.gc_interval,
+            metrics_port=args.metrics_port,
         )
     )
     server.start()
@@ -431,9 +440,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    # Tests and scripts wait for this exact line to learn the port.
+    # Tests and scripts wait for this exact line to learn the port (the first word after "on")
+    # and the metrics URL (metrics=URL); the data dir, which may hold spaces, comes last.
+    metrics = f" metrics={server.metrics_address}" if server.metrics_address else ""
     print(
-        f"snapview serving on {bind_address(args.host, server.port)} data-dir={args.data_dir}",
+        f"snapview serving on {bind_address(args.host, server.port)}{metrics} "
+        f"data-dir={args.data_dir}",
         flush=True,
     )
     stop.wait()

@@ -13,13 +13,15 @@ import time
 from collections.abc import Sequence
 
 READY_PREFIX = "snapview serving on "
+METRICS_PREFIX = "metrics="
 
 
 class EmbeddedServer:
     """A ``snapview serve`` child process on 127.0.0.1.
 
     ``start()`` returns once the server prints its ready line; ``kill()`` is kill -9;
-    ``restart()`` starts a new process on the same data dir and port."""
+    ``restart()`` starts a new process on the same data dir and port. With ``metrics_port``
+    (0: a free one) the server serves Prometheus metrics at ``metrics_address``."""
 
     def __init__(
         self,
@@ -28,12 +30,15 @@ class EmbeddedServer:
         extra_args: Sequence[str] = (),
         env: dict[str, str] | None = None,
         log_path: str | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="snapview-")
         self.port = port
         self.extra_args = list(extra_args)
         self.env = env
         self.log_path = log_path or os.path.join(self.data_dir, "serve.log")
+        self.metrics_port = metrics_port
+        self.metrics_address: str | None = None
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -52,6 +57,7 @@ class EmbeddedServer:
             "127.0.0.1",
             "--port",
             str(self.port),
+            *([] if self.metrics_port is None else ["--metrics-port", str(self.metrics_port)]),
             *self.extra_args,
         ]
         env = {**os.environ, **(self.env or {})}
@@ -78,7 +84,13 @@ class EmbeddedServer:
             with open(self.log_path, errors="replace") as f:
                 tail = f.read()[-2000:]
             raise RuntimeError(f"snapview serve did not start within {timeout}s:\n{tail}")
-        self.port = int(line[0][len(READY_PREFIX) :].split()[0].rsplit(":", 1)[1])
+        words = line[0][len(READY_PREFIX) :].split()
+        self.port = int(words[0].rsplit(":", 1)[1])
+        urls = [w[len(METRICS_PREFIX) :] for w in words[1:] if w.startswith(METRICS_PREFIX)]
+        self.metrics_address = urls[0] if urls else None
+        if self.metrics_address and self.metrics_port == 0:
+            # A restart binds the same metrics port again, as it does the gRPC port.
+            self.metrics_port = int(self.metrics_address.rsplit(":", 1)[1].split("/")[0])
         return self
 
     def kill(self) -> None:

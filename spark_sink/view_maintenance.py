@@ -307,6 +307,9 @@ class FullRecompute:
                     "strategy": self.name,
                     "mutations": n,
                     "recomputed": changed,
+                    # Seconds per step so far (the commit's own comes after): the coordinator
+                    # turns them into snapview_job_epoch_step_seconds (docs/metrics.md).
+                    "steps": {k: round(v, 4) for k, v in laps.steps.items()},
                 },
             )
             attempt.commit(meta)

@@ -12,6 +12,9 @@ store action, so the epoch record and the primary never disagree:
             then resolve secondaries, queued behind the answer (idempotent; readers do it
             too if they come first, and recover() after a crash)
 
+``events`` (the server's metrics) hears of every attempt that commits or is aborted, once, after the
+write that decided it is durable.
+
 Every call is idempotent per (job, epoch). Reopening an epoch left in PREWRITE by a crashed
 attempt rolls that attempt back and starts a fresh one. Epochs of a job are committed in
 increasing order; an epoch below the last committed one can be looked at, not opened.
@@ -23,6 +26,7 @@ import json
 import logging
 import threading
 from dataclasses import replace
+from typing import Protocol
 
 from coordinator.server.barriers import Barriers
 from coordinator.server.meta import (
@@ -57,23 +61,47 @@ from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
 log = logging.getLogger("snapview.epochs")
 
 
+class EpochEvents(Protocol):
+    """Told of each attempt's end once it is durable: ``committed`` once per committed attempt
+    (an idempotent repeat of the commit is not told again), ``aborted`` once per attempt rolled
+    back (by abort, by an expired TTL, or settled by the next open)."""
+
+    def committed(self, rec: EpochRecord) -> None: ...
+
+    def aborted(self, rec: EpochRecord) -> None: ...
+
+
 class EpochManager:
     """``barriers`` (optional) makes a MaterializedView job's epochs barriers: opening an epoch
     that is not an issued barrier is refused, and committing one records the view's version at
     it in the same LMDB transaction as the primary's commit."""
 
     def __init__(
-        self, store: LocalStore, tso: TimestampOracle, barriers: Barriers | None = None
+        self,
+        store: LocalStore,
+        tso: TimestampOracle,
+        barriers: Barriers | None = None,
+        events: EpochEvents | None = None,
     ) -> None:
         self.store = store
         self.tso = tso
         self.barriers = barriers
+        self.events = events
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
     def _job_lock(self, job: str) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault(job, threading.Lock())
+
+    def _tell(self, what: str, rec: EpochRecord) -> None:
+        """Tell ``events`` of ``rec``; its failure is logged, never the caller's."""
+        if self.events is None:
+            return
+        try:
+            getattr(self.events, what)(rec)
+        except Exception:  # noqa: BLE001 - an observer must not fail the protocol
+            log.exception("epoch event %s of job %r failed", what, rec.job)
 
     # ------------------------------------------------------------------ state
 
@@ -196,8 +224,10 @@ class EpochManager:
             raise InvalidArgument(f"job {job!r}: lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
         start_ts = self.tso.now()
         key = epoch_primary_key(job, epoch)
+        settled_aborted: list[EpochRecord] = []  # attempts this open rolled back
 
         def act(ctx: WriteContext) -> EpochRecord:
+            settled_aborted.clear()  # the group may run the action again (after growing)
             info = self._load(ctx.reader, job, epoch)
             if info is not None and info.state == COMMITTED:
                 return info
@@ -216,6 +246,8 @@ class EpochManager:
                     settled = self._settle(ctx, stale)
                     if settled.state == COMMITTED:
                         st = {**st, "last_committed": max(st["last_committed"], stale.epoch)}
+                    else:
+                        settled_aborted.append(settled)
                     self._save(ctx, settled, {**st, "open_epoch": 0})
                     if epoch < st["last_committed"]:
                         raise FailedPrecondition(
@@ -234,12 +266,15 @@ class EpochManager:
                         }
                         self._save(ctx, settled, st)
                         return settled
+                    settled_aborted.append(settled)
             actions.prewrite(ctx, [(LockOp.PUT, key, b"epoch")], key, start_ts, ttl_ms, 1)
             new = EpochRecord(job, epoch, PREWRITE, start_ts, 0, attempt, batch=batch, owner=owner)
             self._save(ctx, new, {**st, "open_epoch": epoch})
             return new
 
         opened = self.store.run_write(act)
+        for rec in settled_aborted:
+            self._tell("aborted", rec)
         fail_point("epoch.opened")
         return opened
 
@@ -288,6 +323,7 @@ class EpochManager:
                     f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was rolled "
                     "back (its lock TTL ran out); open the epoch again"
                 ) from None
+        self._tell("committed", done)
         fail_point("epoch.commit.after_primary")
         # The primary decided the epoch; the secondaries are finished behind the caller's back
         # (TiKV commits secondaries asynchronously too). The group committer runs actions in
@@ -320,7 +356,10 @@ class EpochManager:
             self._save(ctx, settled, st)
             return settled
 
-        return self.store.run_write(act)
+        settled = self.store.run_write(act)
+        if settled.state == ABORTED:
+            self._tell("aborted", settled)
+        return settled
 
     def abort(self, job: str, epoch: int, start_ts: int) -> EpochRecord:
         """Roll back attempt ``start_ts`` of (job, epoch); idempotent."""

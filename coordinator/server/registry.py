@@ -14,7 +14,9 @@ start with the same sink (its sources may change); it is removed only by ``unreg
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coordinator.errors import SecondWriter, TopologyCycle
@@ -43,6 +45,7 @@ REPORTED_STATES = ("running", "failed", "stopped")
 DEFAULT_REPORT_TTL_MS = 10_000
 MAX_REPORT_TTL_MS = 3_600_000
 MAX_ERROR_CHARS = 4000
+log = logging.getLogger("snapview.registry")
 
 
 @dataclass
@@ -76,8 +79,13 @@ class Topology:
 
 
 class Registry:
+    """``on_failed`` (the server's metrics) is called with a job's name each time its report
+    turns it FAILED (a report of failed after none or another state), once the report is
+    durable."""
+
     def __init__(self, store: LocalStore) -> None:
         self.store = store
+        self.on_failed: Callable[[str], None] | None = None
 
     @staticmethod
     def load(reader: Reader) -> Topology:
@@ -210,14 +218,26 @@ class Registry:
             raise InvalidArgument(f"job {job!r}: ttl_ms must be in (0, {MAX_REPORT_TTL_MS}]")
         run = JobRun(state, error[:MAX_ERROR_CHARS], int(time.time() * 1000), ttl_ms)
 
-        def act(ctx: WriteContext) -> JobRecord:
+        def act(ctx: WriteContext) -> tuple[JobRecord, JobRun | None]:
             rec = self.get_in(ctx.reader, job)
             if rec is None:
                 raise NotFound(f"job {job!r} is not registered (was its table dropped?)")
+            before = self.run_in(ctx.reader, job)
             ctx.buf.put("meta", job_run_key(job), run.to_json())
-            return rec
+            return rec, before
 
-        return self.store.run_write(act)
+        rec, before = self.store.run_write(act)
+        if state == "failed" and (before is None or before.state != "failed"):
+            self._failed(job)
+        return rec
+
+    def _failed(self, job: str) -> None:
+        if self.on_failed is None:
+            return
+        try:
+            self.on_failed(job)
+        except Exception:  # noqa: BLE001 - an observer must not fail the report
+            log.exception("on_failed of job %r failed", job)
 
     @staticmethod
     def run_in(reader: Reader, job: str) -> JobRun | None:

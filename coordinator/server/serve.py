@@ -14,7 +14,10 @@ refused at once, before any message of it is read. One connection may hold at mo
 ``MAX_STREAMS_PER_CONNECTION`` calls at a time, the server ``ServeConfig.max_rpcs``; calls past
 that get RESOURCE_EXHAUSTED.
 
-Start-up checks the configuration, the TLS files and the port before it creates the data dir,
+With ``metrics_port`` set it also serves Prometheus metrics over plain HTTP at
+``http://HOST:PORT/metrics`` on the same host (coordinator.server.metrics; docs/metrics.md).
+
+Start-up checks the configuration, the TLS files and the ports before it creates the data dir,
 and removes a data dir it created if a later step fails: a failed start leaves nothing behind.
 """
 
@@ -39,14 +42,16 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry, start_http_server
 
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
+from coordinator.server.metrics import ServerMetrics
 from coordinator.server.registry import Registry
 from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
-from coordinator.server.service import CoordinatorService
+from coordinator.server.service import VERSION, CoordinatorService
 from coordinator.server.snapshot_planner import SnapshotPlanner
 from coordinator.server.tso import TimestampOracle
 from kvstore.direct import write_instance_id
@@ -85,6 +90,7 @@ class ServeConfig:
     max_rpcs: int = MAX_CONCURRENT_RPCS
     retention_s: float = DEFAULT_RETENTION_S  # history kept for reads at older timestamps
     gc_interval_s: float = DEFAULT_GC_INTERVAL_S  # how often the safepoint moves; 0: never
+    metrics_port: int | None = None  # Prometheus /metrics over HTTP: None off, 0 a free port
 
 
 def is_loopback(host: str) -> bool:
@@ -186,7 +192,8 @@ class _TokenInterceptor(grpc.aio.ServerInterceptor):
 
 
 class SnapviewServer:
-    """A running ``snapview serve``; ``port`` is the bound port (useful with port 0).
+    """A running ``snapview serve``; ``port`` is the bound port (useful with port 0), and
+    ``metrics_address`` the URL of its Prometheus metrics (None without ``metrics_port``).
 
     The API is synchronous (construct, ``start``, ``wait``, ``stop``); the gRPC server runs on
     an asyncio loop in a thread of its own. A constructor that raises leaves nothing running
@@ -216,6 +223,11 @@ class SnapviewServer:
         self.cfg = cfg
         self._lock_fd: int | None = None
         self._created: str | None = None  # the outermost directory this start created
+        self._metrics_http: Any = None  # the /metrics HTTP server (prometheus_client's)
+        self.metrics_address: str | None = None
+        self.metrics: ServerMetrics | None = None
+        # Served from the moment the port is bound; the families arrive with the store.
+        self.metrics_registry = CollectorRegistry()
         self._pool = futures.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="rpc")
         self._tso_pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tso")
         self._loop = asyncio.new_event_loop()
@@ -237,6 +249,7 @@ class SnapviewServer:
             if self.port == 0:
                 raise FailedPrecondition(f"cannot bind {addr}")
             self.address = bind_address(cfg.host, self.port)
+            self._start_metrics_http(cfg, loopback)
             if not loopback and not (cfg.tls_cert or token):
                 log.warning(
                     "serving on %s, which is not loopback, with --insecure: no TLS and no "
@@ -248,6 +261,35 @@ class SnapviewServer:
         except BaseException:
             self._abandon()
             raise
+
+    def _start_metrics_http(self, cfg: ServeConfig, loopback: bool) -> None:
+        """Bind and serve /metrics (a busy port fails here, before the data dir exists)."""
+        if cfg.metrics_port is None:
+            return
+        host = cfg.host.strip("[]")
+        try:
+            self._metrics_http, _ = start_http_server(
+                cfg.metrics_port, addr=host, registry=self.metrics_registry
+            )
+        except OSError as e:
+            raise FailedPrecondition(
+                f"cannot bind the metrics port {bind_address(host, cfg.metrics_port)}: "
+                f"{e.strerror or _one_line(e)}"
+            ) from None
+        port = self._metrics_http.server_port
+        self.metrics_address = f"http://{bind_address(host, port)}/metrics"
+        if not loopback:
+            log.warning(
+                "metrics at %s are plain HTTP without a token: anyone who can reach the port "
+                "can read table and job names and progress",
+                self.metrics_address,
+            )
+
+    def _stop_metrics_http(self) -> None:
+        if self._metrics_http is not None:
+            self._metrics_http.shutdown()
+            self._metrics_http.server_close()
+            self._metrics_http = None
 
     async def _new_server(self, token: str | None) -> grpc.aio.Server:
         return grpc.aio.server(
@@ -308,6 +350,18 @@ class SnapviewServer:
                 ).handler(),
             ]
         )
+        self.metrics = ServerMetrics(
+            self.store,
+            self.tso,
+            self.barriers,
+            self.registry,
+            self.epochs,
+            self.metrics_registry,
+            version=VERSION,
+            instance_id=self.instance_id,
+        )
+        self.epochs.events = self.metrics
+        self.registry.on_failed = self.metrics.job_failed
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection(
@@ -364,6 +418,7 @@ class SnapviewServer:
 
     def _abandon(self) -> None:
         """Undo a start that failed half-way: no server, no lock, no data dir of ours."""
+        self._stop_metrics_http()
         if hasattr(self, "grpc"):
             self._run(self.grpc.stop(None))
         self._stop_loop()
@@ -385,6 +440,9 @@ class SnapviewServer:
 
     def stop(self, grace: float = 2.0) -> None:
         """Refuse new calls, give the ones in progress ``grace`` seconds, then close the store."""
+        self._stop_metrics_http()
+        if self.metrics is not None:
+            self.metrics.close()  # a scrape still being answered reads the store no more
         self._run(self.health.enter_graceful_shutdown())
         self._run(self.grpc.stop(grace))
         self._stop_loop()  # after the pool's last request: nothing touches the store any more

@@ -51,6 +51,7 @@ class TimestampOracle:
         self._mono = time.monotonic()
         self._logical = 0
         self._issued = compose(self._high_water, 0)
+        self.issued_count = 0  # timestamps handed out by this process (snapview_tso_...)
         self._persist(self._physical + window_ms)
 
     def _persist(self, high_water: int) -> None:
@@ -115,6 +116,7 @@ class TimestampOracle:
         """Hand out ``count`` timestamps at the current physical time. Caller holds the lock."""
         first = compose(self._physical, self._logical)
         self._logical += count
+        self.issued_count += count
         self._issued = max(self._issued, first + count - 1)
         return first
 

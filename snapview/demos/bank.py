@@ -284,8 +284,11 @@ def run_bank_demo(
     from snapview.embedded import EmbeddedServer
 
     data_dir = tempfile.mkdtemp(prefix="snapview-demo-")
-    srv = EmbeddedServer(data_dir, extra_args=["--barrier-interval", barrier_interval]).start()
+    srv = EmbeddedServer(
+        data_dir, extra_args=["--barrier-interval", barrier_interval], metrics_port=0
+    ).start()
     out(f"snapview serve on {srv.address} (data dir {data_dir}, barriers every {barrier_interval})")
+    out(f"metrics: {srv.metrics_address} (Prometheus; every metric: docs/metrics.md)")
     stop: Event | None = None
     procs: list[SpawnProcess] = []
     spark: SparkSession | None = None

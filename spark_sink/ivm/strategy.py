@@ -162,6 +162,9 @@ class Incremental:
                     "changed_keys": keys,
                     "cost": self.cost.as_field(),
                     **counts,
+                    # Seconds per step so far (the commit's own comes after): the coordinator
+                    # turns them into snapview_job_epoch_step_seconds (docs/metrics.md).
+                    "steps": {k: round(v, 4) for k, v in laps.steps.items()},
                 },
             )
             attempt.commit(meta)

@@ -44,6 +44,7 @@ from coordinator.jobs import JobState
 from coordinator.server.barriers import Barriers
 from coordinator.server.delay import delay_report
 from coordinator.server.epochs import EpochManager
+from coordinator.server.gc import GcManager
 from coordinator.server.meta import EpochRecord
 from coordinator.server.registry import Registry
 from coordinator.server.tso import TimestampOracle
@@ -374,3 +375,79 @@ class ServerMetrics:
             "Bytes free on the data dir's filesystem for the server's user",
             st.free_bytes(),
         )
+
+
+def gc_source(gc: GcManager) -> Source:
+    """The GC's families (``ServerMetrics.add_source``): the safepoint and what holds it back,
+    reader leases, and the collector's progress."""
+
+    def _gc() -> Iterable[Metric]:
+        st = gc.status()
+        now_ms = gc.tso.physical_ms()
+
+        def age(ts: int) -> float:
+            return max(0, now_ms - physical_ms(ts)) / 1000 if ts else 0.0
+
+        yield GaugeMetricFamily(
+            "snapview_gc_enabled",
+            "1 if the safepoint moves by itself (--gc-interval > 0)",
+            1 if st.enabled else 0,
+        )
+        yield GaugeMetricFamily(
+            "snapview_gc_retention_seconds",
+            "History kept for reads at older timestamps (--retention)",
+            st.retention_s,
+        )
+        yield GaugeMetricFamily(
+            "snapview_gc_safepoint_ts", "The GC safepoint: no read below it", st.safepoint
+        )
+        yield GaugeMetricFamily(
+            "snapview_gc_safepoint_age_seconds",
+            "How far the safepoint is behind now: about --retention when nothing else holds it "
+            "back; more means a lease or a job does (see snapview_gc_hold_age_seconds)",
+            age(st.safepoint),
+        )
+        holds = GaugeMetricFamily(
+            "snapview_gc_hold_age_seconds",
+            "Age of the oldest hold of each kind (retention, lease, job, revision): the oldest "
+            "of them binds the safepoint",
+            labels=["kind"],
+        )
+        oldest: dict[str, int] = {}
+        for h in st.holds:
+            oldest[h.kind] = min(oldest.get(h.kind, h.ts), h.ts)
+        for kind, ts in sorted(oldest.items()):
+            holds.add_metric([kind], age(ts))
+        yield holds
+        yield GaugeMetricFamily("snapview_gc_leases", "Live reader leases", len(st.leases))
+        yield GaugeMetricFamily(
+            "snapview_gc_oldest_lease_age_seconds",
+            "Age of the timestamp the oldest live reader lease holds (0: none)",
+            age(min((x.ts for x in st.leases), default=0)),
+        )
+        p = st.progress
+        for name, value, text in (
+            ("versions_removed", p.versions_removed, "Row versions GC removed"),
+            ("records_examined", p.records_examined, "Records GC steps examined"),
+            (
+                "records_deleted",
+                p.records_deleted,
+                "Records GC deleted (versions, long values, change-index entries)",
+            ),
+            ("steps", p.steps, "GC steps (each one bounded walk and one short write)"),
+            ("passes", p.passes, "Whole GC passes over the store"),
+            ("step_seconds", p.step_seconds, "Seconds spent in GC steps"),
+            (
+                "coordinator_records_removed",
+                p.barriers_removed + p.epoch_records_removed,
+                "Barrier, view-version and epoch records pruned below the safepoint",
+            ),
+        ):
+            yield CounterMetricFamily(f"snapview_gc_{name}", text, value=value)
+        yield GaugeMetricFamily(
+            "snapview_gc_pass_in_progress",
+            "1 while a GC pass is collecting",
+            0 if p.pass_phase == "done" else 1,
+        )
+
+    return _gc

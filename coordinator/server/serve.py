@@ -48,7 +48,7 @@ from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
-from coordinator.server.metrics import ServerMetrics
+from coordinator.server.metrics import ServerMetrics, gc_source
 from coordinator.server.registry import Registry
 from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
 from coordinator.server.service import VERSION, CoordinatorService
@@ -360,6 +360,7 @@ class SnapviewServer:
             version=VERSION,
             instance_id=self.instance_id,
         )
+        self.metrics.add_source(gc_source(self.gc))
         self.epochs.events = self.metrics
         self.registry.on_failed = self.metrics.job_failed
         self.health = health.aio.HealthServicer()

@@ -34,6 +34,8 @@ def gcsrv(tmp_path_factory):
         f"{RETENTION_S}s",
         "--gc-interval",
         "200ms",
+        "--metrics-port",
+        "0",
     )
 
 
@@ -358,3 +360,37 @@ def test_leases_survive_a_server_restart(tmp_path):
             _past(c, ts)
     finally:
         gen.close()
+
+
+def _gc_sample(url: str, name: str, labels: dict | None = None) -> float:
+    from tests.integration.test_metrics import scrape
+
+    fam = scrape(url)[name]
+    for sample in fam.samples:
+        if labels is None or all(sample.labels.get(k) == v for k, v in labels.items()):
+            return sample.value
+    raise AssertionError(f"no {name} sample with {labels}")
+
+
+def test_gc_metrics_move_with_the_run(c, gcsrv, table_name):
+    """The GC's metrics follow it: versions collected grow under updates, the safepoint moves
+    and matches GcStatus, and a held lease shows as the oldest hold and ages."""
+    url = gcsrv.metrics_address
+    t = _table(c, table_name)
+    removed = _gc_sample(url, "snapview_gc_versions_removed")
+    sp = _gc_sample(url, "snapview_gc_safepoint_ts")
+    for v in range(20):
+        _write(c, t, v)
+    wait_for(
+        lambda: _gc_sample(url, "snapview_gc_versions_removed") >= removed + 50,
+        15,
+        "the versions-removed counter to grow",
+    )
+    assert _gc_sample(url, "snapview_gc_safepoint_ts") > sp
+    assert _gc_sample(url, "snapview_gc_enabled") == 1
+    with c.lease(c.tso(), ttl_s=30, holder="metrics test"):
+        assert _gc_sample(url, "snapview_gc_leases") >= 1
+        _retention_past(c, c.tso())
+        age = _gc_sample(url, "snapview_gc_hold_age_seconds", {"kind": "lease"})
+        assert age >= _gc_sample(url, "snapview_gc_hold_age_seconds", {"kind": "retention"})
+        assert _gc_sample(url, "snapview_gc_safepoint_age_seconds") >= RETENTION_S

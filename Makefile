@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := kvstore coordinator spark_source spark_sink snapview
 
-.PHONY: test demo proto lint typecheck fmt bench chaos differential install-check clean
+.PHONY: test demo proto lint typecheck fmt bench chaos differential soak install-check clean
 
 # The generated protobuf code (snapview_proto/) is committed: installing needs no code generator.
 $(STAMP): pyproject.toml requirements.lock
@@ -57,6 +57,12 @@ chaos: $(STAMP)
 differential: $(STAMP)
 	SNAPVIEW_DIFF_ROUNDS=$${SNAPVIEW_DIFF_ROUNDS:-60} $(PY) -m pytest -q -o timeout=3600 \
 		tests/spark/test_incremental.py -k equal_spark
+
+# The long GC soak: steady updates, a view, leased readers and a 4 s retention for 5 minutes;
+# the data dir must stop growing (`make test` runs it for 60 s). SNAPVIEW_SOAK_S=n for another.
+soak: $(STAMP)
+	SNAPVIEW_SOAK_S=$${SNAPVIEW_SOAK_S:-300} $(PY) -m pytest -q -s -o timeout=3600 \
+		tests/spark/test_gc_soak.py -k soak
 
 # What a user without make gets: `pip install` of a clean copy of this tree into a fresh venv
 # (no editable install, no dev extras), then the console script and the client import.

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := kvstore coordinator spark_source spark_sink snapview
 
-.PHONY: test demo proto lint typecheck fmt bench chaos differential install-check clean
+.PHONY: test demo proto lint typecheck fmt bench chaos differential cluster install-check clean
 
 # The generated protobuf code (snapview_proto/) is committed: installing needs no code generator.
 $(STAMP): pyproject.toml requirements.lock
@@ -21,8 +21,9 @@ proto: $(STAMP)
 # Spark's Python workers must run this venv's interpreter.
 export PYSPARK_PYTHON := $(abspath $(PY))
 
+# Everything but the standalone-cluster test (`make cluster`).
 test: lint
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q -m 'not cluster'
 
 demo: $(STAMP)
 	$(PY) -m snapview.cli demo bank
@@ -57,6 +58,12 @@ chaos: $(STAMP)
 differential: $(STAMP)
 	SNAPVIEW_DIFF_ROUNDS=$${SNAPVIEW_DIFF_ROUNDS:-60} $(PY) -m pytest -q -o timeout=3600 \
 		tests/spark/test_incremental.py -k equal_spark
+
+# View jobs on a real Spark standalone cluster (docs/cluster.md): a master and two workers from
+# the pip package's spark-class on 127.0.0.1, `snapview serve` with TLS and a token, executors
+# over gRPC only. About 2 minutes, so not part of `make test`.
+cluster: $(STAMP)
+	$(PY) -m pytest -q -s -m cluster tests/spark/test_standalone_cluster.py
 
 # What a user without make gets: `pip install` of a clean copy of this tree into a fresh venv
 # (no editable install, no dev extras), then the console script and the client import.

@@ -116,6 +116,7 @@ def test_view_jobs_on_a_standalone_cluster_over_grpc_with_tls_and_token(tmp_path
         line = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
         assert code == 0 and line, failed(f"driver exited {code}")
         res = json.loads(line[0][len("RESULT ") :])
+        (tmp_path / "result.json").write_text(json.dumps(res, indent=1))
 
         # the views: equal to Spark's batch result at every barrier checked, no job failed
         assert "mismatch" not in res, failed(f"view differs from Spark: {res['mismatch']}")
@@ -154,6 +155,7 @@ def test_view_jobs_on_a_standalone_cluster_over_grpc_with_tls_and_token(tmp_path
         )
         took = time.monotonic() - started
         print(f"\nstandalone cluster test: {took:.1f} s; driver steps {res['steps']}")
+        print(res["progress"]["text"])
     finally:
         cluster.stop()
         srv.stop()

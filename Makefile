@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := kvstore coordinator spark_source spark_sink snapview
 
-.PHONY: test demo proto lint typecheck fmt bench chaos differential soak install-check clean
+.PHONY: test demo proto lint typecheck fmt bench chaos differential soak cluster install-check clean
 
 # The generated protobuf code (snapview_proto/) is committed: installing needs no code generator.
 $(STAMP): pyproject.toml requirements.lock
@@ -21,8 +21,9 @@ proto: $(STAMP)
 # Spark's Python workers must run this venv's interpreter.
 export PYSPARK_PYTHON := $(abspath $(PY))
 
+# Everything but the standalone-cluster test (`make cluster`).
 test: lint
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q -m 'not cluster'
 
 demo: $(STAMP)
 	$(PY) -m snapview.cli demo bank
@@ -62,7 +63,13 @@ differential: $(STAMP)
 # the data dir must stop growing (`make test` runs it for 60 s). SNAPVIEW_SOAK_S=n for another.
 soak: $(STAMP)
 	SNAPVIEW_SOAK_S=$${SNAPVIEW_SOAK_S:-300} $(PY) -m pytest -q -s -o timeout=3600 \
-		tests/spark/test_gc_soak.py -k soak
+		tests/spark/test_gc_soak.py -k stops_growing
+
+# View jobs on a real Spark standalone cluster (docs/cluster.md): a master and two workers from
+# the pip package's spark-class on 127.0.0.1, `snapview serve` with TLS and a token, executors
+# over gRPC only. About 2 minutes, so not part of `make test`.
+cluster: $(STAMP)
+	$(PY) -m pytest -q -s -m cluster tests/spark/test_standalone_cluster.py
 
 # What a user without make gets: `pip install` of a clean copy of this tree into a fresh venv
 # (no editable install, no dev extras), then the console script and the client import.

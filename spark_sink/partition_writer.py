@@ -4,6 +4,7 @@ epoch's primary. Idempotent: a retried task prewrites the same keys under the sa
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,7 +17,7 @@ from pyspark import TaskContext
 
 from coordinator.client import Client
 from coordinator.connection import ConnectionSettings
-from kvstore.errors import TxnError
+from kvstore.errors import InvalidArgument, TxnError
 from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
 from kvstore.limits import split_mutations
@@ -57,10 +58,33 @@ class EpochTarget:
 
 _direct: dict[tuple, DirectPrewriter | None] = {}
 
+# The process's switch for the direct path: unset or "auto" uses it when this process sees the
+# server's data dir (DATA_DIR/instance), "off" never does. Set it for executors with
+# spark.executorEnv.SNAPVIEW_DIRECT=off (docs/cluster.md).
+DIRECT_ENV = "SNAPVIEW_DIRECT"
+_DIRECT_ON = ("", "auto", "on", "1", "true", "yes")
+_DIRECT_OFF = ("off", "0", "false", "no")
+
+
+def direct_allowed() -> bool:
+    """Whether this process may prewrite into the server's LMDB environment directly: False when
+    SNAPVIEW_DIRECT is off; a value that is neither auto nor off is refused, naming it."""
+    value = os.environ.get(DIRECT_ENV, "").strip().lower()
+    if value in _DIRECT_ON:
+        return True
+    if value in _DIRECT_OFF:
+        return False
+    raise InvalidArgument(
+        f"{DIRECT_ENV}={os.environ[DIRECT_ENV]!r} (process {os.getpid()} on host "
+        f"{socket.gethostname()}): expected auto "
+        "(the default: direct prewrites when this process sees the server's data dir) or off"
+    )
+
 
 def direct_prewriter(target: EpochTarget) -> DirectPrewriter | None:
-    """This process's direct prewriter for the target's server, or None if it is elsewhere."""
-    if target.direct is None:
+    """This process's direct prewriter for the target's server, or None if it is elsewhere or
+    SNAPVIEW_DIRECT is off here."""
+    if target.direct is None or not direct_allowed():
         return None
     data_dir, instance_id, lmdb_path, map_size = target.direct
     key = (os.getpid(), lmdb_path, instance_id)

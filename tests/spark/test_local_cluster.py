@@ -1,4 +1,6 @@
-"""Executors in separate processes (local-cluster): they reach the store over gRPC only."""
+"""Executors in separate processes (local-cluster). They run on the server's host, so their
+writes may take the direct LMDB path; test_standalone_cluster.py turns it off (SNAPVIEW_DIRECT)
+and checks that executors then reach the store over gRPC only."""
 
 from __future__ import annotations
 

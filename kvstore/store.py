@@ -14,6 +14,7 @@ who backs off and retries until the lock's TTL runs out.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import TypeVar
@@ -68,6 +69,7 @@ DEFAULT_MAX_VALUE_BYTES = 4 << 20
 SCAN_CHUNK_ROWS = 8192
 # Records a GC step examines: a step's delete write stays well under a millisecond or two.
 GC_STEP_RECORDS = 2048
+GC_PLAN_CHUNK = 256  # records planned between two GIL hand-overs (well under a millisecond)
 
 
 def check_range_count(n: int) -> None:
@@ -650,10 +652,21 @@ class LocalStore:
         Returns the step (``next`` is where the following step starts; ``next.done`` ends the
         pass). The writer is held only for the deletes."""
         safepoint = self.safepoint
-        with self.storage.read_txn() as r:
-            step = actions.plan_gc_step(r, safepoint, cursor, budget)
-        if step.doomed:
-            self.committer.run(lambda ctx: actions.delete_gc_records(ctx, step.doomed))
+        doomed: list[tuple[str, bytes]] = []
+        versions = examined = 0
+        while examined < budget and not cursor.done:
+            # Planning is pure Python: in pieces of GC_PLAN_CHUNK records, with the GIL handed
+            # over between them, so the server's request threads wait at most one piece.
+            with self.storage.read_txn() as r:
+                part = actions.plan_gc_step(r, safepoint, cursor, min(GC_PLAN_CHUNK, budget))
+            doomed += part.doomed
+            versions += part.versions
+            examined += part.examined
+            cursor = part.next
+            time.sleep(0)
+        step = GcStep(doomed, versions, examined, cursor)
+        if doomed:
+            self.committer.run(lambda ctx: actions.delete_gc_records(ctx, doomed))
         return step
 
     def gc(self, safepoint: int) -> int:

@@ -23,7 +23,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 
 # Everything but the standalone-cluster test (`make cluster`).
 test: lint
-	$(PY) -m pytest tests -q -m 'not cluster'
+	$(PY) -m pytest tests -q -m 'not cluster' --durations=15
 
 demo: $(STAMP)
 	$(PY) -m snapview.cli demo bank
@@ -60,7 +60,7 @@ differential: $(STAMP)
 		tests/spark/test_incremental.py -k equal_spark
 
 # The long GC soak: steady updates, a view, leased readers and a 4 s retention for 5 minutes;
-# the data dir must stop growing (`make test` runs it for 60 s). SNAPVIEW_SOAK_S=n for another.
+# the data dir must stop growing (`make test` runs it for 45 s). SNAPVIEW_SOAK_S=n for another.
 soak: $(STAMP)
 	SNAPVIEW_SOAK_S=$${SNAPVIEW_SOAK_S:-300} $(PY) -m pytest -q -s -o timeout=3600 \
 		tests/spark/test_gc_soak.py -k stops_growing

@@ -607,7 +607,6 @@ class LocalStore:
                 f"table {table!r}: need 0 <= from_ts < to_ts, got ({from_ts}, {to_ts}]"
             )
         info = self.catalog.get(table)
-        self._check_not_collected(from_ts, table, "change scan from")
         return self._read(
             lambda r: actions.scan_changes(r, info.id, from_ts, to_ts),
             to_ts,

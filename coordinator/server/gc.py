@@ -25,13 +25,13 @@ one, expired leases. The same holds guard the manual ``Gc`` RPC (``LocalStore.gc
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from coordinator.jobs import EpochMetadata
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.leases import Lease, Leases
@@ -104,9 +104,9 @@ class GcStatus:
 
 def _sources_floor(metadata: str) -> int:
     """The oldest source read ts in an epoch's metadata (``sources``), 0 if it names none."""
-    try:
-        sources = json.loads(metadata).get("sources") or {}
-    except (ValueError, AttributeError):
+    try:  # the contract's own parser; a job may have committed free text instead
+        sources = EpochMetadata.from_json(metadata).sources
+    except (ValueError, AttributeError, TypeError):
         return 0
     ts = [v for v in sources.values() if isinstance(v, int) and v > 0]
     return min(ts, default=0)

@@ -22,6 +22,16 @@ from coordinator.connection import ConnectionSettings
 from coordinator.errors import BarrierNotReached
 from coordinator.jobs import JobClient
 from coordinator.lease import DEFAULT_LEASE_TTL_S, Lease
+from coordinator.revisions import (
+    Revision,
+    arrow_mutations,
+    check_mode,
+    count_changes,
+    default_who,
+    dry_run_record,
+    wait_revised,
+    write_arrow_corrections,
+)
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
@@ -379,6 +389,123 @@ class Client:
     def gc_status(self) -> cpb.GcStatusResponse:
         """The GC safepoint, what holds it (oldest first), the live leases and GC progress."""
         return self._rpc.unary(self._stub.GcStatus, cpb.GcStatusRequest())
+
+    # ------------------------------------------------------------------ revisions
+
+    def revise(
+        self,
+        table: str,
+        *,
+        to_ts: int | None = None,
+        to_barrier: int | None = None,
+        corrections: object = None,
+        mode: str = "upsert",
+        dry_run: bool = False,
+        who: str | None = None,
+    ) -> Revision:
+        """Revise root table ``table`` in one new transaction and return its record.
+
+        Exactly one of: ``to_barrier`` or ``to_ts`` (roll the table back: every row changed
+        since then gets its value there back, rows inserted since are deleted; writers of the
+        table wait while it is applied), or ``corrections`` (a ``pyarrow.Table``, or a Spark
+        DataFrame written from the executors) applied in ``mode`` ``upsert`` or ``delete``
+        (the rows name keys). History is kept: the table reads as before at any ts below the
+        revision's ``commit_ts``. Every view downstream reaches the revision at
+        ``revision.barrier``; ``wait_revised`` waits for them. ``dry_run`` writes nothing and
+        returns the counts. Refused: a view or state table (FailedPrecondition; rebuild it), a
+        target below the GC safepoint (SnapshotTooOld), a missing table (TableNotFound)."""
+        who = who if who is not None else default_who()
+        given = sum(x is not None for x in (to_ts, to_barrier, corrections))
+        if given != 1:
+            raise InvalidArgument(
+                f"table {table!r}: give exactly one of to_ts, to_barrier and corrections"
+            )
+        if corrections is not None:
+            if hasattr(corrections, "sparkSession") and hasattr(corrections, "mapInArrow"):
+                # A Spark DataFrame: its rows are written by the executors. The writer lives
+                # with the other Spark writers (spark_sink), imported only here, where the
+                # caller already runs Spark (the one call from this package into spark_sink;
+                # tests/unit/test_layering.py allows exactly this one).
+                from spark_sink.revision import write_dataframe_corrections
+
+                return write_dataframe_corrections(
+                    self,
+                    table,
+                    corrections,  # type: ignore[arg-type]
+                    mode,
+                    who,
+                    dry_run=dry_run,
+                )
+            import pyarrow as pa
+
+            if not isinstance(corrections, pa.Table):
+                raise InvalidArgument(
+                    f"table {table!r}: corrections must be a pyarrow.Table or a Spark "
+                    f"DataFrame, not {type(corrections).__name__}"
+                )
+            if dry_run:
+                check_mode(table, mode)
+                muts = arrow_mutations(self, table, corrections, mode)
+                restored, removed = count_changes(self, muts, self.tso())
+                return dry_run_record(self, table, mode, who, restored, removed)
+            return write_arrow_corrections(self, table, corrections, mode, who)
+        req = cpb.ReviseRequest(
+            table=table, to_ts=to_ts or 0, to_barrier=to_barrier or 0, dry_run=dry_run, who=who
+        )
+        return Revision.from_pb(self._rpc.unary(self._stub.Revise, req))
+
+    def _begin_corrections(
+        self, table: str, mode: str, who: str, lock_ttl_ms: int
+    ) -> cpb.BeginCorrectionsResponse:
+        req = cpb.BeginCorrectionsRequest(table=table, mode=mode, who=who, lock_ttl_ms=lock_ttl_ms)
+        return self._rpc.unary(self._stub.BeginCorrections, req)
+
+    def downstream(self, table: str) -> list[str]:
+        """The tables registered jobs compute from ``table``, directly or not, upstream first."""
+        jobs = list(self.topology().jobs)
+        found: list[str] = []
+        frontier = [table]
+        while frontier:
+            t = frontier.pop()
+            for j in jobs:
+                if t in j.sources and j.sink not in found and j.sink != table:
+                    found.append(j.sink)
+                    frontier.append(j.sink)
+        writer = {j.sink: j for j in jobs}
+
+        def depth(t: str) -> int:
+            ups = [s for s in writer[t].sources if s in found] if t in writer else []
+            return 1 + max((depth(s) for s in ups), default=0)
+
+        return sorted(found, key=lambda t: (depth(t), t))
+
+    def rebuild(self, view: str, who: str | None = None) -> Revision:
+        """Ask ``view``'s job to recompute the view at its next barrier (a rebuild already
+        pending is returned instead); the views downstream follow at the same barrier."""
+        req = cpb.RebuildRequest(view=view, who=who if who is not None else default_who())
+        return Revision.from_pb(self._rpc.unary(self._stub.Rebuild, req))
+
+    def revision(self, revision_id: int) -> Revision:
+        """The record of revision ``revision_id`` (NotFound if none)."""
+        req = cpb.GetRevisionRequest(id=revision_id)
+        return Revision.from_pb(self._rpc.unary(self._stub.GetRevision, req))
+
+    def revisions(self, table: str | None = None, limit: int = 0) -> list[Revision]:
+        """Recorded revisions, newest first (of ``table`` only, and at most ``limit``)."""
+        req = cpb.ListRevisionsRequest(table=table or "", limit=limit)
+        return [
+            Revision.from_pb(r) for r in self._rpc.unary(self._stub.ListRevisions, req).revisions
+        ]
+
+    def wait_revised(
+        self,
+        revision: Revision | int,
+        timeout_s: float = 300.0,
+        progress: Callable[[Revision, dict[str, tuple[int, str]]], None] | None = None,
+    ) -> int:
+        """Wait until every view downstream of the revision has its barrier; return the barrier
+        (see ``coordinator.revisions.wait_revised``)."""
+        return wait_revised(self, revision, timeout_s, progress)
 
     def topology(self) -> cpb.TopologyResponse:
         return self._rpc.unary(self._stub.Topology, cpb.TopologyRequest())

@@ -6,7 +6,7 @@ back from a failed call (importing ``coordinator`` imports this module).
 
 from __future__ import annotations
 
-from kvstore.errors import AlreadyExists, FailedPrecondition, register_error
+from kvstore.errors import AlreadyExists, FailedPrecondition, SnapviewError, register_error
 
 
 @register_error
@@ -29,3 +29,9 @@ class BarrierNotReached(FailedPrecondition):
 class LeaseNotFound(FailedPrecondition):
     """A reader lease that expired (it stopped holding the GC safepoint when it did), was
     released, or was never taken. Take a new one; its snapshot may already be too old."""
+
+
+class RevisionNotReached(SnapviewError):
+    """``Client.wait_revised`` ran out of time: some view downstream of a revision has not
+    reached the revision's barrier (its message names them and their jobs' states). The
+    revision itself is committed; the views follow when their jobs run."""

@@ -69,6 +69,9 @@ class EpochInfo:
     metadata: str = ""  # what the job stored with the commit (e.g. its sources' offsets)
     batch: str = ""  # auto-numbered epochs: the batch the epoch is for
     owner: str = ""  # auto-numbered epochs: the run that opened the attempt
+    # A view job's epoch: a rebuild requested of the view and not done yet (its revision id).
+    # The epoch recomputes the view and names it in its metadata (``{"rebuild": id}``).
+    rebuild: int = 0
 
     @property
     def committed(self) -> bool:
@@ -87,6 +90,7 @@ class EpochInfo:
             metadata=m.metadata,
             batch=m.batch,
             owner=m.owner,
+            rebuild=m.rebuild,
         )
 
 

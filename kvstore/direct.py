@@ -18,7 +18,7 @@ import threading
 import lmdb
 
 from kvstore import actions
-from kvstore.errors import InvalidArgument, KeyPrewrittenTwice, SnapviewError
+from kvstore.errors import InvalidArgument, KeyPrewrittenTwice, SnapviewError, TableFenced
 from kvstore.group_commit import WriteContext
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.records import Mutation
@@ -89,6 +89,10 @@ class DirectPrewriter:
             except KeyPrewrittenTwice as e:
                 where = describe_key(info, e.key)
                 raise KeyPrewrittenTwice.of(e.key, e.start_ts, where) from None
+            except TableFenced as e:
+                # The server answers UNAVAILABLE, which the remote path retries until the
+                # revision holding the fence is done.
+                raise DirectUnavailable(str(e)) from None
             except lmdb.MapFullError:
                 raise DirectUnavailable("the store's map is full; the server grows it") from None
             except lmdb.MapResizedError:

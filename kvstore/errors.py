@@ -165,6 +165,14 @@ class Unavailable(RequestError):
 
 
 @register_error
+class TableFenced(Unavailable):
+    """A write into a table while a revision holds the table's fence (``kvstore.actions.fence``).
+    UNAVAILABLE, so the client's RetryPolicy retries it: a writer waits for the moment a
+    revision takes, then goes on (and conflicts, as any transaction, if the revision wrote one
+    of its keys after it started)."""
+
+
+@register_error
 class PermissionDenied(RequestError):
     code = "PERMISSION_DENIED"
 

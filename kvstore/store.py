@@ -432,6 +432,22 @@ class LocalStore:
             lambda ctx: actions.txn_heartbeat(ctx, primary, start_ts, advise_ttl_ms, now)
         )
 
+    def run_write_at_commit_ts(self, fn: Callable[[WriteContext, int], T], cost: int = 1) -> T:
+        """Run ``fn(ctx, commit_ts)`` in the next group with a fresh commit_ts from the TSO, which
+        stays invisible to readers until the write is durable (the in-flight set one-phase commits
+        use): a write action that commits versions itself (a revision) without a lock phase."""
+        if self.clock is None:
+            raise FailedPrecondition("a write at a commit_ts needs a TSO; this store has none")
+        with self._inflight_cond:
+            commit_ts = self.clock()
+            self._inflight.add(commit_ts)
+        try:
+            return self.committer.run(lambda ctx: fn(ctx, commit_ts), cost)
+        finally:
+            with self._inflight_cond:
+                self._inflight.discard(commit_ts)
+                self._inflight_cond.notify_all()
+
     def run_write(self, fn: Callable[[WriteContext], T]) -> T:
         """Run a caller-defined write action in the next group (the coordinator's own state)."""
         return self.committer.run(fn)

@@ -292,7 +292,8 @@ class FullRecompute:
             return
         info = client.describe_table(spec.target, refresh=True)
         target = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
-        changed = self._recompute_next or any(c for _, c in reads.values())
+        rebuild = attempt.info.rebuild  # a rebuild requested: recompute, changed or not
+        changed = self._recompute_next or bool(rebuild) or any(c for _, c in reads.values())
         with attempt.running(target):
             n = 0
             laps.lap("open")
@@ -310,6 +311,7 @@ class FullRecompute:
                     # Seconds per step so far (the commit's own comes after): the coordinator
                     # turns them into snapview_job_epoch_step_seconds (docs/metrics.md).
                     "steps": {k: round(v, 4) for k, v in laps.steps.items()},
+                    **({"rebuild": rebuild} if rebuild else {}),
                 },
             )
             attempt.commit(meta)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -87,6 +88,9 @@ class EpochManager:
         self.tso = tso
         self.barriers = barriers
         self.events = events
+        # Called inside an epoch's commit action, after the commit is built: their writes are
+        # one LMDB transaction with it (RevisionManager.on_epoch_commit).
+        self.commit_hooks: list[Callable[[WriteContext, EpochRecord], None]] = []
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -312,6 +316,8 @@ class EpochManager:
                 self._save(
                     ctx, done, {"last_committed": max(st["last_committed"], epoch), "open_epoch": 0}
                 )
+                for hook in self.commit_hooks:
+                    hook(ctx, done)
                 return done
 
             try:

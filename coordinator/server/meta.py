@@ -14,6 +14,9 @@ them.
     vbar/<table>\\0<T:8>         ViewVersion (JSON, without ``barrier``) (barriers)
     vbar-newest/<table>         decimal T           a view's newest barrier (barriers)
     lease/<id>                  Lease (JSON)        a reader lease on the GC safepoint (leases)
+    rev/<id:8>                  RevisionRecord (JSON) one per revision, the audit (revisions)
+    rev-next                    decimal id          the id the next revision gets (revisions)
+    rebuild/<job>               decimal id          a rebuild requested of a view's job (revisions)
 
 ``<n:8>`` is an 8-byte big-endian integer, so a prefix walk returns epochs and barriers in
 order. Besides ``meta``, an epoch's primary key lives in the data space, in the system table
@@ -70,6 +73,9 @@ BARRIER_PREFIX = b"barrier/"
 VIEW_VERSION_PREFIX = b"vbar/"
 VIEW_NEWEST_PREFIX = b"vbar-newest/"
 LEASE_PREFIX = b"lease/"
+REVISION_PREFIX = b"rev/"
+REVISION_NEXT = b"rev-next"
+REBUILD_PREFIX = b"rebuild/"
 
 
 def epoch_key(job: str, epoch: int) -> bytes:
@@ -111,6 +117,14 @@ def view_newest_key(table: str) -> bytes:
 
 def lease_key(lease_id: str) -> bytes:
     return LEASE_PREFIX + lease_id.encode()
+
+
+def revision_key(rid: int) -> bytes:
+    return REVISION_PREFIX + _U64.pack(rid)
+
+
+def rebuild_key(job: str) -> bytes:
+    return REBUILD_PREFIX + job.encode()
 
 
 def epoch_primary_key(job: str, epoch: int) -> bytes:

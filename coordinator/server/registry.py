@@ -60,6 +60,29 @@ class Topology:
                 return rec
         return None
 
+    def downstream(self, table: str) -> list[str]:
+        """Every table computed from ``table`` by registered jobs, directly or through other
+        jobs' tables, each after all of its own upstream tables among them (upstream first)."""
+        found: list[str] = []
+        frontier = [table]
+        while frontier:
+            t = frontier.pop()
+            for rec in sorted(self.jobs.values(), key=lambda r: r.job):
+                if t in rec.sources and rec.sink not in found and rec.sink != table:
+                    found.append(rec.sink)
+                    frontier.append(rec.sink)
+        # Order by depth: a table comes after every table of ``found`` it reads.
+        depth: dict[str, int] = {}
+
+        def depth_of(t: str, seen: frozenset[str] = frozenset()) -> int:
+            if t not in depth:
+                w = self.writer_of(t)
+                ups = [s for s in (w.sources if w else ()) if s in found and s not in seen]
+                depth[t] = 1 + max((depth_of(s, seen | {t}) for s in ups), default=0)
+            return depth[t]
+
+        return sorted(found, key=lambda t: (depth_of(t), t))
+
     def path_to(self, start: str, goal: str) -> list[str] | None:
         """A lineage path start -> ... -> goal following writer jobs' sources upstream (each
         step goes from a table to one of the tables its writer reads), or None."""
@@ -265,14 +288,7 @@ class Registry:
         writing ``table`` or any of them, whose registrations are deleted here. Without
         ``cascade`` a table with downstream tables is refused, naming them."""
         topo = self.load(ctx.reader)
-        order: list[str] = []
-        frontier = [table]
-        while frontier:
-            t = frontier.pop()
-            for rec in sorted(topo.jobs.values(), key=lambda r: r.job):
-                if t in rec.sources and rec.sink not in order and rec.sink != table:
-                    order.append(rec.sink)
-                    frontier.append(rec.sink)
+        order = topo.downstream(table)
         if order and not cascade:
             readers = sorted(r.job for r in topo.jobs.values() if table in r.sources)
             raise FailedPrecondition(

@@ -50,6 +50,7 @@ from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
 from coordinator.server.metrics import ServerMetrics, gc_source
 from coordinator.server.registry import Registry
+from coordinator.server.revisions import RevisionManager
 from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
 from coordinator.server.service import VERSION, CoordinatorService
 from coordinator.server.snapshot_planner import SnapshotPlanner
@@ -346,6 +347,7 @@ class SnapviewServer:
                     registry=self.registry,
                     planner=self.planner,
                     gc=self.gc,
+                    revisions=self.revisions,
                     tso_executor=self._tso_pool,
                 ).handler(),
             ]
@@ -400,7 +402,15 @@ class SnapviewServer:
                 retention_s=cfg.retention_s,
                 interval_s=cfg.gc_interval_s,
             )
+            self.revisions = RevisionManager(
+                self.store, self.tso, self.registry, self.barriers, self.epochs
+            )
+            self.epochs.commit_hooks.append(self.revisions.on_epoch_commit)
+            self.gc.add_holds(self.revisions.holds)
             resolved = self.epochs.recover()
+            aborted = self.revisions.recover()
+            if aborted:
+                log.warning("%d revision(s) left running by the last stop were aborted", aborted)
         except BaseException:
             self.store.close()
             raise

@@ -15,6 +15,7 @@ from coordinator.server.gc import GcManager
 from coordinator.server.leases import Lease
 from coordinator.server.meta import EpochRecord, JobRecord
 from coordinator.server.registry import Registry
+from coordinator.server.revisions import RevisionManager, RevisionRecord
 from coordinator.server.snapshot_planner import SnapshotPlanner, TableRead
 from coordinator.server.tso import TimestampOracle
 from kvstore.errors import InvalidArgument
@@ -27,8 +28,9 @@ SERVICE_NAME = "snapview.v1.Coordinator"
 VERSION = "0.1.0"
 
 
-def epoch_to_pb(e: EpochRecord) -> pb.EpochInfo:
+def epoch_to_pb(e: EpochRecord, rebuild: int = 0) -> pb.EpochInfo:
     return pb.EpochInfo(
+        rebuild=rebuild,
         job=e.job,
         epoch=e.epoch,
         state=e.state.to_pb(),
@@ -37,6 +39,29 @@ def epoch_to_pb(e: EpochRecord) -> pb.EpochInfo:
         primary_key=e.primary_key,
         attempt=e.attempt,
         metadata=e.metadata,
+    )
+
+
+def revision_to_pb(r: RevisionRecord, barrier: int = 0) -> pb.Revision:
+    return pb.Revision(
+        id=r.id,
+        table=r.table,
+        kind=r.kind,
+        state=r.state,
+        who=r.who,
+        started_wall_ms=r.started_wall_ms,
+        ended_wall_ms=r.ended_wall_ms,
+        target_ts=r.target_ts,
+        target_barrier=r.target_barrier,
+        start_ts=r.start_ts,
+        commit_ts=r.commit_ts,
+        barrier=barrier,
+        restored=r.restored,
+        removed=r.removed,
+        mode=r.mode,
+        job=r.job,
+        views=list(r.views),
+        error=r.error,
     )
 
 
@@ -67,6 +92,7 @@ class CoordinatorService:
         registry: Registry,
         planner: SnapshotPlanner,
         gc: GcManager,
+        revisions: RevisionManager,
         tso_executor: Executor | None = None,
     ) -> None:
         self.store, self.tso, self.epochs, self.data_dir = store, tso, epochs, data_dir
@@ -75,6 +101,7 @@ class CoordinatorService:
         self.tso_executor = tso_executor
         self.instance_id = instance_id
         self.registry, self.planner, self.gc = registry, planner, gc
+        self.revisions = revisions
         self.started = time.monotonic()
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -110,7 +137,9 @@ class CoordinatorService:
             return epoch_to_pb(
                 self.epochs.open_batch(req.job, req.batch, req.owner, req.lock_ttl_ms)
             )
-        return epoch_to_pb(self.epochs.open(req.job, req.epoch, req.lock_ttl_ms))
+        opened = self.epochs.open(req.job, req.epoch, req.lock_ttl_ms)
+        # Read after the open: a rebuild requested before it is seen by this epoch.
+        return epoch_to_pb(opened, self.revisions.pending_rebuild(req.job))
 
     def CommitTransaction(
         self, req: pb.CommitTransactionRequest, ctx: grpc.ServicerContext
@@ -281,4 +310,35 @@ class CoordinatorService:
                 barriers_removed=p.barriers_removed,
             ),
             now_ms=self.tso.physical_ms(),
+        )
+
+    # ------------------------------------------------------------------ revisions
+
+    def _revision_pb(self, r: RevisionRecord) -> pb.Revision:
+        return revision_to_pb(r, self.revisions.barrier_of(r))
+
+    def Revise(self, req: pb.ReviseRequest, ctx: grpc.ServicerContext) -> pb.Revision:
+        return self._revision_pb(
+            self.revisions.rollback(req.table, req.to_ts, req.to_barrier, req.dry_run, req.who)
+        )
+
+    def BeginCorrections(
+        self, req: pb.BeginCorrectionsRequest, ctx: grpc.ServicerContext
+    ) -> pb.BeginCorrectionsResponse:
+        rec, epoch = self.revisions.begin_corrections(req.table, req.mode, req.who, req.lock_ttl_ms)
+        return pb.BeginCorrectionsResponse(
+            revision=self._revision_pb(rec), epoch=epoch_to_pb(epoch)
+        )
+
+    def Rebuild(self, req: pb.RebuildRequest, ctx: grpc.ServicerContext) -> pb.Revision:
+        return self._revision_pb(self.revisions.request_rebuild(req.view, req.who))
+
+    def GetRevision(self, req: pb.GetRevisionRequest, ctx: grpc.ServicerContext) -> pb.Revision:
+        return self._revision_pb(self.revisions.get(req.id))
+
+    def ListRevisions(
+        self, req: pb.ListRevisionsRequest, ctx: grpc.ServicerContext
+    ) -> pb.ListRevisionsResponse:
+        return pb.ListRevisionsResponse(
+            revisions=[self._revision_pb(r) for r in self.revisions.records(req.table, req.limit)]
         )

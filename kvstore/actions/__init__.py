@@ -11,6 +11,7 @@ too. Each module's public function names in its docstring the invariant it keeps
 
 from kvstore.actions.check_txn_status import check_txn_status
 from kvstore.actions.commit import commit, commit_key
+from kvstore.actions.fence import check_fences, clear_fence, fences, set_fence
 from kvstore.actions.gc import GcCursor, GcStep, delete_gc_records, plan_gc_step
 from kvstore.actions.get import get
 from kvstore.actions.heartbeat import txn_heartbeat
@@ -23,13 +24,16 @@ from kvstore.actions.scan import first_blocking_lock, past_versions, scan, scan_
 from kvstore.actions.scan_changes import scan_changes
 
 __all__ = [
+    "check_fences",
     "check_txn_status",
+    "clear_fence",
     "commit",
     "commit_key",
     "first_blocking_lock",
     "GcCursor",
     "GcStep",
     "delete_gc_records",
+    "fences",
     "get",
     "one_pc_commit",
     "plan_gc_step",
@@ -43,5 +47,6 @@ __all__ = [
     "scan",
     "scan_changes",
     "scan_ranges",
+    "set_fence",
     "txn_heartbeat",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 from operator import itemgetter
 
+from kvstore.actions.fence import check_fences
 from kvstore.errors import KeyIsLocked, KeyPrewrittenTwice, TxnRolledBack, WriteConflict
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import decode_ts, encode_ts, versioned_key
@@ -141,8 +142,10 @@ def prewrite(
     start_ts: keys this txn already locked (with the same mutation) or committed are left alone;
     a key it locked with a different mutation raises KeyPrewrittenTwice. Values longer than
     SHORT_VALUE_MAX go to the data CF; shorter ones ride inline in the lock (and later the write).
+    A table fenced by a revision takes no new lock (TableFenced, see kvstore.actions.fence).
     """
     reader, buf = ctx.reader, ctx.buf
+    check_fences(reader, mutations)
     # Keys that already carry a lock take the careful path; for the rest (nearly always all of
     # them) one C-level lookup says so, and the locks are stored in bulk.
     locked = {k for k, _ in reader.get_many("lock", [k for _, k, _ in mutations])}

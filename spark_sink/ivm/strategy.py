@@ -124,7 +124,10 @@ class Incremental:
         new_ts = {t: ts for t, (ts, _) in reads.items()}
         last = self._last
         keys = 0
-        if last is None:
+        rebuild = attempt.info.rebuild
+        if rebuild:
+            build, why = True, f"a build: a rebuild was requested (revision {rebuild})"
+        elif last is None:
             build, why = True, "a build: the view's first barrier"
         elif last.fields.get("plan") != self.plan.fingerprint:
             build, why = True, "a build: the query or its state layout changed"
@@ -165,6 +168,9 @@ class Incremental:
                     # Seconds per step so far (the commit's own comes after): the coordinator
                     # turns them into snapview_job_epoch_step_seconds (docs/metrics.md).
                     "steps": {k: round(v, 4) for k, v in laps.steps.items()},
+                    # Done here: the coordinator marks the rebuild's revision DONE with this
+                    # commit (coordinator.server.revisions).
+                    **({"rebuild": rebuild} if rebuild else {}),
                 },
             )
             attempt.commit(meta)

@@ -55,7 +55,13 @@ def test_remote_store_covers_every_kvstore_rpc():
 
 
 # RPCs reached through another client method.
-SERVED_BY = {"TsoStream": "tso", "AcquireLease": "lease"}
+SERVED_BY = {
+    "TsoStream": "tso",
+    "AcquireLease": "lease",
+    "BeginCorrections": "revise",
+    "GetRevision": "revision",
+    "ListRevisions": "revisions",
+}
 
 
 def test_client_covers_every_coordinator_rpc():

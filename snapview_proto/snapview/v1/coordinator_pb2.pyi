@@ -33,7 +33,7 @@ class TsoResponse(_message.Message):
     def __init__(self, first: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class EpochInfo(_message.Message):
-    __slots__ = ("job", "epoch", "state", "start_ts", "commit_ts", "primary_key", "attempt", "metadata", "batch", "owner")
+    __slots__ = ("job", "epoch", "state", "start_ts", "commit_ts", "primary_key", "attempt", "metadata", "batch", "owner", "rebuild")
     JOB_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +44,7 @@ class EpochInfo(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    REBUILD_FIELD_NUMBER: _ClassVar[int]
     job: str
     epoch: int
     state: EpochState
@@ -54,7 +55,8 @@ class EpochInfo(_message.Message):
     metadata: str
     batch: str
     owner: str
-    def __init__(self, job: _Optional[str] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[EpochState, str]] = ..., start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ..., primary_key: _Optional[bytes] = ..., attempt: _Optional[int] = ..., metadata: _Optional[str] = ..., batch: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
+    rebuild: int
+    def __init__(self, job: _Optional[str] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[EpochState, str]] = ..., start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ..., primary_key: _Optional[bytes] = ..., attempt: _Optional[int] = ..., metadata: _Optional[str] = ..., batch: _Optional[str] = ..., owner: _Optional[str] = ..., rebuild: _Optional[int] = ...) -> None: ...
 
 class OpenTransactionRequest(_message.Message):
     __slots__ = ("job", "epoch", "lock_ttl_ms", "batch", "owner")
@@ -451,3 +453,105 @@ class GcStatusResponse(_message.Message):
     progress: GcProgress
     now_ms: int
     def __init__(self, enabled: _Optional[bool] = ..., safepoint: _Optional[int] = ..., retention_s: _Optional[float] = ..., interval_s: _Optional[float] = ..., holds: _Optional[_Iterable[_Union[GcHold, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., progress: _Optional[_Union[GcProgress, _Mapping]] = ..., now_ms: _Optional[int] = ...) -> None: ...
+
+class Revision(_message.Message):
+    __slots__ = ("id", "table", "kind", "state", "who", "started_wall_ms", "ended_wall_ms", "target_ts", "target_barrier", "start_ts", "commit_ts", "barrier", "restored", "removed", "mode", "job", "views", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    WHO_FIELD_NUMBER: _ClassVar[int]
+    STARTED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_BARRIER_FIELD_NUMBER: _ClassVar[int]
+    START_TS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    VIEWS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    table: str
+    kind: str
+    state: str
+    who: str
+    started_wall_ms: int
+    ended_wall_ms: int
+    target_ts: int
+    target_barrier: int
+    start_ts: int
+    commit_ts: int
+    barrier: int
+    restored: int
+    removed: int
+    mode: str
+    job: str
+    views: _containers.RepeatedScalarFieldContainer[str]
+    error: str
+    def __init__(self, id: _Optional[int] = ..., table: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., who: _Optional[str] = ..., started_wall_ms: _Optional[int] = ..., ended_wall_ms: _Optional[int] = ..., target_ts: _Optional[int] = ..., target_barrier: _Optional[int] = ..., start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ..., barrier: _Optional[int] = ..., restored: _Optional[int] = ..., removed: _Optional[int] = ..., mode: _Optional[str] = ..., job: _Optional[str] = ..., views: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class ReviseRequest(_message.Message):
+    __slots__ = ("table", "to_ts", "to_barrier", "dry_run", "who")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    TO_TS_FIELD_NUMBER: _ClassVar[int]
+    TO_BARRIER_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    WHO_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    to_ts: int
+    to_barrier: int
+    dry_run: bool
+    who: str
+    def __init__(self, table: _Optional[str] = ..., to_ts: _Optional[int] = ..., to_barrier: _Optional[int] = ..., dry_run: _Optional[bool] = ..., who: _Optional[str] = ...) -> None: ...
+
+class BeginCorrectionsRequest(_message.Message):
+    __slots__ = ("table", "mode", "who", "lock_ttl_ms")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    WHO_FIELD_NUMBER: _ClassVar[int]
+    LOCK_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    mode: str
+    who: str
+    lock_ttl_ms: int
+    def __init__(self, table: _Optional[str] = ..., mode: _Optional[str] = ..., who: _Optional[str] = ..., lock_ttl_ms: _Optional[int] = ...) -> None: ...
+
+class BeginCorrectionsResponse(_message.Message):
+    __slots__ = ("revision", "epoch")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    revision: Revision
+    epoch: EpochInfo
+    def __init__(self, revision: _Optional[_Union[Revision, _Mapping]] = ..., epoch: _Optional[_Union[EpochInfo, _Mapping]] = ...) -> None: ...
+
+class RebuildRequest(_message.Message):
+    __slots__ = ("view", "who")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    WHO_FIELD_NUMBER: _ClassVar[int]
+    view: str
+    who: str
+    def __init__(self, view: _Optional[str] = ..., who: _Optional[str] = ...) -> None: ...
+
+class GetRevisionRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    def __init__(self, id: _Optional[int] = ...) -> None: ...
+
+class ListRevisionsRequest(_message.Message):
+    __slots__ = ("table", "limit")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    limit: int
+    def __init__(self, table: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListRevisionsResponse(_message.Message):
+    __slots__ = ("revisions",)
+    REVISIONS_FIELD_NUMBER: _ClassVar[int]
+    revisions: _containers.RepeatedCompositeFieldContainer[Revision]
+    def __init__(self, revisions: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ...) -> None: ...

@@ -129,6 +129,31 @@ class CoordinatorStub:
                 request_serializer=snapview_dot_v1_dot_coordinator__pb2.GcStatusRequest.SerializeToString,
                 response_deserializer=snapview_dot_v1_dot_coordinator__pb2.GcStatusResponse.FromString,
                 _registered_method=True)
+        self.Revise = channel.unary_unary(
+                '/snapview.v1.Coordinator/Revise',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.ReviseRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.Revision.FromString,
+                _registered_method=True)
+        self.BeginCorrections = channel.unary_unary(
+                '/snapview.v1.Coordinator/BeginCorrections',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.BeginCorrectionsRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.BeginCorrectionsResponse.FromString,
+                _registered_method=True)
+        self.Rebuild = channel.unary_unary(
+                '/snapview.v1.Coordinator/Rebuild',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.RebuildRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.Revision.FromString,
+                _registered_method=True)
+        self.GetRevision = channel.unary_unary(
+                '/snapview.v1.Coordinator/GetRevision',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.GetRevisionRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.Revision.FromString,
+                _registered_method=True)
+        self.ListRevisions = channel.unary_unary(
+                '/snapview.v1.Coordinator/ListRevisions',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.ListRevisionsRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.ListRevisionsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -253,6 +278,41 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Revise(self, request, context):
+        """Roll a root table back to a barrier or ts as one new transaction (fencing its writers for
+        the moment it takes). FAILED_PRECONDITION: a view or state table (rebuild it instead), a
+        target below the GC safepoint (SnapshotTooOld), a revision of the table in progress.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BeginCorrections(self, request, context):
+        """Record a correction set and open its epoch transaction (job "revision/<id>", epoch 1).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rebuild(self, request, context):
+        """Ask a view's job to recompute the view at its next barrier.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRevision(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRevisions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -350,6 +410,31 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.GcStatus,
                     request_deserializer=snapview_dot_v1_dot_coordinator__pb2.GcStatusRequest.FromString,
                     response_serializer=snapview_dot_v1_dot_coordinator__pb2.GcStatusResponse.SerializeToString,
+            ),
+            'Revise': grpc.unary_unary_rpc_method_handler(
+                    servicer.Revise,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.ReviseRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.Revision.SerializeToString,
+            ),
+            'BeginCorrections': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeginCorrections,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.BeginCorrectionsRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.BeginCorrectionsResponse.SerializeToString,
+            ),
+            'Rebuild': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rebuild,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.RebuildRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.Revision.SerializeToString,
+            ),
+            'GetRevision': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRevision,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.GetRevisionRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.Revision.SerializeToString,
+            ),
+            'ListRevisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRevisions,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.ListRevisionsRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.ListRevisionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -865,6 +950,141 @@ class Coordinator:
             '/snapview.v1.Coordinator/GcStatus',
             snapview_dot_v1_dot_coordinator__pb2.GcStatusRequest.SerializeToString,
             snapview_dot_v1_dot_coordinator__pb2.GcStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Revise(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/Revise',
+            snapview_dot_v1_dot_coordinator__pb2.ReviseRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.Revision.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeginCorrections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/BeginCorrections',
+            snapview_dot_v1_dot_coordinator__pb2.BeginCorrectionsRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.BeginCorrectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rebuild(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/Rebuild',
+            snapview_dot_v1_dot_coordinator__pb2.RebuildRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.Revision.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRevision(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/GetRevision',
+            snapview_dot_v1_dot_coordinator__pb2.GetRevisionRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.Revision.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRevisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/ListRevisions',
+            snapview_dot_v1_dot_coordinator__pb2.ListRevisionsRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.ListRevisionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,291 @@
+"""Revisions on the client side: the ``Revision`` record, a correction set written from a
+``pyarrow.Table``, and waiting for a revision to reach every view downstream.
+
+``Client.revise``, ``Client.rebuild``, ``Client.revisions`` and ``Client.wait_revised`` are the
+public entry points; docs/revising.md explains what each guarantees.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from coordinator.errors import RevisionNotReached
+from coordinator.jobs import EpochInfo
+from coordinator.times import with_wall
+from kvstore.errors import InvalidArgument, SchemaMismatch, SnapviewError
+from kvstore.limits import split_mutations
+from kvstore.mvcc.records import LockOp, Mutation
+from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from coordinator.client import Client
+
+CORRECTION_MODES = ("upsert", "delete")
+PREWRITE_CHUNK = 4096
+DEFAULT_LOCK_TTL_MS = 20_000
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision as the coordinator records it (``snapview revisions`` lists them).
+
+    ``barrier`` is the first barrier issued at or above ``commit_ts``: every consistent read at
+    that barrier or later sees the revision in the table and in every view in ``views`` (once
+    each has the barrier; ``Client.wait_revised`` waits for that). 0 while no such barrier was
+    issued, or when the revision is not done."""
+
+    id: int
+    table: str
+    kind: str  # rollback | corrections | rebuild
+    state: str  # running | done | aborted | dry_run
+    who: str
+    started_wall_ms: int
+    ended_wall_ms: int
+    target_ts: int
+    target_barrier: int
+    start_ts: int
+    commit_ts: int
+    barrier: int
+    restored: int
+    removed: int
+    mode: str
+    job: str
+    views: tuple[str, ...]
+    error: str
+
+    @property
+    def rows(self) -> int:
+        """Rows the revision changed (restored or upserted, plus removed)."""
+        return self.restored + self.removed
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
+
+    @classmethod
+    def from_pb(cls, m: cpb.Revision) -> Revision:
+        return cls(
+            id=m.id,
+            table=m.table,
+            kind=m.kind,
+            state=m.state,
+            who=m.who,
+            started_wall_ms=m.started_wall_ms,
+            ended_wall_ms=m.ended_wall_ms,
+            target_ts=m.target_ts,
+            target_barrier=m.target_barrier,
+            start_ts=m.start_ts,
+            commit_ts=m.commit_ts,
+            barrier=m.barrier,
+            restored=m.restored,
+            removed=m.removed,
+            mode=m.mode,
+            job=m.job,
+            views=tuple(m.views),
+            error=m.error,
+        )
+
+    def __str__(self) -> str:
+        head = f"revision {self.id}" if self.id else "dry run"
+        what = {
+            "rollback": f"{self.table} back to {with_wall(self.target_ts)}",
+            "corrections": f"corrections ({self.mode}) of {self.table}",
+            "rebuild": f"rebuild of {self.table}",
+        }.get(self.kind, f"{self.kind} of {self.table}")
+        counts = f"{self.restored} restored, {self.removed} removed"
+        if self.kind == "corrections":
+            counts = f"{self.rows} rows {'upserted' if self.mode == 'upsert' else 'deleted'}"
+        if self.kind == "rebuild":
+            counts = f"{self.restored} view rows changed"
+        out = f"{head}: {what}: {self.state}, {counts}"
+        if self.commit_ts:
+            out += f", committed at {with_wall(self.commit_ts)}"
+        if self.error:
+            out += f" ({self.error})"
+        return out
+
+
+def check_mode(table: str, mode: str) -> None:
+    if mode not in CORRECTION_MODES:
+        raise InvalidArgument(f"table {table!r}: mode {mode!r} is not one of {CORRECTION_MODES}")
+
+
+def arrow_mutations(client: Client, table: str, data: pa.Table, mode: str) -> list[Mutation]:
+    """The mutations a correction set ``data`` makes of ``table``: an upsert needs every column
+    of the table, a delete its key columns. One row per key (SchemaMismatch names the column
+    missing or the key given twice)."""
+    info = client.describe_table(table, refresh=True)
+    if info.hidden_row_id:
+        raise InvalidArgument(
+            f"table {table!r} is append-only (no primary key); corrections are keyed"
+        )
+    need = (
+        [c.name for c in info.table_schema.visible_columns]
+        if mode == "upsert"
+        else list(info.primary_key)
+    )
+    missing = [c for c in need if c not in data.column_names]
+    if missing:
+        raise SchemaMismatch(
+            f"table {table!r}: the corrections have no column {missing[0]!r} ({mode} needs "
+            f"{', '.join(need)})"
+        )
+    muts: dict[bytes, Mutation] = {}
+    for row in data.select(need).to_pylist():
+        key = info.key_codec.encode(row)
+        if key in muts:
+            shown = {c: row[c] for c in info.primary_key}
+            raise SchemaMismatch(f"table {table!r}: the corrections name key {shown} twice")
+        if mode == "upsert":
+            muts[key] = (LockOp.PUT, key, info.row_codec.encode(row))
+        else:
+            muts[key] = (LockOp.DELETE, key, b"")
+    return [muts[k] for k in sorted(muts)]
+
+
+def count_changes(client: Client, muts: list[Mutation], at: int) -> tuple[int, int]:
+    """(restored, removed): how many of ``muts`` would change the table as of ``at``."""
+    restored = removed = 0
+    for op, key, value in muts:
+        old = client.with_lock_wait(lambda k=key: client.store.get(k, at))  # type: ignore[misc]
+        if op is LockOp.PUT and old != value:
+            restored += 1
+        elif op is LockOp.DELETE and old is not None:
+            removed += 1
+    return restored, removed
+
+
+def default_who() -> str:
+    """``user@host`` of this process: who a revision is recorded as by default."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in this environment
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def dry_run_record(
+    client: Client, table: str, mode: str, who: str, restored: int, removed: int
+) -> Revision:
+    """What a correction set would do, as a record that was never stored (id 0)."""
+    now = int(time.time() * 1000)
+    views = tuple(client.downstream(table))
+    return Revision(
+        0,
+        table,
+        "corrections",
+        "dry_run",
+        who,
+        now,
+        now,
+        0,
+        0,
+        0,
+        0,
+        0,
+        restored,
+        removed,
+        mode,
+        "",
+        views,
+        "",
+    )
+
+
+class EpochHeartbeat:
+    """Keeps a correction set's epoch alive (every TTL/3) while its rows are written."""
+
+    def __init__(self, client: Client, epoch: EpochInfo, ttl_ms: int) -> None:
+        self.client, self.epoch, self.ttl_ms = client, epoch, ttl_ms
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="revision-heartbeat")
+
+    def __enter__(self) -> EpochHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        e = self.epoch
+        while not self._stop.wait(self.ttl_ms / 3000):
+            try:
+                self.client.jobs.heartbeat_transaction(e.job, e.epoch, e.start_ts, self.ttl_ms)
+            except SnapviewError:
+                return  # the commit will say what happened
+
+
+def write_arrow_corrections(
+    client: Client, table: str, data: pa.Table, mode: str, who: str
+) -> Revision:
+    """Write correction set ``data`` as one transaction (the epoch of job ``revision/<id>``)
+    and return its record. On any failure the epoch is aborted: nothing of it is visible."""
+    check_mode(table, mode)
+    muts = arrow_mutations(client, table, data, mode)
+    begun = client._begin_corrections(table, mode, who, DEFAULT_LOCK_TTL_MS)
+    rev, epoch = Revision.from_pb(begun.revision), EpochInfo.from_pb(begun.epoch)
+    try:
+        with EpochHeartbeat(client, epoch, DEFAULT_LOCK_TTL_MS):
+            for run in split_mutations(muts, max_mutations=PREWRITE_CHUNK):
+                client.prewrite(run, epoch.primary_key, epoch.start_ts, DEFAULT_LOCK_TTL_MS)
+        meta = json.dumps({"rows": len(muts), "revision": rev.id})
+        client.jobs.commit_transaction(epoch.job, epoch.epoch, epoch.start_ts, meta)
+    except BaseException:
+        try:
+            client.jobs.abort_transaction(epoch.job, epoch.epoch, epoch.start_ts)
+        except SnapviewError:
+            pass  # its lock expires and readers roll it back
+        raise
+    return client.revision(rev.id)
+
+
+def wait_revised(
+    client: Client,
+    revision: Revision | int,
+    timeout_s: float = 300.0,
+    progress: Callable[[Revision, dict[str, tuple[int, str]]], None] | None = None,
+    poll_s: float = 0.2,
+) -> int:
+    """Wait until the revision is done, its barrier issued, and every view downstream of its
+    table has that barrier; return the barrier. ``progress(rev, views)`` is called at every
+    poll with each view's newest barrier and its job's state. Raises RevisionNotReached after
+    ``timeout_s`` naming the views not there yet and their jobs' states, and SnapviewError if
+    the revision was aborted."""
+    rid = revision if isinstance(revision, int) else revision.id
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rev = client.revision(rid)
+        if rev.state == "aborted":
+            raise SnapviewError(f"revision {rid} was aborted: {rev.error}")
+        views: dict[str, tuple[int, str]] = {v: (0, "not registered") for v in rev.views}
+        for job in client.jobs.list_jobs():
+            if job.sink in views:
+                views[job.sink] = (job.last_committed, str(job.state))
+        if progress is not None:
+            progress(rev, views)
+        if rev.barrier and all(b >= rev.barrier for b, _ in views.values()):
+            return rev.barrier
+        if time.monotonic() >= deadline:
+            behind = [
+                f"{v} (at {b}, job {state})"
+                for v, (b, state) in views.items()
+                if not rev.barrier or b < rev.barrier
+            ]
+            where = f"barrier {rev.barrier}" if rev.barrier else "its barrier"
+            raise RevisionNotReached(
+                f"revision {rid} of {rev.table!r} ({rev.state}): after {timeout_s:g}s these "
+                f"views have not reached {where}: {', '.join(behind) or 'none'}"
+            )
+        time.sleep(poll_s)

@@ -1,0 +1,600 @@
+"""Revisions: roll a root table back, apply a correction set, rebuild a view; each recorded.
+
+A revision is a new transaction, never a rewrite of history: the revised table can be read AS OF
+before and after it, and revised again. Every view downstream follows by its ordinary maintenance
+(the revision is a change of its source like any other), so all of them reach it at one barrier,
+the first issued at or above the revision's commit ts (``RevisionRecord.barrier``).
+
+- **rollback** (``rollback``): the table's net change since the target (its change index over
+  (target, now]) is written back, as one write action at a commit_ts of its own: every key that
+  changed gets its value at the target again (or is deleted where it did not exist). The table is
+  **fenced** first (``kvstore.actions.fence``): new writes into it are refused with TableFenced
+  (UNAVAILABLE, which clients retry, so writers wait); transactions that locked keys of the table
+  before the fence are waited for, and after ``DRAIN_GRACE_S`` rolled back (the revision wins;
+  their commit fails as a conflict). Then the difference, the commit, the audit record's DONE and
+  the fence's removal are one LMDB transaction: a crash leaves the revision wholly applied or not
+  at all (``recover`` marks a revision left RUNNING as ABORTED and lifts its fence).
+- **corrections** (``begin_corrections``): an epoch transaction of the job ``revision/<id>``,
+  whose rows the client or Spark's executors prewrite as secondaries; committing the epoch marks
+  the record DONE in the same LMDB transaction (``on_epoch_commit``). Not fenced: a correction set
+  writes given keys, and a concurrent writer of the same keys conflicts as in any transaction.
+- **rebuild** (``request_rebuild``): the view's job finds the request when it opens its next
+  epoch (``pending_rebuild``), recomputes the view there and names the request in the epoch's
+  metadata; that commit marks the record DONE.
+
+While a rollback runs, its target holds the GC safepoint (``holds``, kind ``revision``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+from coordinator.server.barriers import Barriers
+from coordinator.server.epochs import EpochManager
+from coordinator.server.gc import Hold
+from coordinator.server.meta import (
+    ABORTED as EPOCH_ABORTED,
+)
+from coordinator.server.meta import (
+    COMMITTED,
+    PREWRITE,
+    REVISION_NEXT,
+    REVISION_PREFIX,
+    EpochRecord,
+    rebuild_key,
+    revision_key,
+)
+from coordinator.server.registry import Registry
+from coordinator.server.tso import TimestampOracle
+from kvstore import actions
+from kvstore.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    SnapshotTooOld,
+    TableNotFound,
+    cut,
+)
+from kvstore.failpoints import fail_point
+from kvstore.group_commit import WriteContext
+from kvstore.limits import MAX_GROUP_MUTATIONS
+from kvstore.mvcc.keys import table_prefix
+from kvstore.mvcc.records import LockOp, Mutation, WriteKind
+from kvstore.mvcc.timestamp import wall_text
+from kvstore.results import COMMITTED as TXN_COMMITTED
+from kvstore.results import LOCKED
+from kvstore.storage import Reader
+from kvstore.store import LocalStore
+
+log = logging.getLogger("snapview.revisions")
+
+ROLLBACK, CORRECTIONS, REBUILD = "rollback", "corrections", "rebuild"
+RUNNING, DONE, ABORTED, DRY_RUN = "running", "done", "aborted", "dry_run"
+CORRECTION_MODES = ("upsert", "delete")
+REVISION_JOB_PREFIX = "revision/"
+# How long a rollback waits for transactions that locked keys of its table before the fence to
+# finish by themselves, before it rolls them back.
+DRAIN_GRACE_S = 5.0
+MAX_WHO_CHARS = 200
+ROOT = "root"
+
+
+@dataclass(frozen=True)
+class RevisionRecord:
+    """One revision as recorded in ``meta`` (``rev/<id:8>``); the audit trail."""
+
+    id: int
+    table: str
+    kind: str  # rollback | corrections | rebuild
+    state: str  # running | done | aborted (dry_run: computed, never stored)
+    who: str
+    started_wall_ms: int
+    ended_wall_ms: int = 0
+    target_ts: int = 0  # rollback: the table's state it returns to
+    target_barrier: int = 0  # rollback: the barrier asked for (0: a ts was)
+    start_ts: int = 0
+    commit_ts: int = 0
+    restored: int = 0  # rows given their old value back (rollback) or upserted (corrections)
+    removed: int = 0  # rows deleted
+    mode: str = ""  # corrections: upsert | delete
+    job: str = ""  # corrections: the epoch's job; rebuild: the view's job
+    views: tuple[str, ...] = field(default_factory=tuple)  # downstream, upstream first
+    error: str = ""
+
+    @property
+    def rows(self) -> int:
+        return self.restored + self.removed
+
+    def to_json(self) -> bytes:
+        return json.dumps({**asdict(self), "views": list(self.views)}).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> RevisionRecord:
+        d = json.loads(raw)
+        return cls(**{**d, "views": tuple(d.get("views", ()))})
+
+
+def revision_job(rid: int) -> str:
+    return f"{REVISION_JOB_PREFIX}{rid}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RevisionManager:
+    """Runs and records revisions (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: LocalStore,
+        tso: TimestampOracle,
+        registry: Registry,
+        barriers: Barriers,
+        epochs: EpochManager,
+        drain_grace_s: float = DRAIN_GRACE_S,
+    ) -> None:
+        self.store, self.tso, self.registry = store, tso, registry
+        self.barriers, self.epochs = barriers, epochs
+        self.drain_grace_s = drain_grace_s
+        self._mu = threading.Lock()  # one revision starts at a time (the fence check and id)
+
+    # ------------------------------------------------------------------ records
+
+    @staticmethod
+    def load(reader: Reader, rid: int) -> RevisionRecord | None:
+        raw = reader.get("meta", revision_key(rid))
+        return None if raw is None else RevisionRecord.from_json(raw)
+
+    @staticmethod
+    def _save(ctx: WriteContext, rec: RevisionRecord) -> None:
+        ctx.buf.put("meta", revision_key(rec.id), rec.to_json())
+
+    def get(self, rid: int) -> RevisionRecord:
+        with self.store.storage.read_txn() as r:
+            rec = self.load(r, rid)
+        if rec is None:
+            raise NotFound(f"revision {rid} does not exist")
+        return self._settle_corrections(rec)
+
+    def records(self, table: str = "", limit: int = 0) -> list[RevisionRecord]:
+        """Recorded revisions, newest first (of ``table`` only when given)."""
+        with self.store.storage.read_txn() as r:
+            recs = [RevisionRecord.from_json(v) for _, v in r.iter_prefix("meta", REVISION_PREFIX)]
+        recs = [x for x in reversed(recs) if not table or x.table == table]
+        return [self._settle_corrections(x) for x in recs[: limit or None]]
+
+    def barrier_of(self, rec: RevisionRecord) -> int:
+        """The barrier at which the revision is visible everywhere: the first issued at or above
+        its commit ts (0 while none is, or when it did not commit)."""
+        if rec.state != DONE or not rec.commit_ts:
+            return 0
+        got = self.barriers.issued_after(rec.commit_ts - 1, limit=1)
+        return got[0] if got else 0
+
+    def pending_rebuild(self, job: str) -> int:
+        """The revision id of a rebuild requested of ``job``'s view and not yet done (0: none)."""
+        with self.store.storage.read_txn() as r:
+            raw = r.get("meta", rebuild_key(job))
+        return int(raw) if raw else 0
+
+    def holds(self) -> list[Hold]:
+        """GC holds: the target of every rollback in progress."""
+        return [
+            Hold(REVISION_JOB_PREFIX.rstrip("/"), f"revision {x.id} of {x.table}", x.target_ts)
+            for x in self.records()
+            if x.state == RUNNING and x.kind == ROLLBACK and x.target_ts
+        ]
+
+    def _new_record(self, ctx: WriteContext, **fields) -> RevisionRecord:
+        raw = ctx.reader.get("meta", REVISION_NEXT)
+        rid = int(raw) if raw else 1
+        ctx.buf.put("meta", REVISION_NEXT, str(rid + 1).encode())
+        rec = RevisionRecord(id=rid, state=RUNNING, started_wall_ms=_now_ms(), **fields)
+        self._save(ctx, rec)
+        return rec
+
+    # ------------------------------------------------------------------ checks
+
+    def _root_table(self, table: str, what: str) -> int:
+        """The id of root table ``table``; refuses a missing table, a view or state table, and a
+        table a view job writes (``what`` names the operation)."""
+        if not isinstance(table, str) or not table:
+            raise InvalidArgument(f"{what}: a table name is required")
+        try:
+            info = self.store.catalog.get(table)
+        except TableNotFound:
+            raise TableNotFound(table) from None
+        writer = self.registry.topology().writer_of(table)
+        if info.kind != ROOT or (writer is not None and writer.is_view):
+            raise FailedPrecondition(
+                f"table {table!r} is a {info.kind if info.kind != ROOT else 'view'} table: its "
+                "contents follow from its sources; revise the sources, or rebuild it with "
+                f"`snapview rebuild {table}`"
+            )
+        return info.id
+
+    def _downstream(self, table: str) -> tuple[str, ...]:
+        return tuple(self.registry.topology().downstream(table))
+
+    def _check_who(self, who: str) -> str:
+        if len(who) > MAX_WHO_CHARS or "\x00" in who:
+            raise InvalidArgument(f"who {cut(who)} must be at most {MAX_WHO_CHARS} characters")
+        return who or "unknown"
+
+    def _target(self, table: str, to_ts: int, to_barrier: int) -> int:
+        if bool(to_ts) == bool(to_barrier):
+            raise InvalidArgument(f"table {table!r}: give exactly one of to_ts and to_barrier")
+        if to_barrier:
+            self._check_safepoint(table, to_barrier)  # pruned with everything below it
+            if not self.barriers.is_issued(to_barrier):
+                raise NotFound(
+                    f"table {table!r}: barrier {to_barrier} ({wall_text(to_barrier)}) was never "
+                    "issued, or was pruned below the GC safepoint; `snapview barriers` lists them"
+                )
+            target = to_barrier
+        else:
+            target = to_ts
+        if target > self.tso.issued():
+            raise InvalidArgument(
+                f"table {table!r}: target ts {target} is in the future (the TSO has issued up "
+                f"to {self.tso.issued()})"
+            )
+        self._check_safepoint(table, target)
+        return target
+
+    def _check_safepoint(self, table: str, target: int) -> None:
+        sp = self.store.safepoint
+        if target < sp:
+            raise SnapshotTooOld(
+                f"table {table!r}: cannot revise to ts {target} ({wall_text(target)}): it is "
+                f"older than the GC safepoint {sp} ({wall_text(sp)}); its versions may be "
+                "collected (serve --retention keeps more history)"
+            )
+
+    # ------------------------------------------------------------------ rollback
+
+    def rollback(
+        self, table: str, to_ts: int = 0, to_barrier: int = 0, dry_run: bool = False, who: str = ""
+    ) -> RevisionRecord:
+        """Make ``table`` equal to itself as of the target, in one new transaction.
+
+        Guarantees: read at the returned ``commit_ts``, the table is exactly the table at the
+        target; nothing of the revision is visible below it; and the record, the data and the
+        fence's removal are written together. A dry run writes nothing and returns the counts
+        (state ``dry_run``, id 0)."""
+        who = self._check_who(who)
+        table_id = self._root_table(table, "revise")
+        target = self._target(table, to_ts, to_barrier)
+        if dry_run:
+            now = self.tso.now()
+            changes = self.store.scan_changes(table, target, now) if target < now else []
+            restored = sum(c.old is not None for c in changes)
+            return RevisionRecord(
+                0,
+                table,
+                ROLLBACK,
+                DRY_RUN,
+                who,
+                _now_ms(),
+                _now_ms(),
+                target_ts=target,
+                target_barrier=to_barrier,
+                restored=restored,
+                removed=len(changes) - restored,
+                views=self._downstream(table),
+            )
+        rec = self._begin_rollback(table, table_id, target, to_barrier, who)
+        try:
+            # The record holds the GC safepoint from here; one it passed already is refused.
+            self._check_safepoint(table, target)
+            self._drain(table, table_id)
+            fail_point("revision.fenced")
+            return self._apply_rollback(rec, table_id)
+        except BaseException as e:
+            self._abort(rec, table_id, f"{type(e).__name__}: {e}")
+            raise
+
+    def _begin_rollback(
+        self, table: str, table_id: int, target: int, to_barrier: int, who: str
+    ) -> RevisionRecord:
+        views = self._downstream(table)
+
+        def act(ctx: WriteContext) -> RevisionRecord:
+            held = actions.fences(ctx.reader).get(table_prefix(table_id).hex())
+            if held is not None:
+                raise FailedPrecondition(
+                    f"table {table!r} is being revised already (revision {held[1]}); wait for it "
+                    "to finish (`snapview revisions`)"
+                )
+            rec = self._new_record(
+                ctx,
+                table=table,
+                kind=ROLLBACK,
+                who=who,
+                target_ts=target,
+                target_barrier=to_barrier,
+                views=views,
+            )
+            actions.set_fence(ctx, table_id, table, rec.id)
+            return rec
+
+        with self._mu:
+            rec = self.store.run_write(act)
+        log.info("revision %d: rolling %r back to %d (fenced)", rec.id, table, target)
+        return rec
+
+    def _drain(self, table: str, table_id: int) -> None:
+        """Wait until no other transaction holds a lock in the table. With the fence up no new
+        lock comes; the ones there are finished through their primaries: committed ones are
+        committed, expired ones rolled back, and live ones after ``drain_grace_s`` rolled back
+        by force (their owner's commit then fails)."""
+        deadline = time.monotonic() + self.drain_grace_s
+        prefix = table_prefix(table_id)
+        while True:
+            with self.store.storage.read_txn() as r:
+                owners = {
+                    (lock.primary, lock.start_ts)
+                    for key, raw in r.iter_prefix("lock", prefix)
+                    for lock in (r.parse_lock(key, raw),)
+                }
+            if not owners:
+                return
+            force = time.monotonic() >= deadline
+            for primary, start_ts in sorted(owners, key=lambda o: o[1]):
+                st = self.store.check_txn_status(primary, start_ts, rollback_if_not_exist=True)
+                if st.status == LOCKED:
+                    if not force:
+                        continue
+                    log.warning(
+                        "revision of %r: rolling back txn %d, which held locks in the table "
+                        "for longer than %.1fs",
+                        table,
+                        start_ts,
+                        self.drain_grace_s,
+                    )
+                    self.store.run_write(
+                        lambda ctx, p=primary, t=start_ts: _settle_txn(ctx, p, t)  # type: ignore[misc]
+                    )
+                else:
+                    commit_ts = st.commit_ts if st.status == TXN_COMMITTED else 0
+                    self.store.resolve_locks(start_ts, commit_ts)
+            time.sleep(0.01)
+
+    def _apply_rollback(self, rec: RevisionRecord, table_id: int) -> RevisionRecord:
+        start_ts = self.tso.now()
+
+        def act(ctx: WriteContext, commit_ts: int) -> RevisionRecord:
+            self._check_safepoint(rec.table, rec.target_ts)
+            changes = actions.scan_changes(ctx.reader, table_id, rec.target_ts, commit_ts)
+            muts: list[Mutation] = [
+                (LockOp.PUT, c.key, c.old) if c.old is not None else (LockOp.DELETE, c.key, b"")
+                for c in changes
+            ]
+            if muts:
+                actions.one_pc_commit(ctx, muts, muts[0][1], start_ts, commit_ts, rec.id)
+            actions.clear_fence(ctx, table_id)
+            restored = sum(m[0] is LockOp.PUT for m in muts)
+            done = replace(
+                rec,
+                state=DONE,
+                start_ts=start_ts,
+                commit_ts=commit_ts,
+                restored=restored,
+                removed=len(muts) - restored,
+                ended_wall_ms=_now_ms(),
+            )
+            self._save(ctx, done)
+            return done
+
+        done = self.store.run_write_at_commit_ts(act, MAX_GROUP_MUTATIONS)
+        log.info(
+            "revision %d: %r rolled back to %d at %d (%d restored, %d removed)",
+            done.id,
+            done.table,
+            done.target_ts,
+            done.commit_ts,
+            done.restored,
+            done.removed,
+        )
+        fail_point("revision.applied")
+        return done
+
+    def _abort(self, rec: RevisionRecord, table_id: int | None, error: str) -> None:
+        """Record ``rec`` ABORTED (if still RUNNING) and lift the fence of ``table_id``."""
+
+        def act(ctx: WriteContext) -> None:
+            now = self.load(ctx.reader, rec.id)
+            if now is not None and now.state == RUNNING:
+                self._save(
+                    ctx, replace(now, state=ABORTED, error=error[:2000], ended_wall_ms=_now_ms())
+                )
+            if table_id is not None:
+                actions.clear_fence(ctx, table_id)
+
+        try:
+            self.store.run_write(act)
+        except Exception:  # noqa: BLE001 - recover() at the next start lifts it
+            log.exception("revision %d: could not record its abort", rec.id)
+
+    # ------------------------------------------------------------------ corrections
+
+    def begin_corrections(
+        self, table: str, mode: str, who: str = "", lock_ttl_ms: int = 0
+    ) -> tuple[RevisionRecord, EpochRecord]:
+        """Record a correction set of ``table`` and open its epoch transaction: the caller
+        prewrites the rows as secondaries of the epoch's primary and commits the epoch (job
+        ``revision/<id>``, epoch 1) with ``{"rows": n}`` in its metadata."""
+        who = self._check_who(who)
+        if mode not in CORRECTION_MODES:
+            raise InvalidArgument(
+                f"table {table!r}: correction mode {cut(mode)} is not one of {CORRECTION_MODES}"
+            )
+        self._root_table(table, "revise")
+        views = self._downstream(table)
+
+        def act(ctx: WriteContext) -> RevisionRecord:
+            rid = int(ctx.reader.get("meta", REVISION_NEXT) or b"1")
+            return self._new_record(
+                ctx,
+                table=table,
+                kind=CORRECTIONS,
+                who=who,
+                mode=mode,
+                job=revision_job(rid),
+                views=views,
+            )
+
+        with self._mu:
+            rec = self.store.run_write(act)
+        try:
+            epoch = self.epochs.open(rec.job, 1, lock_ttl_ms)
+        except BaseException as e:
+            self._abort(rec, None, f"{type(e).__name__}: {e}")
+            raise
+        return rec, epoch
+
+    def _settle_corrections(self, rec: RevisionRecord) -> RevisionRecord:
+        """A RUNNING correction set whose epoch was aborted (or whose writer died and whose
+        lock expired) is recorded ABORTED; one still being written is left alone."""
+        if rec.kind != CORRECTIONS or rec.state != RUNNING:
+            return rec
+        try:
+            ep = self.epochs.get(rec.job, 1)
+        except NotFound:
+            return rec
+        if ep.state == PREWRITE:
+            st = self.store.check_txn_status(ep.primary_key, ep.start_ts, True)
+            if st.status == LOCKED:
+                return rec
+            if st.status != TXN_COMMITTED:
+                try:
+                    ep = self.epochs.abort(rec.job, 1, ep.start_ts)
+                except FailedPrecondition:
+                    ep = self.epochs.get(rec.job, 1)
+        if ep.state == COMMITTED:
+            return self.get_raw(rec.id)
+        if ep.state == EPOCH_ABORTED:
+            self._abort(rec, None, "its epoch transaction was aborted")
+            return self.get_raw(rec.id)
+        return rec
+
+    def get_raw(self, rid: int) -> RevisionRecord:
+        with self.store.storage.read_txn() as r:
+            rec = self.load(r, rid)
+        if rec is None:
+            raise NotFound(f"revision {rid} does not exist")
+        return rec
+
+    # ------------------------------------------------------------------ rebuild
+
+    def request_rebuild(self, view: str, who: str = "") -> RevisionRecord:
+        """Ask ``view``'s job to recompute the view at its next barrier. A rebuild already
+        pending for the view is returned instead of a second one."""
+        who = self._check_who(who)
+        self.store.catalog.get(view)  # TableNotFound names it
+        writer = self.registry.topology().writer_of(view)
+        if writer is None or not writer.is_view:
+            raise FailedPrecondition(
+                f"table {view!r} is not a view maintained by a registered view job; only views "
+                "are rebuilt (revise a root table with `snapview revise`)"
+            )
+        views = self._downstream(view)
+
+        def act(ctx: WriteContext) -> RevisionRecord:
+            raw = ctx.reader.get("meta", rebuild_key(writer.job))
+            if raw is not None:
+                pending = self.load(ctx.reader, int(raw))
+                if pending is not None and pending.state == RUNNING:
+                    return pending
+            rec = self._new_record(
+                ctx, table=view, kind=REBUILD, who=who, job=writer.job, views=views
+            )
+            ctx.buf.put("meta", rebuild_key(writer.job), str(rec.id).encode())
+            return rec
+
+        with self._mu:
+            return self.store.run_write(act)
+
+    # ------------------------------------------------------------------ epoch hook
+
+    def on_epoch_commit(self, ctx: WriteContext, rec: EpochRecord) -> None:
+        """Inside an epoch's commit (one LMDB transaction with it): a correction set's epoch
+        marks its revision DONE; a view epoch naming a pending rebuild marks that one DONE."""
+        if rec.job.startswith(REVISION_JOB_PREFIX):
+            rid = int(rec.job[len(REVISION_JOB_PREFIX) :])
+            rev = self.load(ctx.reader, rid)
+            if rev is None or rev.state != RUNNING:
+                return
+            rows = int(_metadata(rec).get("rows", 0))
+            self._save(
+                ctx,
+                replace(
+                    rev,
+                    state=DONE,
+                    start_ts=rec.start_ts,
+                    commit_ts=rec.commit_ts,
+                    restored=rows if rev.mode == "upsert" else 0,
+                    removed=rows if rev.mode == "delete" else 0,
+                    ended_wall_ms=_now_ms(),
+                ),
+            )
+            return
+        raw = ctx.reader.get("meta", rebuild_key(rec.job))
+        if raw is None or _metadata(rec).get("rebuild") != int(raw):
+            return
+        rev = self.load(ctx.reader, int(raw))
+        ctx.buf.delete("meta", rebuild_key(rec.job))
+        if rev is not None and rev.state == RUNNING:
+            rows = int(_metadata(rec).get("mutations", 0))
+            self._save(
+                ctx,
+                replace(
+                    rev,
+                    state=DONE,
+                    start_ts=rec.start_ts,
+                    commit_ts=rec.commit_ts,
+                    restored=rows,
+                    ended_wall_ms=_now_ms(),
+                ),
+            )
+
+    # ------------------------------------------------------------------ restart
+
+    def recover(self) -> int:
+        """After a restart: a rollback left RUNNING was not applied (its data and its DONE are
+        one LMDB transaction), so it is marked ABORTED and its fence lifted. Returns how many."""
+        n = 0
+        for rec in self.records():
+            if rec.kind == ROLLBACK and rec.state == RUNNING:
+                table_id: int | None
+                try:
+                    table_id = self.store.catalog.get(rec.table).id
+                except TableNotFound:
+                    table_id = None
+                self._abort(rec, table_id, "the server stopped before the revision was applied")
+                n += 1
+        return n
+
+
+def _metadata(rec: EpochRecord) -> dict:
+    try:
+        d = json.loads(rec.metadata) if rec.metadata else {}
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _settle_txn(ctx: WriteContext, primary: bytes, start_ts: int) -> None:
+    """Decide txn ``start_ts`` now: committed if its primary committed, else rolled back (its
+    primary first, so it can never commit later), and its locks resolved either way."""
+    rec = ctx.reader.find_txn_write(primary, start_ts)
+    if rec is not None and rec[1].kind is not WriteKind.ROLLBACK:
+        actions.resolve_locks(ctx, start_ts, rec[0])
+        return
+    actions.rollback_key(ctx, primary, start_ts)
+    actions.resolve_locks(ctx, start_ts, 0)

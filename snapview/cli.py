@@ -369,6 +369,78 @@ def add_leases(sub: Subparsers) -> None:
     ls.set_defaults(func=cmd_leases)
 
 
+def add_revise(sub: Subparsers) -> None:
+    rv = _verb(
+        sub,
+        "revise",
+        "revise a root table: roll it back, or apply corrections, as one transaction",
+        "Rolls TABLE back to its state at a barrier (--to-barrier) or a time (--to-ts), or\n"
+        "applies a Parquet file of corrections (--corrections, --mode upsert|delete), as one new\n"
+        "transaction: history is kept, and the revision can itself be revised. Writers of the\n"
+        "table wait while a rollback is applied. Every view downstream follows at one barrier;\n"
+        "this waits for them and prints it. --dry-run prints what would change, in the table\n"
+        "and in each downstream view's next epoch (computed by Spark), and writes nothing.\n"
+        "docs/revising.md.",
+    )
+    rv.add_argument("table", help="the root table to revise")
+    what = rv.add_mutually_exclusive_group(required=True)
+    what.add_argument("--to-barrier", type=int, metavar="B", help="roll back to barrier B")
+    what.add_argument(
+        "--to-ts",
+        type=_parse_ts_arg,
+        metavar="TS",
+        help="roll back to a timestamp, or a date and time (local unless it names a zone)",
+    )
+    what.add_argument("--corrections", metavar="FILE", help="a Parquet file of rows to apply")
+    rv.add_argument(
+        "--mode", choices=["upsert", "delete"], default="upsert", help="how corrections apply"
+    )
+    rv.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
+    rv.add_argument("--no-wait", action="store_true", help="do not wait for the views")
+    rv.add_argument(
+        "--timeout",
+        type=parse_duration,
+        default="10m",
+        metavar="DURATION",
+        help="how long to wait for the views downstream",
+    )
+    rv.add_argument("--who", default=None, help="who to record (default: user@host)")
+    _client_args(rv)
+    rv.set_defaults(func=cmd_revise)
+
+
+def add_rebuild(sub: Subparsers) -> None:
+    rb = _verb(
+        sub,
+        "rebuild",
+        "recompute a view at its next barrier; the views downstream follow at the same barrier",
+        "The view's job (it must be running, or the rebuild waits for it) recomputes the view\n"
+        "from its sources at its next barrier, whatever its strategy. This waits for the view\n"
+        "and every view downstream and prints the barrier.",
+    )
+    rb.add_argument("view", help="the view to rebuild")
+    rb.add_argument("--no-wait", action="store_true", help="do not wait for the rebuild")
+    rb.add_argument(
+        "--timeout", type=parse_duration, default="10m", metavar="DURATION", help="how long to wait"
+    )
+    rb.add_argument("--who", default=None, help="who to record (default: user@host)")
+    _client_args(rb)
+    rb.set_defaults(func=cmd_rebuild)
+
+
+def add_revisions(sub: Subparsers) -> None:
+    rs = _verb(
+        sub,
+        "revisions",
+        "the revisions recorded: who, when, what, the barrier, the rows changed",
+        "Newest first: rollbacks, correction sets and rebuilds, with their state.",
+    )
+    rs.add_argument("--table", default=None, help="only this table's")
+    rs.add_argument("--limit", type=int, default=0, help="at most this many (0: all)")
+    _client_args(rs)
+    rs.set_defaults(func=cmd_revisions)
+
+
 COMMANDS: list[Callable[[Subparsers], None]] = [
     add_serve,
     add_status,
@@ -383,6 +455,9 @@ COMMANDS: list[Callable[[Subparsers], None]] = [
     add_drop,
     add_views,
     add_leases,
+    add_revise,
+    add_rebuild,
+    add_revisions,
 ]
 
 
@@ -799,6 +874,43 @@ def cmd_leases(args: argparse.Namespace) -> int:
     else:
         print("\n".join(format_gc_report(report)))
     return 0
+
+
+def _parse_ts_arg(text: str) -> int:
+    from coordinator.times import parse_ts
+
+    try:
+        return parse_ts(text)
+    except SnapviewError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _human(args: argparse.Namespace) -> Callable[[str], object]:
+    """Where progress lines go: stdout, or stderr when stdout carries JSON."""
+    if args.format == "json":
+        return lambda line: print(line, file=sys.stderr)
+    return print
+
+
+def cmd_revise(args: argparse.Namespace) -> int:
+    from snapview import revision_commands
+
+    with _connect(args) as c:
+        return revision_commands.cmd_revise(c, args, _human(args))
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    from snapview import revision_commands
+
+    with _connect(args) as c:
+        return revision_commands.cmd_rebuild(c, args, _human(args))
+
+
+def cmd_revisions(args: argparse.Namespace) -> int:
+    from snapview import revision_commands
+
+    with _connect(args) as c:
+        return revision_commands.cmd_revisions(c, args)
 
 
 def main(argv: list[str] | None = None) -> int:

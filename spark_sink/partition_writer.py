@@ -57,6 +57,7 @@ class EpochTarget:
 
 
 _direct: dict[tuple, DirectPrewriter | None] = {}
+_direct_lock = threading.Lock()
 
 # The process's switch for the direct path: unset or "auto" uses it when this process sees the
 # server's data dir (DATA_DIR/instance), "off" never does. Set it for executors with
@@ -88,6 +89,15 @@ def direct_prewriter(target: EpochTarget) -> DirectPrewriter | None:
         return None
     data_dir, instance_id, lmdb_path, map_size = target.direct
     key = (os.getpid(), lmdb_path, instance_id)
+    # Under a lock: several view jobs of one driver write their deltas from their own threads,
+    # and LMDB refuses a second open of an environment in one process.
+    with _direct_lock:
+        return _direct_prewriter_locked(key, data_dir, instance_id, lmdb_path, map_size)
+
+
+def _direct_prewriter_locked(
+    key: tuple[int, str, str], data_dir: str, instance_id: str, lmdb_path: str, map_size: int
+) -> DirectPrewriter | None:
     if key not in _direct:
         # Loaded here, not at import: only an executor on the server's host opens the engine.
         from kvstore.direct import DirectPrewriter, same_instance

@@ -104,6 +104,7 @@ class RevisionRecord:
     job: str = ""  # corrections: the epoch's job; rebuild: the view's job
     views: tuple[str, ...] = field(default_factory=tuple)  # downstream, upstream first
     error: str = ""
+    barrier: int = 0  # rebuild: the barrier (epoch) whose version of the view recomputed it
 
     @property
     def rows(self) -> int:
@@ -170,9 +171,12 @@ class RevisionManager:
 
     def barrier_of(self, rec: RevisionRecord) -> int:
         """The barrier at which the revision is visible everywhere: the first issued at or above
-        its commit ts (0 while none is, or when it did not commit)."""
+        its commit ts, or for a rebuild the barrier its view epoch was for (0 while there is
+        none, or when it did not commit)."""
         if rec.state != DONE or not rec.commit_ts:
             return 0
+        if rec.barrier:
+            return rec.barrier  # a rebuild is the view's version at the barrier of its epoch
         got = self.barriers.issued_after(rec.commit_ts - 1, limit=1)
         return got[0] if got else 0
 
@@ -559,6 +563,7 @@ class RevisionManager:
                     start_ts=rec.start_ts,
                     commit_ts=rec.commit_ts,
                     restored=rows,
+                    barrier=rec.epoch,
                     ended_wall_ms=_now_ms(),
                 ),
             )

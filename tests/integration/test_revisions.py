@@ -5,6 +5,7 @@ the middle of a revision (applied wholly or not at all)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -20,6 +21,7 @@ from kvstore.errors import (
     SnapshotTooOld,
     TableNotFound,
 )
+from snapview.cli import main as cli_main
 from snapview.embedded import EmbeddedServer
 from tests.conftest import connected, serve, wait_for
 
@@ -306,3 +308,28 @@ def test_kill_9_in_the_middle_of_a_revision(tmp_path, point):
         _put(c2, "crash", {7: 7})  # the fence is gone: a writer gets through at once
         again = c2.revise("crash", to_ts=t0)
         assert again.done and _rows(c2, "crash") == target
+
+
+def test_cli_revise_dry_run_revisions_and_refusals(c, srv, capsys):
+    t0 = _table(c, "cli_rev")
+    _put(c, "cli_rev", {1: -1, 77: 7})
+    addr = ["--address", srv.address]
+    assert cli_main(["revise", "cli_rev", "--to-ts", str(t0), "--dry-run", *addr]) == 0
+    out = capsys.readouterr().out
+    assert "would change 2 rows (1 restored, 1 removed); nothing written" in out
+    assert _rows(c, "cli_rev")[77] == 7
+    assert cli_main(["revise", "cli_rev", "--to-ts", str(t0), "--who", "dora", *addr]) == 0
+    out = capsys.readouterr().out
+    assert "revision " in out and "2 rows" not in out and "1 restored, 1 removed" in out
+    assert "revised: the whole topology shows revision" in out and "(cli_rev)" in out
+    assert 77 not in _rows(c, "cli_rev")
+    assert cli_main(["revisions", "--table", "cli_rev", "--format", "json", *addr]) == 0
+    [rec] = json.loads(capsys.readouterr().out)
+    assert (rec["who"], rec["kind"], rec["state"], rec["rows"]) == ("dora", "rollback", "done", 2)
+    assert rec["target_ts"] == t0 and rec["barrier"] > rec["commit_ts"] > 0
+    assert cli_main(["revisions", *addr]) == 0
+    assert "dora" in capsys.readouterr().out
+    assert cli_main(["revise", "nope", "--to-ts", str(t0), *addr]) == 1
+    assert "snapview: error:" in capsys.readouterr().err
+    assert cli_main(["rebuild", "cli_rev", *addr]) == 1
+    assert "not a view" in capsys.readouterr().err

@@ -1,0 +1,187 @@
+"""``snapview revise``, ``snapview rebuild`` and ``snapview revisions`` (docs/revising.md).
+
+``cli.py`` wires the verbs; what they do and print lives here: a revision, the wait for every
+view downstream to reach its barrier (with a progress line), the dry run's preview of the views,
+and the audit list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from coordinator.times import format_ts, with_wall
+
+if TYPE_CHECKING:
+    from coordinator.client import Client
+    from coordinator.revisions import Revision
+
+
+def revision_dict(r: Revision) -> dict:
+    """A revision as plain data, each timestamp with its wall time beside it."""
+    d = asdict(r)
+    d["views"] = list(r.views)
+    d["rows"] = r.rows
+    for k in ("target_ts", "commit_ts", "barrier"):
+        d[f"{k}_time"] = format_ts(d[k]) if d[k] else ""
+    return d
+
+
+def progress_printer(out: Callable[[str], object]) -> Callable:
+    """A ``wait_revised`` progress callback that prints a line whenever a view's state changes
+    (not at every poll)."""
+    last: list[str] = []
+
+    def show(rev: Revision, views: dict[str, tuple[int, str]]) -> None:
+        if not rev.barrier:
+            line = f"  revision {rev.id}: waiting for a barrier after its commit"
+        else:
+            parts = [
+                f"{v} {'ok' if b >= rev.barrier else f'at {b} ({state})'}"
+                for v, (b, state) in views.items()
+            ]
+            line = f"  barrier {rev.barrier}: " + (", ".join(parts) or "no downstream views")
+        if not last or last[-1] != line:
+            last.append(line)
+            out(line)
+
+    return show
+
+
+def wait_and_report(
+    c: Client, rev: Revision, timeout_s: float, out: Callable[[str], object]
+) -> dict:
+    """Wait for every view downstream of ``rev`` and print where the whole topology has it."""
+    if rev.views:
+        out(f"waiting for {len(rev.views)} view(s) downstream to reach the revision's barrier")
+    barrier = c.wait_revised(rev, timeout_s, progress=progress_printer(out))
+    tables = [rev.table, *rev.views]
+    out(
+        f"revised: the whole topology shows revision {rev.id} at barrier {with_wall(barrier)} "
+        f"({', '.join(tables)})"
+    )
+    return {"revised_barrier": barrier, "tables": tables}
+
+
+def cmd_revise(c: Client, args, out: Callable[[str], object] = print) -> int:
+    """``snapview revise TABLE``: roll back (``--to-barrier``/``--to-ts``) or apply a Parquet
+    correction set (``--corrections``); with ``--dry-run`` print what would change instead."""
+    corrections = None
+    if args.corrections:
+        import pyarrow.parquet as pq
+
+        corrections = pq.read_table(args.corrections)
+    kind = {}
+    if args.to_barrier:
+        kind["to_barrier"] = args.to_barrier
+    if args.to_ts:
+        kind["to_ts"] = args.to_ts
+    if corrections is not None:
+        kind["corrections"] = corrections
+    rev = c.revise(
+        args.table,
+        **kind,
+        mode=args.mode,
+        dry_run=args.dry_run,
+        who=args.who,
+    )
+    report: dict = {"revision": revision_dict(rev)}
+    if args.dry_run:
+        out(
+            f"dry run: {args.table} would change {rev.rows} rows ({rev.restored} "
+            f"{'restored' if rev.kind == 'rollback' else 'upserted'}, {rev.removed} removed); "
+            "nothing written"
+        )
+        if rev.views:
+            barrier, changes = _preview(c, args, rev)
+            report["preview_barrier"] = barrier
+            report["views"] = [{**asdict(v), "rows": v.rows} for v in changes]
+            out(
+                f"the views' next epochs would change (computed by Spark at barrier "
+                f"{with_wall(barrier)}, not written):"
+            )
+            for v in changes:
+                out(
+                    f"  {v.view:24} {v.rows:>8} rows ({v.inserted} inserted, {v.deleted} "
+                    f"deleted, {v.updated} updated)"
+                )
+    else:
+        out(str(rev))
+        if not args.no_wait:
+            report.update(wait_and_report(c, rev, args.timeout, out))
+    if args.format == "json":
+        print(json.dumps(report))
+    return 0
+
+
+def _preview(c: Client, args, rev: Revision) -> tuple[int, list]:
+    from pyspark.sql import SparkSession
+
+    from snapview.local_spark import local_session
+    from snapview.revision_preview import preview_views
+
+    # A caller that runs Spark already (a notebook, a test) keeps its session.
+    active = SparkSession.getActiveSession()
+    spark = active or local_session(app_name="snapview-revise-dry-run")
+    try:
+        corrections = None
+        if args.corrections:
+            corrections = spark.read.parquet(args.corrections)
+        return preview_views(
+            spark,
+            c,
+            args.table,
+            list(rev.views),
+            target_ts=rev.target_ts,
+            corrections=corrections,
+            mode=args.mode,
+        )
+    finally:
+        if active is None:
+            spark.stop()
+
+
+def cmd_rebuild(c: Client, args, out: Callable[[str], object] = print) -> int:
+    """``snapview rebuild VIEW``: request the rebuild, then wait for it and for the views
+    downstream of it."""
+    rev = c.rebuild(args.view, who=args.who)
+    out(f"revision {rev.id}: rebuild of {rev.table} requested; its job {rev.job!r} recomputes it")
+    report: dict = {"revision": revision_dict(rev)}
+    if not args.no_wait:
+        report.update(wait_and_report(c, rev, args.timeout, out))
+        report["revision"] = revision_dict(c.revision(rev.id))
+    if args.format == "json":
+        print(json.dumps(report))
+    return 0
+
+
+def format_revisions(revs: list[Revision]) -> list[str]:
+    """The text of ``snapview revisions``: one line per revision, newest first."""
+    if not revs:
+        return ["no revisions"]
+    lines = [
+        f"{'id':>4}  {'kind':11} {'table':20} {'state':8} {'rows':>7}  {'barrier':>20}  "
+        f"{'when':29} who"
+    ]
+    for r in revs:
+        when = format_ts(r.commit_ts) if r.commit_ts else ""
+        lines.append(
+            f"{r.id:>4}  {r.kind:11} {r.table:20} {r.state:8} {r.rows:>7}  {r.barrier:>20}  "
+            f"{when:29} {r.who}"
+        )
+        if r.kind == "rollback":
+            lines.append(f"      back to {with_wall(r.target_ts)}")
+        if r.error:
+            lines.append(f"      {r.error}")
+    return lines
+
+
+def cmd_revisions(c: Client, args) -> int:
+    revs = c.revisions(args.table, args.limit)
+    if args.format == "json":
+        print(json.dumps([revision_dict(r) for r in revs]))
+    else:
+        print("\n".join(format_revisions(revs)))
+    return 0

@@ -7,6 +7,7 @@ and the audit list.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable
 from dataclasses import asdict
@@ -65,7 +66,7 @@ def wait_and_report(
     return {"revised_barrier": barrier, "tables": tables}
 
 
-def cmd_revise(c: Client, args, out: Callable[[str], object] = print) -> int:
+def cmd_revise(c: Client, args: argparse.Namespace, out: Callable[[str], object] = print) -> int:
     """``snapview revise TABLE``: roll back (``--to-barrier``/``--to-ts``) or apply a Parquet
     correction set (``--corrections``); with ``--dry-run`` print what would change instead."""
     corrections = None
@@ -116,7 +117,7 @@ def cmd_revise(c: Client, args, out: Callable[[str], object] = print) -> int:
     return 0
 
 
-def _preview(c: Client, args, rev: Revision) -> tuple[int, list]:
+def _preview(c: Client, args: argparse.Namespace, rev: Revision) -> tuple[int, list]:
     from pyspark.sql import SparkSession
 
     from snapview.local_spark import local_session
@@ -143,7 +144,7 @@ def _preview(c: Client, args, rev: Revision) -> tuple[int, list]:
             spark.stop()
 
 
-def cmd_rebuild(c: Client, args, out: Callable[[str], object] = print) -> int:
+def cmd_rebuild(c: Client, args: argparse.Namespace, out: Callable[[str], object] = print) -> int:
     """``snapview rebuild VIEW``: request the rebuild, then wait for it and for the views
     downstream of it."""
     rev = c.rebuild(args.view, who=args.who)
@@ -178,7 +179,7 @@ def format_revisions(revs: list[Revision]) -> list[str]:
     return lines
 
 
-def cmd_revisions(c: Client, args) -> int:
+def cmd_revisions(c: Client, args: argparse.Namespace) -> int:
     revs = c.revisions(args.table, args.limit)
     if args.format == "json":
         print(json.dumps([revision_dict(r) for r in revs]))

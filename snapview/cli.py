@@ -264,7 +264,9 @@ def add_demo(sub: Subparsers) -> None:
         "demo",
         "run a demo on an embedded server",
         "bank: transfers between accounts, three views over them, and consistent reads that\n"
-        "check that money is neither made nor lost.",
+        "check that money is neither made nor lost. --revise: a third of the way in, a buggy\n"
+        "batch moves money into account 0, then accounts is revised back to the last good\n"
+        "barrier while transfers and reads go on; the demo follows the revision to every view.",
     )
     d.add_argument("name", choices=["bank"], help="which demo")
     d.add_argument(
@@ -276,6 +278,12 @@ def add_demo(sub: Subparsers) -> None:
         "--barrier-interval", default="1s", metavar="DURATION", help="time between barriers"
     )
     d.add_argument("--rate", type=float, default=100.0, help="transfers per second, 0: no limit")
+    d.add_argument(
+        "--revise",
+        action="store_true",
+        help="load a buggy batch, then roll accounts back to the last good barrier (a revision) "
+        "and show it reach every view while the checker keeps reading",
+    )
     d.set_defaults(func=cmd_demo)
 
 
@@ -821,6 +829,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         writers=args.writers,
         barrier_interval=args.barrier_interval,
         rate=args.rate,
+        revise=args.revise,
     )
 
 

@@ -11,6 +11,12 @@
   printing one line per second. In ``snapshot`` mode violations are always 0; in ``latest`` mode
   (each table at its own newest version, as ordinary streaming shows) they are not.
 
+With ``--revise`` (``run_bank_demo(revise=True)``) a revision flows through the views while the
+transfers and the checker keep going: a third of the way in, the demo notes the last good
+barrier, loads a buggy batch that moves money into account 0 (branch 0 jumps), rolls
+``accounts`` back to that barrier with ``Client.revise`` and follows the revision to every view
+(``RevisionScenario``).
+
 The tests and ``scripts/bench_freshness.py`` reuse these pieces.
 """
 
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
+    from coordinator.revisions import Revision
     from coordinator.snapshot import Snapshot
     from spark_sink import ViewJob
 
@@ -218,6 +225,17 @@ class Checker:
         return snap, bad
 
 
+def _one_line_at_a_time(out: Callable[[str], object]) -> Callable[[str], object]:
+    """``out`` behind a lock: lines printed from two threads never interleave mid-line."""
+    lock = threading.Lock()
+
+    def locked(line: str) -> object:
+        with lock:
+            return out(line)
+
+    return locked
+
+
 @contextlib.contextmanager
 def _ticking(out: Callable[[str], object], what: str, every_s: float = 10.0) -> Iterator[None]:
     """Print ``what...`` now, ``  ...Ns so far`` every ``every_s`` while the block runs, and
@@ -272,6 +290,170 @@ def summary_lines(
     ]
 
 
+BAD_TRANSFERS = 100  # the buggy batch: this many transfers into account 0 ...
+# ... in this many transactions: small ones, as a transaction reading 10 accounts one by one
+# while transfers run rarely conflicts, and one reading 100 nearly always would (small banks)
+BAD_TRANSACTIONS = 10
+BAD_ATTEMPTS = 100  # tries of one transaction before the batch job gives up
+
+
+def bad_batch(
+    client: coordinator.Client, rng: random.Random, accounts: int, table: str = "accounts"
+) -> tuple[int, int]:
+    """The buggy batch job: up to BAD_TRANSFERS transfers, each of half an account's balance
+    from a distinct random account into account 0, in BAD_TRANSACTIONS transactions, each
+    retried on conflict (RuntimeError after BAD_ATTEMPTS tries). The total is conserved (the
+    invariant holds); only where the money is is wrong. Returns (transfers, commit ts of the
+    last transaction)."""
+    sources = rng.sample(range(1, accounts), min(BAD_TRANSFERS, accounts - 1))
+    per_txn = -(-len(sources) // BAD_TRANSACTIONS)
+    last_ts = 0
+    for lo in range(0, len(sources), per_txn):
+        for _attempt in range(BAD_ATTEMPTS):
+            try:
+                with client.transaction() as t:
+                    sink = t.get(table, {"id": 0})
+                    assert sink is not None  # create_accounts made every account
+                    gained = 0
+                    for a in sources[lo : lo + per_txn]:
+                        ra = t.get(table, {"id": a})
+                        assert ra is not None
+                        amount = ra["balance"] // 2
+                        t.put(table, {**ra, "balance": ra["balance"] - amount})
+                        gained += amount
+                    t.put(table, {**sink, "balance": sink["balance"] + gained})
+                assert t.commit_ts is not None  # set once the block commits
+                last_ts = t.commit_ts
+                break
+            except coordinator.WriteConflict:
+                continue  # a concurrent transfer touched one of the accounts: try again
+        else:
+            raise RuntimeError(f"the buggy batch conflicted {BAD_ATTEMPTS} times in a row")
+    return len(sources), last_ts
+
+
+def branch_total(snap: Snapshot, branch: int = 0) -> int:
+    """``branch``'s total in ``branch_balance`` as the (consistent) snapshot shows it."""
+    bb = snap.read("branch_balance").to_pydict()
+    return next(t for b, t in zip(bb["branch"], bb["total"], strict=True) if b == branch)
+
+
+def consistent_at_least(client: coordinator.Client, ts: int, timeout_s: float = 60.0) -> Snapshot:
+    """A consistent read of the four tables at a barrier covering ``ts`` (at or above it), the
+    first the views reach; raises TimeoutError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        snap = client.snapshot(list(TABLES), wait_s=timeout_s)
+        if snap.barrier >= ts:
+            return snap
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"no barrier at or above {ts} in all of {TABLES} yet")
+        time.sleep(0.1)  # the views finish a barrier every trigger interval
+
+
+def revision_progress_line(rev: Revision, views: dict[str, tuple[int, str]]) -> str:
+    """``  revision N: barrier X: view ✓ view …``: which views have the revision's barrier."""
+    if not rev.barrier:
+        return f"  revision {rev.id}: {rev.state}, waiting for its barrier"
+    marks = " ".join(
+        f"{v} {'✓' if b >= rev.barrier else '…'}" for v, (b, _state) in sorted(views.items())
+    )
+    return f"  revision {rev.id}: barrier {rev.barrier}: {marks}"
+
+
+class RevisionScenario:
+    """``--revise``: a revision flowing through the views, run in a thread beside the checker.
+
+    After ``at_s``: note the last good barrier B, load the buggy batch, show branch 0 jump in a
+    consistent read, revise ``accounts`` back to B, print the views reaching the revision's
+    barrier X as they do, then show branch 0 at X and the audit record. ``ok`` is True once
+    every view has X and the read at X held the invariant; ``error`` says what went wrong."""
+
+    def __init__(
+        self,
+        address: str,
+        accounts: int,
+        expected_total: int,
+        at_s: float,
+        out: Callable[[str], object],
+    ) -> None:
+        self.address, self.accounts, self.expected_total = address, accounts, expected_total
+        self.at_s, self.out = at_s, out
+        self.ok = False
+        self.error = ""
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(target=self._main, daemon=True, name="revision-demo")
+
+    def start(self) -> RevisionScenario:
+        self._thread.start()
+        return self
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def cancel(self) -> None:
+        """Stop waiting to begin (a revision under way finishes its current step)."""
+        self._cancel.set()
+        self._thread.join(5)
+
+    def _main(self) -> None:
+        if self._cancel.wait(self.at_s):
+            return
+        try:
+            with coordinator.connect(self.address) as c:
+                self._run(c)
+        except Exception as e:  # noqa: BLE001 - the demo reports it and exits 1
+            self.error = f"{type(e).__name__}: {e}"
+            self.out(f"revision demo failed: {self.error}")
+
+    def _run(self, c: coordinator.Client) -> None:
+        good = c.snapshot(list(TABLES), wait_s=60)
+        b, at_b = good.barrier, branch_total(good)
+        self.out(f"revise: the last good barrier is {with_wall(b)}; branch 0 total there: {at_b}")
+
+        n, bad_ts = bad_batch(c, random.Random(16), self.accounts)
+        self.out(
+            f"revise: a buggy batch job moved money from {n} accounts into account 0 in "
+            f"{BAD_TRANSACTIONS} transactions (last committed at {with_wall(bad_ts)})"
+        )
+        after = consistent_at_least(c, bad_ts)
+        self.out(
+            f"revise: branch 0 total {at_b} at barrier {b} -> {branch_total(after)} at barrier "
+            f"{after.barrier} (consistent reads; the total is conserved, so the invariant holds)"
+        )
+
+        rev = c.revise("accounts", to_barrier=b, who="demo")
+        self.out(f"revise: {rev}")
+        self.out(f"  downstream views: {', '.join(rev.views)}")
+        shown = [""]
+
+        def progress(r: Revision, views: dict[str, tuple[int, str]]) -> None:
+            line = revision_progress_line(r, views)
+            if line != shown[0]:  # print changes only, not every poll
+                shown[0] = line
+                self.out(line)
+
+        x = c.wait_revised(rev, timeout_s=120, progress=progress)
+        self.out(
+            f"revised: the whole topology shows the revision at barrier {with_wall(x)} "
+            f"({', '.join(TABLES)})"
+        )
+        at_x = c.snapshot(list(TABLES), barrier=x, wait_s=60)
+        bad = check({t: at_x.read(t) for t in TABLES}, self.expected_total, self.accounts)
+        self.out(
+            f"revised: branch 0 total at barrier {x}: {branch_total(at_x)} (was {at_b} at the "
+            f"last good barrier {b}, {branch_total(after)} after the buggy batch; transfers "
+            f"since the revision continue); invariant at {x}: "
+            f"{'holds' if not bad else 'BROKEN: ' + bad[0]}"
+        )
+        audit = c.revisions("accounts")[0]
+        self.out(
+            f"revised: audit record: {audit}; by {audit.who}, target barrier "
+            f"{audit.target_barrier}, visible at barrier {audit.barrier}"
+        )
+        self.ok = not bad
+
+
 def run_bank_demo(
     duration_s: float = 30.0,
     accounts: int = 1000,
@@ -279,10 +461,13 @@ def run_bank_demo(
     barrier_interval: str = "1s",
     rate: float = 100.0,
     out: Callable[[str], object] = print,
+    revise: bool = False,
 ) -> int:
-    """Run the demo; returns 0 if every consistent read in snapshot mode held the invariant."""
+    """Run the demo; returns 0 if every consistent read in snapshot mode held the invariant
+    (and, with ``revise``, the revision reached every view: ``RevisionScenario``)."""
     from snapview.embedded import EmbeddedServer
 
+    out = _one_line_at_a_time(out)  # the revision thread prints beside the live lines
     data_dir = tempfile.mkdtemp(prefix="snapview-demo-")
     srv = EmbeddedServer(
         data_dir, extra_args=["--barrier-interval", barrier_interval], metrics_port=0
@@ -293,6 +478,7 @@ def run_bank_demo(
     procs: list[SpawnProcess] = []
     spark: SparkSession | None = None
     jobs: dict[str, ViewJob] = {}
+    scenario: RevisionScenario | None = None
     try:
         c = coordinator.connect(srv.address)
         expected = create_accounts(c, accounts)
@@ -314,10 +500,16 @@ def run_bank_demo(
         )
         stop, done, procs = start_transfers(srv.address, accounts, writers, rate)
         checker = Checker(c, expected, accounts)
+        if revise:
+            out(f"with --revise: a revision of accounts after {duration_s / 3:.0f}s")
+            scenario = RevisionScenario(srv.address, accounts, expected, duration_s / 3, out)
+            scenario.start()
         start = time.monotonic()
         next_print = start + 1.0
         behind, warned_at = 0, -1e9
-        while time.monotonic() - start < duration_s:
+        # With --revise, keep reading until the revision has reached every view (or failed):
+        # the point is that the checker reads consistently all the way through it.
+        while time.monotonic() - start < duration_s or (scenario and scenario.running()):
             t0 = time.monotonic()
             checker.read_once("snapshot")
             checker.read_once("latest")
@@ -346,6 +538,9 @@ def run_bank_demo(
             else:
                 out(f"example latest-mode read (all tables at ts {with_wall(at)}): {bad[0]}")
         ok = checker.violations["snapshot"] == 0
+        if scenario is not None and not scenario.ok:
+            ok = False
+            out(f"revision: did not reach every view ({scenario.error or 'see above'})")
         for line in summary_lines(checker, done.value, elapsed, behind, barrier_interval):
             out(line)
         out(
@@ -356,6 +551,8 @@ def run_bank_demo(
         c.close()
         return 0 if ok else 1
     finally:
+        if scenario is not None:
+            scenario.cancel()
         if stop is not None:
             stop_transfers(stop, procs)
         for j in jobs.values():

@@ -39,7 +39,8 @@ def test_shopping_join_never_mixes_barriers(spark, ex_server):
 
 
 def test_demo_bank_command(tmp_path):
-    """`snapview demo bank`, shortened: the live lines, 0 violations in snapshot mode."""
+    """`snapview demo bank --revise`, shortened: the live lines, 0 violations in snapshot mode,
+    and a revision of accounts reaching all three views while the checker reads."""
     out = subprocess.run(
         [
             sys.executable,
@@ -55,6 +56,7 @@ def test_demo_bank_command(tmp_path):
             "2",
             "--barrier-interval",
             "300ms",
+            "--revise",
         ],
         capture_output=True,
         text=True,
@@ -85,6 +87,22 @@ def test_demo_bank_command(tmp_path):
         r"  latest mode:   \d+ reads, \d+ saw tables at different states.*", summary[2]
     )
     assert summary[3].startswith("  freshness:     median ")
+    # --revise: the buggy batch shows in a consistent read, then the revision reaches every view
+    jump = next(ln for ln in lines if ln.startswith("revise: branch 0 total "))
+    before, after = map(int, re.match(r"revise: branch 0 total (\d+) .* -> (\d+) ", jump).groups())
+    assert after > before, jump
+    rev = next(ln for ln in lines if ln.startswith("revise: revision 1: accounts back to "))
+    restored, removed = map(int, re.search(r": done, (\d+) restored, (\d+) removed", rev).groups())
+    assert restored + removed > 0, rev
+    progress = [ln for ln in lines if ln.startswith("  revision 1: barrier ")]
+    assert progress and progress[-1].count("✓") == 3, progress
+    assert len(progress) == len(set(progress)), progress  # printed when it changes, not per poll
+    revised = next(ln for ln in lines if ln.startswith("revised: the whole topology shows"))
+    x = re.match(r"revised: the whole topology shows the revision at barrier (\d+) ", revised)[1]
+    assert revised.endswith("(accounts, branch_balance, total_balance, total_from_branches)")
+    assert any(ln.endswith(f"invariant at {x}: holds") for ln in lines), lines
+    assert any(ln.startswith("revised: audit record: revision 1: ") for ln in lines)
+    assert not any(ln.startswith("revision demo failed") for ln in lines)
     # latest mode has no barrier: its examples name the read timestamp instead
     assert not any("at barrier 0" in ln for ln in lines)
     assert all("all tables at ts" in ln for ln in lines if ln.startswith("example latest"))

@@ -38,7 +38,7 @@ ACCOUNTS = 200
 @pytest.fixture(scope="module")
 def bank(spark, tmp_path_factory):
     """A server, the accounts and the three views, running for the whole module."""
-    for srv in serve(tmp_path_factory.mktemp("bank-revise"), "--barrier-interval", "200ms"):
+    for srv in serve(tmp_path_factory.mktemp("bank-revise"), "--barrier-interval", "500ms"):
         for c in connected(srv):
             expected = create_accounts(c, ACCOUNTS)
             jobs = build_views(spark, srv.address)
@@ -94,7 +94,7 @@ def test_bad_transfers_rolled_back_through_every_view(bank):
     def transfers_loop() -> None:
         rng = random.Random(1)
         with coordinator.connect(srv.address) as w:
-            while not stop.wait(0.02):  # about 50 a second
+            while not stop.wait(0.05):  # about 20 a second
                 transfers[0] += transfer(w, rng, ACCOUNTS) is not None
 
     def reader_loop() -> None:
@@ -248,3 +248,39 @@ def test_rebuild_repairs_a_view_and_its_downstream_follows(bank):
     assert f'"rebuild": {rev.id}' in epoch.metadata
     assert "rebuild was requested" in epoch.metadata
     assert base.barrier < barrier
+
+
+def test_rebuild_of_a_full_recompute_view(bank, spark):
+    """A full-recompute view recomputes only when a source changed; a rebuild makes it
+    recompute at its next barrier anyway, and so repairs it."""
+    from spark_sink import MaterializedView
+
+    srv, c, expected, jobs = bank
+    job = (
+        MaterializedView.builder(spark)
+        .coordinator(srv.address)
+        .query("SELECT branch, MAX(balance) AS top FROM accounts GROUP BY branch")
+        .target("branch_top")
+        .primary_key(["branch"])
+        .strategy("full_recompute")
+        .trigger_interval("200 milliseconds")
+        .build()
+        .start()
+    )
+    try:
+        job.await_barrier(c.tso(), timeout=120)
+        with c.transaction() as t:
+            t.put("branch_top", {"branch": 99, "top": -1})
+        wrong = _consistent(c, ["accounts", "branch_top"], after=t.commit_ts)
+        assert any(r["branch"] == 99 for r in wrong.read("branch_top").to_pylist())
+        rev = c.rebuild("branch_top")
+        barrier = c.wait_revised(rev, 120)
+        at = c.snapshot(["accounts", "branch_top"], barrier=barrier)
+        top: dict[int, int] = {}
+        for r in at.read("accounts").to_pylist():
+            top[r["branch"]] = max(top.get(r["branch"], r["balance"]), r["balance"])
+        assert {r["branch"]: r["top"] for r in at.read("branch_top").to_pylist()} == top
+        meta = c.jobs.get_epoch(job.view.job, barrier).metadata
+        assert f'"rebuild": {rev.id}' in meta and '"recomputed": true' in meta
+    finally:
+        job.stop()

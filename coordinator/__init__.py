@@ -11,7 +11,14 @@ Public names are re-exported here; ``tests/unit/test_public_api.py`` pins the li
 import kvstore  # noqa: F401  (first: it sets gRPC's fork support before gRPC loads)
 from coordinator.client import Client, connect
 from coordinator.connection import ConnectionSettings
-from coordinator.errors import BarrierNotReached, LeaseNotFound, SecondWriter, TopologyCycle
+from coordinator.errors import (
+    BarrierNotReached,
+    LeaseNotFound,
+    RevisionNotReached,
+    SecondWriter,
+    TopologyCycle,
+)
+from coordinator.revisions import Revision
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from kvstore.errors import (
@@ -41,6 +48,8 @@ __all__ = [
     "LeaseNotFound",
     "NotFound",
     "RetryPolicy",
+    "Revision",
+    "RevisionNotReached",
     "SchemaMismatch",
     "SecondWriter",
     "Snapshot",

@@ -35,7 +35,13 @@ from coordinator.revisions import (
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
-from kvstore.errors import InvalidArgument, KeyIsLocked, Unauthenticated, Unavailable
+from kvstore.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    KeyIsLocked,
+    Unauthenticated,
+    Unavailable,
+)
 from kvstore.lock_resolution import resolve_lock
 from kvstore.mvcc.records import Mutation
 from kvstore.remote import CallMetadata, RemoteStore, RetryPolicy, RpcCaller
@@ -161,6 +167,10 @@ def _try_tso(channel: grpc.Channel, metadata: CallMetadata) -> tuple[grpc.Status
         return None
     except grpc.RpcError as e:
         return e.code(), e.details() or ""
+
+
+# How long a Revise call may take: a rollback of a large change is one long write on the server.
+REVISE_TIMEOUT_S = 3600.0
 
 
 def _ttl_ms(ttl_s: float) -> int:
@@ -416,6 +426,13 @@ class Client:
         target below the GC safepoint (SnapshotTooOld), a missing table (TableNotFound)."""
         who = who if who is not None else default_who()
         given = sum(x is not None for x in (to_ts, to_barrier, corrections))
+        if corrections is not None and dry_run:
+            info = self.describe_table(table, refresh=True)
+            if info.kind != "root":  # the write is refused by the server; the dry run too
+                raise FailedPrecondition(
+                    f"table {table!r} is a {info.kind} table: its contents follow from its "
+                    f"sources; revise the sources, or rebuild it with `snapview rebuild {table}`"
+                )
         if given != 1:
             raise InvalidArgument(
                 f"table {table!r}: give exactly one of to_ts, to_barrier and corrections"
@@ -452,7 +469,9 @@ class Client:
         req = cpb.ReviseRequest(
             table=table, to_ts=to_ts or 0, to_barrier=to_barrier or 0, dry_run=dry_run, who=who
         )
-        return Revision.from_pb(self._rpc.unary(self._stub.Revise, req))
+        # Not retried: run again after writers committed, a rollback would undo their writes
+        # too. An answer lost in transit is an error here; `revisions()` says what happened.
+        return Revision.from_pb(self._rpc.once(self._stub.Revise, req, REVISE_TIMEOUT_S))
 
     def _begin_corrections(
         self, table: str, mode: str, who: str, lock_ttl_ms: int

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from coordinator.errors import RevisionNotReached
 from coordinator.jobs import EpochInfo
 from coordinator.times import with_wall
-from kvstore.errors import InvalidArgument, SchemaMismatch, SnapviewError
+from kvstore.errors import FailedPrecondition, InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.limits import split_mutations
 from kvstore.mvcc.records import LockOp, Mutation
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
@@ -103,7 +103,7 @@ class Revision:
         if self.kind == "corrections":
             counts = f"{self.rows} rows {'upserted' if self.mode == 'upsert' else 'deleted'}"
         if self.kind == "rebuild":
-            counts = f"{self.restored} view rows changed"
+            counts = f"{self.restored} rows rewritten (the view's and its state's)"
         out = f"{head}: {what}: {self.state}, {counts}"
         if self.commit_ts:
             out += f", committed at {with_wall(self.commit_ts)}"
@@ -123,8 +123,9 @@ def arrow_mutations(client: Client, table: str, data: pa.Table, mode: str) -> li
     missing or the key given twice)."""
     info = client.describe_table(table, refresh=True)
     if info.hidden_row_id:
-        raise InvalidArgument(
-            f"table {table!r} is append-only (no primary key); corrections are keyed"
+        raise FailedPrecondition(
+            f"table {table!r} is append-only: its rows have no key to correct by; roll it "
+            "back to a barrier instead"
         )
     need = (
         [c.name for c in info.table_schema.visible_columns]
@@ -132,6 +133,9 @@ def arrow_mutations(client: Client, table: str, data: pa.Table, mode: str) -> li
         else list(info.primary_key)
     )
     missing = [c for c in need if c not in data.column_names]
+    unknown = [c for c in data.column_names if c not in info.table_schema.index]
+    if unknown:
+        raise SchemaMismatch(f"table {table!r} has no column {unknown[0]!r} (in the corrections)")
     if missing:
         raise SchemaMismatch(
             f"table {table!r}: the corrections have no column {missing[0]!r} ({mode} needs "
@@ -151,14 +155,14 @@ def arrow_mutations(client: Client, table: str, data: pa.Table, mode: str) -> li
 
 
 def count_changes(client: Client, muts: list[Mutation], at: int) -> tuple[int, int]:
-    """(restored, removed): how many of ``muts`` would change the table as of ``at``."""
-    restored = removed = 0
-    for op, key, value in muts:
-        old = client.with_lock_wait(lambda k=key: client.store.get(k, at))  # type: ignore[misc]
-        if op is LockOp.PUT and old != value:
-            restored += 1
-        elif op is LockOp.DELETE and old is not None:
-            removed += 1
+    """(restored, removed): how many of ``muts`` would change the table as of ``at``. The
+    current rows are read by key, many keys per request (ScanRanges)."""
+    ranges = [(key, key + b"\x00") for _, key, _ in muts]
+    old: dict[bytes, bytes] = {}
+    for keys, values in client.with_lock_wait(lambda: list(client.store.scan_ranges(ranges, at))):
+        old.update(zip(keys, values, strict=True))
+    restored = sum(op is LockOp.PUT and old.get(key) != value for op, key, value in muts)
+    removed = sum(op is LockOp.DELETE and key in old for op, key, _ in muts)
     return restored, removed
 
 
@@ -269,13 +273,15 @@ def wait_revised(
         rev = client.revision(rid)
         if rev.state == "aborted":
             raise SnapviewError(f"revision {rid} was aborted: {rev.error}")
-        views: dict[str, tuple[int, str]] = {v: (0, "not registered") for v in rev.views}
+        # A rebuild waits for the rebuilt view itself too: its job may not be running.
+        waited = (rev.table, *rev.views) if rev.kind == "rebuild" else rev.views
+        views: dict[str, tuple[int, str]] = {v: (0, "not registered") for v in waited}
         for job in client.jobs.list_jobs():
             if job.sink in views:
                 views[job.sink] = (job.last_committed, str(job.state))
         if progress is not None:
             progress(rev, views)
-        if rev.barrier and all(b >= rev.barrier for b, _ in views.values()):
+        if rev.done and rev.barrier and all(b >= rev.barrier for b, _ in views.values()):
             return rev.barrier
         if time.monotonic() >= deadline:
             behind = [

@@ -131,6 +131,14 @@ class RpcCaller:
             raise translate_rpc_error(e) from None
         raise AssertionError("unreachable: the retry loop returns or re-raises")
 
+    def once(self, method: Callable[..., T], request: Message, timeout_s: float) -> T:
+        """One attempt, never retried, with its own deadline: for a call whose repeat is not
+        harmless (a revision), where a lost answer must reach the caller, not a second run."""
+        try:
+            return method(request, timeout=timeout_s, metadata=self.metadata)
+        except grpc.RpcError as e:
+            raise translate_rpc_error(e) from None
+
     def stream(self, method: Callable[..., Iterable[T]], request: Message) -> list[T]:
         """A server-streaming call, collected; retried whole (the calls are read-only)."""
         try:

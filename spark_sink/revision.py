@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from coordinator.jobs import EpochInfo, EpochMetadata
 from coordinator.revisions import DEFAULT_LOCK_TTL_MS, Revision, check_mode, dry_run_record
+from kvstore.errors import FailedPrecondition, SchemaMismatch
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
 from spark_sink.epoch_writer import _partition_fn
@@ -33,7 +34,25 @@ def write_dataframe_corrections(
     ``dry_run``, count on the executors how many rows would change and write nothing."""
     check_mode(table, mode)
     info = client.describe_table(table, refresh=True)
+    if info.hidden_row_id:
+        raise FailedPrecondition(
+            f"table {table!r} is append-only: its rows have no key to correct by; roll it "
+            "back to a barrier instead"
+        )
     ArrowEncoder(info).check_sink(df.columns, mode)
+    if mode == "upsert":
+        # Whole rows, as a pyarrow correction set needs: a column left out would become NULL.
+        for c in info.table_schema.visible_columns:
+            if c.name not in df.columns:
+                raise SchemaMismatch(
+                    f"table {table!r}: the corrections have no column {c.name!r} (upsert "
+                    "needs whole rows)"
+                )
+    if dry_run and info.kind != "root":
+        raise FailedPrecondition(
+            f"table {table!r} is a {info.kind} table: its contents follow from its sources; "
+            f"revise the sources, or rebuild it with `snapview rebuild {table}`"
+        )
     if dry_run:
         restored, removed = _count_changes(client, table, df, mode)
         return dry_run_record(client, table, mode, who, restored, removed)

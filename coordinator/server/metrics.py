@@ -47,6 +47,7 @@ from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import GcManager
 from coordinator.server.meta import EpochRecord
 from coordinator.server.registry import Registry
+from coordinator.server.revisions import RevisionManager
 from coordinator.server.tso import TimestampOracle
 from kvstore.group_commit import GROUP_SIZE_BUCKETS
 from kvstore.mvcc.records import Lock
@@ -451,3 +452,48 @@ def gc_source(gc: GcManager) -> Source:
         )
 
     return _gc
+
+
+def revision_source(revisions: RevisionManager) -> Source:
+    """The revisions' families (``ServerMetrics.add_source``): revisions by kind and state, the
+    rows they changed, the tables fenced now, and how long the oldest unfinished one has run
+    (a rebuild waits for its view's job: a large age means the job is not running)."""
+
+    def _revisions() -> Iterable[Metric]:
+        recs = revisions.stored()
+        count = GaugeMetricFamily(
+            "snapview_revisions",
+            "Recorded revisions by kind (rollback, corrections, rebuild) and state (running, done, "
+            "aborted)",
+            labels=["kind", "state"],
+        )
+        by: dict[tuple[str, str], int] = {}
+        rows: dict[str, int] = {}
+        for r in recs:
+            by[(r.kind, r.state)] = by.get((r.kind, r.state), 0) + 1
+            if r.state == "done":
+                rows[r.kind] = rows.get(r.kind, 0) + r.rows
+        for (kind, state), n in sorted(by.items()):
+            count.add_metric([kind, state], n)
+        yield count
+        changed = CounterMetricFamily(
+            "snapview_revision_rows",
+            "Rows changed by done revisions (restored or upserted, and removed), by kind",
+            labels=["kind"],
+        )
+        for kind, n in sorted(rows.items()):
+            changed.add_metric([kind], n)
+        yield changed
+        yield GaugeMetricFamily(
+            "snapview_tables_fenced",
+            "Tables a rollback fences right now (their writers wait)",
+            revisions.fenced(),
+        )
+        running = [r.started_wall_ms for r in recs if r.state == "running"]
+        yield GaugeMetricFamily(
+            "snapview_revision_oldest_running_seconds",
+            "How long the oldest revision still running has run (0: none)",
+            max(0.0, time.time() - min(running) / 1000) if running else 0.0,
+        )
+
+    return _revisions

@@ -163,11 +163,21 @@ class RevisionManager:
         return self._settle_corrections(rec)
 
     def records(self, table: str = "", limit: int = 0) -> list[RevisionRecord]:
-        """Recorded revisions, newest first (of ``table`` only when given)."""
+        """Recorded revisions, newest first (of ``table`` only when given); a correction set
+        whose writer is gone is settled first (see ``_settle_corrections``)."""
+        recs = [x for x in self.stored() if not table or x.table == table]
+        return [self._settle_corrections(x) for x in recs[: limit or None]]
+
+    def stored(self) -> list[RevisionRecord]:
+        """Every record as stored, newest first: one read, no settling (for the metrics)."""
         with self.store.storage.read_txn() as r:
             recs = [RevisionRecord.from_json(v) for _, v in r.iter_prefix("meta", REVISION_PREFIX)]
-        recs = [x for x in reversed(recs) if not table or x.table == table]
-        return [self._settle_corrections(x) for x in recs[: limit or None]]
+        return recs[::-1]
+
+    def fenced(self) -> int:
+        """How many tables a rollback fences right now."""
+        with self.store.storage.read_txn() as r:
+            return len(actions.fences(r))
 
     def barrier_of(self, rec: RevisionRecord) -> int:
         """The barrier at which the revision is visible everywhere: the first issued at or above
@@ -190,7 +200,7 @@ class RevisionManager:
         """GC holds: the target of every rollback in progress."""
         return [
             Hold(REVISION_JOB_PREFIX.rstrip("/"), f"revision {x.id} of {x.table}", x.target_ts)
-            for x in self.records()
+            for x in self.stored()
             if x.state == RUNNING and x.kind == ROLLBACK and x.target_ts
         ]
 
@@ -223,7 +233,12 @@ class RevisionManager:
         return info.id
 
     def _downstream(self, table: str) -> tuple[str, ...]:
-        return tuple(self.registry.topology().downstream(table))
+        """The views downstream of ``table``, upstream first: the tables view jobs compute from
+        it (a sink's table, fed by a change stream, has no barriers to wait for)."""
+        topo = self.registry.topology()
+        return tuple(
+            t for t in topo.downstream(table) if (w := topo.writer_of(t)) is not None and w.is_view
+        )
 
     def _check_who(self, who: str) -> str:
         if len(who) > MAX_WHO_CHARS or "\x00" in who:
@@ -238,7 +253,8 @@ class RevisionManager:
             if not self.barriers.is_issued(to_barrier):
                 raise NotFound(
                     f"table {table!r}: barrier {to_barrier} ({wall_text(to_barrier)}) was never "
-                    "issued, or was pruned below the GC safepoint; `snapview barriers` lists them"
+                    "issued, or was pruned (barriers are kept an hour with GC off); roll back to "
+                    "a time instead (to_ts, or --to-ts with a date and time)"
                 )
             target = to_barrier
         else:
@@ -439,6 +455,11 @@ class RevisionManager:
                 f"table {table!r}: correction mode {cut(mode)} is not one of {CORRECTION_MODES}"
             )
         self._root_table(table, "revise")
+        if self.store.catalog.get(table).hidden_row_id:
+            raise FailedPrecondition(
+                f"table {table!r} is append-only: its rows have no key to correct by; roll it "
+                "back to a barrier instead"
+            )
         views = self._downstream(table)
 
         def act(ctx: WriteContext) -> RevisionRecord:

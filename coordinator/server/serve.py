@@ -48,7 +48,7 @@ from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
-from coordinator.server.metrics import ServerMetrics, gc_source
+from coordinator.server.metrics import ServerMetrics, gc_source, revision_source
 from coordinator.server.registry import Registry
 from coordinator.server.revisions import RevisionManager
 from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
@@ -363,6 +363,7 @@ class SnapviewServer:
             instance_id=self.instance_id,
         )
         self.metrics.add_source(gc_source(self.gc))
+        self.metrics.add_source(revision_source(self.revisions))
         self.epochs.events = self.metrics
         self.registry.on_failed = self.metrics.job_failed
         self.health = health.aio.HealthServicer()

@@ -24,6 +24,7 @@ from kvstore.errors import (
 from snapview.cli import main as cli_main
 from snapview.embedded import EmbeddedServer
 from tests.conftest import connected, serve, wait_for
+from tests.integration.test_metrics import scrape, value
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +158,10 @@ def test_refusals(c, srv):
         c.revise("rb_refuse", corrections=pa.table({"id": [1], "v": [1]}), mode="merge")
     with pytest.raises(SchemaMismatch, match="column 'v'"):
         c.revise("rb_refuse", corrections=pa.table({"id": [1]}))
-    assert all(r.table != "rb_refuse" for r in c.revisions())  # nothing recorded
+    c.create_table("rb_append", "v BIGINT", primary_key=[])
+    with pytest.raises(FailedPrecondition, match="append-only"):
+        c._begin_corrections("rb_append", "upsert", "x", 0)
+    assert all(r.table not in ("rb_refuse", "rb_append") for r in c.revisions())
 
 
 def test_target_below_the_gc_safepoint_is_snapshot_too_old(tmp_path):
@@ -209,6 +213,7 @@ def test_writers_wait_for_the_fence_and_then_conflict_or_commit(tmp_path):
             str(tmp_path / "d"),
             extra_args=["--barrier-interval", "100ms"],
             env={"SNAPVIEW_FAILPOINTS": "revision.fenced=sleep(1500)"},
+            metrics_port=0,
         ) as s,
         coordinator.connect(s.address) as c,
     ):
@@ -221,6 +226,9 @@ def test_writers_wait_for_the_fence_and_then_conflict_or_commit(tmp_path):
         th = threading.Thread(target=lambda: done.append(c.revise("fenced", to_ts=t0)))
         th.start()
         wait_for(lambda: any(r.state == "running" for r in c.revisions("fenced")), 5, "fence")
+        fams = scrape(s.metrics_address)
+        assert value(fams, "snapview_tables_fenced") == 1
+        assert value(fams, "snapview_revisions", kind="rollback", state="running") == 1
         t = time.monotonic()
         _put(c, "other", {1: 1})
         assert time.monotonic() - t < 1.0  # another table is not fenced
@@ -233,6 +241,10 @@ def test_writers_wait_for_the_fence_and_then_conflict_or_commit(tmp_path):
         assert _rows(c, "fenced") == {**_rows(c, "fenced", at=t0), 42: 42}
         with pytest.raises(coordinator.WriteConflict):
             old_txn.commit()  # it read key 1 before the revision rewrote it
+        fams = scrape(s.metrics_address)
+        assert value(fams, "snapview_tables_fenced") == 0
+        assert value(fams, "snapview_revisions", kind="rollback", state="done") == 1
+        assert value(fams, "snapview_revision_rows_total", kind="rollback") == rev.rows == 1
 
 
 def test_rollback_pins_its_target_against_gc(tmp_path):

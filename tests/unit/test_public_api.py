@@ -23,6 +23,8 @@ def test_coordinator_exports_are_pinned():
             "LeaseNotFound",
             "NotFound",
             "RetryPolicy",
+            "Revision",
+            "RevisionNotReached",
             "SchemaMismatch",
             "SecondWriter",
             "Snapshot",

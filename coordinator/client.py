@@ -477,11 +477,14 @@ class Client:
         self, table: str, mode: str, who: str, lock_ttl_ms: int
     ) -> cpb.BeginCorrectionsResponse:
         req = cpb.BeginCorrectionsRequest(table=table, mode=mode, who=who, lock_ttl_ms=lock_ttl_ms)
-        return self._rpc.unary(self._stub.BeginCorrections, req)
+        # Not retried: a repeat would record a second correction set (the first one's epoch
+        # would then expire unused).
+        return self._rpc.once(self._stub.BeginCorrections, req, self.retry.rpc_timeout_s)
 
     def downstream(self, table: str) -> list[str]:
-        """The tables registered jobs compute from ``table``, directly or not, upstream first."""
-        jobs = list(self.topology().jobs)
+        """The views computed from ``table`` through view jobs, directly or not, upstream first
+        (the views a revision of ``table`` reaches at its barrier)."""
+        jobs = [j for j in self.topology().jobs if j.kind == "view"]
         found: list[str] = []
         frontier = [table]
         while frontier:

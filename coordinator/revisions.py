@@ -281,7 +281,9 @@ def wait_revised(
                 views[job.sink] = (job.last_committed, str(job.state))
         if progress is not None:
             progress(rev, views)
-        if rev.done and rev.barrier and all(b >= rev.barrier for b, _ in views.values()):
+        # A view dropped since (no job any more) shows nothing: it is not waited for.
+        there = [b >= rev.barrier for b, state in views.values() if state != "not registered"]
+        if rev.done and rev.barrier and all(there):
             return rev.barrier
         if time.monotonic() >= deadline:
             behind = [

@@ -97,7 +97,10 @@ class DirectPrewriter:
                 raise DirectUnavailable("the store's map is full; the server grows it") from None
             except lmdb.MapResizedError:
                 self.storage.env.set_mapsize(0)  # adopt the size the server grew it to
-                self._write(mutations, primary, start_ts, ttl_ms)
+                try:
+                    self._write(mutations, primary, start_ts, ttl_ms)
+                except TableFenced as e:
+                    raise DirectUnavailable(str(e)) from None
             except lmdb.Error as e:
                 if self.storage.resource_error(e) is None:
                     raise

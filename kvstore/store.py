@@ -169,6 +169,12 @@ class LocalStore:
                 if if_exists:
                     return DropResult(False)
                 raise TableNotFound(name)
+            rev = actions.fenced_by(ctx.reader, self.catalog.get(name).id)
+            if rev:
+                raise FailedPrecondition(
+                    f"table {name!r} is being revised (revision {rev}); drop it after the "
+                    "revision ends"
+                )
             downstream, jobs = guard(ctx, name, cascade) if guard else ([], [])
             # A view's state tables go with it (they are nobody else's).
             tables = list(self.catalog.by_name.values())
@@ -432,27 +438,16 @@ class LocalStore:
             lambda ctx: actions.txn_heartbeat(ctx, primary, start_ts, advise_ttl_ms, now)
         )
 
-    def run_write_at_commit_ts(self, fn: Callable[[WriteContext, int], T], cost: int = 1) -> T:
-        """Run ``fn(ctx, commit_ts)`` in the next group with a fresh commit_ts from the TSO, which
-        stays invisible to readers until the write is durable (the in-flight set one-phase commits
-        use): a write action that commits versions itself (a revision) without a lock phase."""
-        if self.clock is None:
-            raise FailedPrecondition("a write at a commit_ts needs a TSO; this store has none")
-        with self._inflight_cond:
-            commit_ts = self.clock()
-            self._inflight.add(commit_ts)
-        try:
-            return self.committer.run(lambda ctx: fn(ctx, commit_ts), cost)
-        finally:
-            with self._inflight_cond:
-                self._inflight.discard(commit_ts)
-                self._inflight_cond.notify_all()
-
     def run_write(self, fn: Callable[[WriteContext], T]) -> T:
         """Run a caller-defined write action in the next group (the coordinator's own state)."""
         return self.committer.run(fn)
 
     # ------------------------------------------------------------------ reads
+
+    def wait_commits_below(self, ts: int) -> None:
+        """Return once every one-phase commit whose commit_ts is below ``ts`` has been applied
+        or refused: none of them can land after this returns."""
+        self._wait_inflight(ts - 1)
 
     def _wait_inflight(self, read_ts: int) -> None:
         with self._inflight_cond:

@@ -110,6 +110,11 @@ class EpochManager:
     # ------------------------------------------------------------------ state
 
     def _load(self, reader: Reader, job: str, epoch: int) -> EpochRecord | None:
+        return self.load_in(reader, job, epoch)
+
+    @staticmethod
+    def load_in(reader: Reader, job: str, epoch: int) -> EpochRecord | None:
+        """The record of (job, epoch) read through ``reader``, or None if never opened."""
         raw = reader.get("meta", epoch_key(job, epoch))
         return None if raw is None else EpochRecord.from_json(raw)
 

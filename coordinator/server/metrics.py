@@ -47,7 +47,7 @@ from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import GcManager
 from coordinator.server.meta import EpochRecord
 from coordinator.server.registry import Registry
-from coordinator.server.revisions import RevisionManager
+from coordinator.server.revisions import REVISION_JOB_PREFIX, RevisionManager
 from coordinator.server.tso import TimestampOracle
 from kvstore.group_commit import GROUP_SIZE_BUCKETS
 from kvstore.mvcc.records import Lock
@@ -209,7 +209,7 @@ class ServerMetrics:
 
     def committed(self, rec: EpochRecord) -> None:
         """An attempt of ``rec.job`` committed (EpochManager.events)."""
-        job = rec.job
+        job = job_label(rec.job)
         if rec.commit_ts and rec.start_ts:
             secs = max(0, physical_ms(rec.commit_ts) - physical_ms(rec.start_ts)) / 1000
             self.epoch_seconds.labels(job).observe(secs)
@@ -227,7 +227,7 @@ class ServerMetrics:
 
     def aborted(self, rec: EpochRecord) -> None:
         """An attempt of ``rec.job`` was rolled back (EpochManager.events)."""
-        self.failures.labels(rec.job, "attempt_aborted").inc()
+        self.failures.labels(job_label(rec.job), "attempt_aborted").inc()
 
     def job_failed(self, job: str) -> None:
         """``job`` reported FAILED (Registry.on_failed)."""
@@ -452,6 +452,12 @@ def gc_source(gc: GcManager) -> Source:
         )
 
     return _gc
+
+
+def job_label(job: str) -> str:
+    """A job's metric label: every correction set's job (``revision/<id>``, one per set) shares
+    the label ``revision/``, so their series do not grow with the number of revisions."""
+    return REVISION_JOB_PREFIX if job.startswith(REVISION_JOB_PREFIX) else job
 
 
 def revision_source(revisions: RevisionManager) -> Source:

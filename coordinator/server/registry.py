@@ -48,6 +48,15 @@ MAX_ERROR_CHARS = 4000
 log = logging.getLogger("snapview.registry")
 
 
+def check_not_reserved(job: str) -> None:
+    """Refuse a job name the coordinator keeps for itself (FAILED_PRECONDITION)."""
+    if job.startswith(Registry.RESERVED_PREFIXES):
+        raise FailedPrecondition(
+            f"job name {job!r}: names starting with {' or '.join(Registry.RESERVED_PREFIXES)} "
+            "are the coordinator's own (revisions)"
+        )
+
+
 @dataclass
 class Topology:
     """A consistent picture of the registry: jobs by name and the writer of each table."""
@@ -60,14 +69,17 @@ class Topology:
                 return rec
         return None
 
-    def downstream(self, table: str) -> list[str]:
-        """Every table computed from ``table`` by registered jobs, directly or through other
-        jobs' tables, each after all of its own upstream tables among them (upstream first)."""
+    def downstream(self, table: str, views_only: bool = False) -> list[str]:
+        """Every table computed from ``table`` by registered jobs (only view jobs, with
+        ``views_only``), directly or through other such jobs' tables, each after all of its own
+        upstream tables among them (upstream first)."""
         found: list[str] = []
         frontier = [table]
         while frontier:
             t = frontier.pop()
             for rec in sorted(self.jobs.values(), key=lambda r: r.job):
+                if views_only and not rec.is_view:
+                    continue
                 if t in rec.sources and rec.sink not in found and rec.sink != table:
                     found.append(rec.sink)
                     frontier.append(rec.sink)
@@ -106,8 +118,15 @@ class Registry:
     turns it FAILED (a report of failed after none or another state), once the report is
     durable."""
 
+    # Job names the coordinator keeps for itself: correction sets' epochs (coordinator.server.
+    # revisions) are not registered jobs, and a user job under such a name would pass for one.
+    RESERVED_PREFIXES = ("revision/", "rollback/")
+
     def __init__(self, store: LocalStore) -> None:
         self.store = store
+        # Called inside the write that unregisters a job (unregister, or a drop), with the job:
+        # what else goes with it goes in the same transaction (RevisionManager.on_job_gone).
+        self.on_unregister: list[Callable[[WriteContext, str], None]] = []
         self.on_failed: Callable[[str], None] | None = None
 
     @staticmethod
@@ -151,6 +170,7 @@ class Registry:
         itself. Checked and written in one LMDB transaction, so two racing registrations cannot
         both pass."""
         check_job_name(job)
+        check_not_reserved(job)
         if kind not in JOB_KINDS:
             raise InvalidArgument(f"job {job!r}: kind {cut(kind)} is not one of {JOB_KINDS}")
         check_label(job, "strategy", strategy)
@@ -222,6 +242,8 @@ class Registry:
                 raise NotFound(f"job {job!r} is not registered")
             ctx.buf.delete("meta", job_record_key(job))
             ctx.buf.delete("meta", job_run_key(job))
+            for hook in self.on_unregister:
+                hook(ctx, job)
             return rec
 
         return self.store.run_write(act)
@@ -303,4 +325,6 @@ class Registry:
                 jobs.append(w.job)
                 ctx.buf.delete("meta", job_record_key(w.job))
                 ctx.buf.delete("meta", job_run_key(w.job))
+                for hook in self.on_unregister:
+                    hook(ctx, w.job)
         return downstream, jobs

@@ -6,14 +6,15 @@ before and after it, and revised again. Every view downstream follows by its ord
 the first issued at or above the revision's commit ts (``RevisionRecord.barrier``).
 
 - **rollback** (``rollback``): the table's net change since the target (its change index over
-  (target, now]) is written back, as one write action at a commit_ts of its own: every key that
-  changed gets its value at the target again (or is deleted where it did not exist). The table is
-  **fenced** first (``kvstore.actions.fence``): new writes into it are refused with TableFenced
+  (target, now]) is written back as one Percolator transaction: every key that changed gets its
+  value at the target again (or is deleted where it did not exist). The table is **fenced**
+  first (``kvstore.actions.fence``): new writes into it are refused with TableFenced
   (UNAVAILABLE, which clients retry, so writers wait); transactions that locked keys of the table
   before the fence are waited for, and after ``DRAIN_GRACE_S`` rolled back (the revision wins;
-  their commit fails as a conflict). Then the difference, the commit, the audit record's DONE and
-  the fence's removal are one LMDB transaction: a crash leaves the revision wholly applied or not
-  at all (``recover`` marks a revision left RUNNING as ABORTED and lifts its fence).
+  their commit fails as a conflict). The difference is prewritten in bounded steps under the
+  revision's own primary; the primary's commit, the audit record's DONE and the fence's removal
+  are one LMDB transaction. A crash leaves the revision wholly applied or not at all
+  (``recover`` settles a rollback left RUNNING through its primary and lifts its fence).
 - **corrections** (``begin_corrections``): an epoch transaction of the job ``revision/<id>``,
   whose rows the client or Spark's executors prewrite as secondaries; committing the epoch marks
   the record DONE in the same LMDB transaction (``on_epoch_commit``). Not fenced: a correction set
@@ -45,6 +46,7 @@ from coordinator.server.meta import (
     REVISION_NEXT,
     REVISION_PREFIX,
     EpochRecord,
+    epoch_primary_key,
     rebuild_key,
     revision_key,
 )
@@ -61,14 +63,13 @@ from kvstore.errors import (
 )
 from kvstore.failpoints import fail_point
 from kvstore.group_commit import WriteContext
-from kvstore.limits import MAX_GROUP_MUTATIONS
 from kvstore.mvcc.keys import table_prefix
 from kvstore.mvcc.records import LockOp, Mutation, WriteKind
 from kvstore.mvcc.timestamp import wall_text
 from kvstore.results import COMMITTED as TXN_COMMITTED
 from kvstore.results import LOCKED
 from kvstore.storage import Reader
-from kvstore.store import LocalStore
+from kvstore.store import MAX_LOCK_TTL_MS, LocalStore
 
 log = logging.getLogger("snapview.revisions")
 
@@ -80,6 +81,12 @@ REVISION_JOB_PREFIX = "revision/"
 # finish by themselves, before it rolls them back.
 DRAIN_GRACE_S = 5.0
 MAX_WHO_CHARS = 200
+# A rollback's difference goes into the store in writes of at most this many rows.
+PREWRITE_STEP = 2048
+# A rollback's locks must not expire while the server writes them: only the server decides its
+# fate (a crash: ``recover``), so they outlive any pause a reader could mistake for death.
+ROLLBACK_TTL_MS = MAX_LOCK_TTL_MS
+HOLD_KIND = "revision"  # the GC hold's kind (snapview leases, snapview_gc_hold_age_seconds)
 ROOT = "root"
 
 
@@ -121,6 +128,11 @@ class RevisionRecord:
 
 def revision_job(rid: int) -> str:
     return f"{REVISION_JOB_PREFIX}{rid}"
+
+
+def rollback_primary_key(rid: int) -> bytes:
+    """The primary of rollback ``rid``'s transaction: a status key of the system table."""
+    return epoch_primary_key(f"rollback/{rid}", 1)
 
 
 def _now_ms() -> int:
@@ -197,12 +209,21 @@ class RevisionManager:
         return int(raw) if raw else 0
 
     def holds(self) -> list[Hold]:
-        """GC holds: the target of every rollback in progress."""
-        return [
-            Hold(REVISION_JOB_PREFIX.rstrip("/"), f"revision {x.id} of {x.table}", x.target_ts)
-            for x in self.stored()
-            if x.state == RUNNING and x.kind == ROLLBACK and x.target_ts
-        ]
+        """GC holds: the target of every rollback in progress, and the start of every correction
+        set still being written (its prewrites are refused once the safepoint passes it)."""
+        out = []
+        for x in self.stored():
+            if x.state != RUNNING:
+                continue
+            if x.kind == ROLLBACK and x.target_ts:
+                out.append(Hold(HOLD_KIND, f"revision {x.id} of {x.table}", x.target_ts))
+            elif x.kind == CORRECTIONS:
+                with self.store.storage.read_txn() as r:
+                    ep = self.epochs.load_in(r, x.job, 1)
+                if ep is not None and ep.state == PREWRITE:
+                    name = f"revision {x.id} of {x.table} (corrections)"
+                    out.append(Hold(HOLD_KIND, name, ep.start_ts - 1))
+        return out
 
     def _new_record(self, ctx: WriteContext, **fields) -> RevisionRecord:
         raw = ctx.reader.get("meta", REVISION_NEXT)
@@ -233,12 +254,10 @@ class RevisionManager:
         return info.id
 
     def _downstream(self, table: str) -> tuple[str, ...]:
-        """The views downstream of ``table``, upstream first: the tables view jobs compute from
-        it (a sink's table, fed by a change stream, has no barriers to wait for)."""
-        topo = self.registry.topology()
-        return tuple(
-            t for t in topo.downstream(table) if (w := topo.writer_of(t)) is not None and w.is_view
-        )
+        """The views downstream of ``table`` through view jobs only, upstream first: those that
+        reach a revision at its barrier. A table a non-view job writes from it (a sink fed by a
+        change stream) follows at its own pace, and so do the views over it: not included."""
+        return tuple(self.registry.topology().downstream(table, views_only=True))
 
     def _check_who(self, who: str) -> str:
         if len(who) > MAX_WHO_CHARS or "\x00" in who:
@@ -386,32 +405,54 @@ class RevisionManager:
             time.sleep(0.01)
 
     def _apply_rollback(self, rec: RevisionRecord, table_id: int) -> RevisionRecord:
+        """Write the difference as one Percolator transaction whose primary is the revision's
+        own status key: the primary, then the difference in writes of at most PREWRITE_STEP
+        rows (the store's one writer is held for a step at a time, never for the whole
+        revision; readers of the table at or above start_ts wait on its locks), then one write
+        that commits the primary, records DONE and lifts the fence; the secondaries are
+        resolved after it, in steps."""
         start_ts = self.tso.now()
-
-        def act(ctx: WriteContext, commit_ts: int) -> RevisionRecord:
-            self._check_safepoint(rec.table, rec.target_ts)
-            changes = actions.scan_changes(ctx.reader, table_id, rec.target_ts, commit_ts)
-            muts: list[Mutation] = [
-                (LockOp.PUT, c.key, c.old) if c.old is not None else (LockOp.DELETE, c.key, b"")
-                for c in changes
-            ]
-            if muts:
-                actions.one_pc_commit(ctx, muts, muts[0][1], start_ts, commit_ts, rec.id)
-            actions.clear_fence(ctx, table_id)
-            restored = sum(m[0] is LockOp.PUT for m in muts)
-            done = replace(
-                rec,
-                state=DONE,
-                start_ts=start_ts,
-                commit_ts=commit_ts,
-                restored=restored,
-                removed=len(muts) - restored,
-                ended_wall_ms=_now_ms(),
+        # Nothing commits into the table past the drain (the fence), so the change index read
+        # at start_ts is the table's whole change since the target.
+        changes = self.store.scan_changes(rec.table, rec.target_ts, start_ts)
+        muts: list[Mutation] = [
+            (LockOp.PUT, c.key, c.old) if c.old is not None else (LockOp.DELETE, c.key, b"")
+            for c in changes
+        ]
+        restored = sum(m[0] is LockOp.PUT for m in muts)
+        rec = self._update(rec, start_ts=start_ts, restored=restored, removed=len(muts) - restored)
+        primary = rollback_primary_key(rec.id)
+        size = len(muts) + 1
+        self.store.run_write(
+            lambda ctx: actions.prewrite(
+                ctx, [(LockOp.PUT, primary, b"revision")], primary, start_ts, ROLLBACK_TTL_MS, size
             )
+        )
+        for lo in range(0, len(muts), PREWRITE_STEP):
+            step = muts[lo : lo + PREWRITE_STEP]
+            self.store.committer.run(
+                lambda ctx, step=step: actions.prewrite(  # type: ignore[misc]
+                    ctx, step, primary, start_ts, ROLLBACK_TTL_MS, size, rec.id
+                ),
+                len(step),
+            )
+        fail_point("revision.prewritten")
+        commit_ts = self.tso.now()
+        # A one-phase commit into the table that took its commit_ts before ours but has not run
+        # yet would run after the fence is lifted and land below our commit: wait for every
+        # such one to run (the fence refuses it) before the write that lifts the fence.
+        self.store.wait_commits_below(commit_ts)
+
+        def commit(ctx: WriteContext) -> RevisionRecord:
+            actions.commit_key(ctx, primary, start_ts, commit_ts)
+            actions.clear_fence(ctx, table_id)
+            done = replace(rec, state=DONE, commit_ts=commit_ts, ended_wall_ms=_now_ms())
             self._save(ctx, done)
             return done
 
-        done = self.store.run_write_at_commit_ts(act, MAX_GROUP_MUTATIONS)
+        done = self.store.run_write(commit)
+        fail_point("revision.applied")
+        self.store.resolve_locks(start_ts, commit_ts)  # readers finish them too, if first
         log.info(
             "revision %d: %r rolled back to %d at %d (%d restored, %d removed)",
             done.id,
@@ -421,24 +462,54 @@ class RevisionManager:
             done.restored,
             done.removed,
         )
-        fail_point("revision.applied")
         return done
 
-    def _abort(self, rec: RevisionRecord, table_id: int | None, error: str) -> None:
-        """Record ``rec`` ABORTED (if still RUNNING) and lift the fence of ``table_id``."""
+    def _update(self, rec: RevisionRecord, **fields) -> RevisionRecord:
+        new = replace(rec, **fields)
+        self.store.run_write(lambda ctx: self._save(ctx, new))
+        return new
 
+    def _settle_rollback(self, rec: RevisionRecord, table_id: int | None, error: str) -> None:
+        """Finish a rollback that stopped part-way, through its primary: committed, it is
+        recorded DONE and its secondaries resolved; otherwise its primary is rolled back (so it
+        can never commit), then its locks, and it is recorded ABORTED. The fence goes either
+        way. Idempotent: a crash inside it is settled again by ``recover``."""
+        primary = rollback_primary_key(rec.id)
+        if rec.start_ts:
+            with self.store.storage.read_txn() as r:
+                w = r.find_txn_write(primary, rec.start_ts)
+            if w is not None and w[1].kind is not WriteKind.ROLLBACK:
+                self.store.resolve_locks(rec.start_ts, w[0])
+                self._close(rec, table_id, DONE, "", commit_ts=w[0])
+                return
+            self.store.run_write(lambda ctx: actions.rollback_key(ctx, primary, rec.start_ts))
+            self.store.resolve_locks(rec.start_ts, 0)
+        self._close(rec, table_id, ABORTED, error)
+
+    def _close(
+        self, rec: RevisionRecord, table_id: int | None, state: str, error: str, commit_ts: int = 0
+    ) -> None:
         def act(ctx: WriteContext) -> None:
             now = self.load(ctx.reader, rec.id)
             if now is not None and now.state == RUNNING:
-                self._save(
-                    ctx, replace(now, state=ABORTED, error=error[:2000], ended_wall_ms=_now_ms())
-                )
+                closed = replace(now, state=state, error=error[:2000], ended_wall_ms=_now_ms())
+                self._save(ctx, replace(closed, commit_ts=commit_ts) if commit_ts else closed)
             if table_id is not None:
                 actions.clear_fence(ctx, table_id)
+            actions.clear_fences_of(ctx, rec.id)  # its table's id may be gone (dropped)
 
+        self.store.run_write(act)
+
+    def _abort(self, rec: RevisionRecord, table_id: int | None, error: str) -> None:
+        """Record ``rec`` ABORTED (if still RUNNING) and lift the fence of ``table_id``; a
+        rollback that prewrote is first settled through its primary. Best effort: what fails
+        here, ``recover`` settles at the next start."""
         try:
-            self.store.run_write(act)
-        except Exception:  # noqa: BLE001 - recover() at the next start lifts it
+            if rec.kind == ROLLBACK:
+                self._settle_rollback(self.get_raw(rec.id), table_id, error)
+            else:
+                self._close(rec, table_id, ABORTED, error)
+        except Exception:  # noqa: BLE001 - recover() at the next start settles it
             log.exception("revision %d: could not record its abort", rec.id)
 
     # ------------------------------------------------------------------ corrections
@@ -551,11 +622,12 @@ class RevisionManager:
         """Inside an epoch's commit (one LMDB transaction with it): a correction set's epoch
         marks its revision DONE; a view epoch naming a pending rebuild marks that one DONE."""
         if rec.job.startswith(REVISION_JOB_PREFIX):
-            rid = int(rec.job[len(REVISION_JOB_PREFIX) :])
-            rev = self.load(ctx.reader, rid)
-            if rev is None or rev.state != RUNNING:
+            tail = rec.job[len(REVISION_JOB_PREFIX) :]
+            rev = self.load(ctx.reader, int(tail)) if tail.isdigit() else None
+            # Only the epoch BeginCorrections opened for it (user jobs cannot take the name).
+            if rev is None or rev.state != RUNNING or rev.kind != CORRECTIONS or rev.job != rec.job:
                 return
-            rows = int(_metadata(rec).get("rows", 0))
+            rows = _count(_metadata(rec).get("rows"))
             self._save(
                 ctx,
                 replace(
@@ -575,7 +647,7 @@ class RevisionManager:
         rev = self.load(ctx.reader, int(raw))
         ctx.buf.delete("meta", rebuild_key(rec.job))
         if rev is not None and rev.state == RUNNING:
-            rows = int(_metadata(rec).get("mutations", 0))
+            rows = _count(_metadata(rec).get("mutations"))
             self._save(
                 ctx,
                 replace(
@@ -589,22 +661,54 @@ class RevisionManager:
                 ),
             )
 
+    def on_job_gone(self, ctx: WriteContext, job: str) -> None:
+        """Inside the write that unregisters ``job`` (its view dropped): a rebuild pending for
+        it can never be done; it goes, recorded ABORTED, in the same transaction."""
+        raw = ctx.reader.get("meta", rebuild_key(job))
+        if raw is None:
+            return
+        ctx.buf.delete("meta", rebuild_key(job))
+        rev = self.load(ctx.reader, int(raw))
+        if rev is not None and rev.state == RUNNING:
+            why = "its view's job was unregistered (the view was dropped) before the rebuild"
+            self._save(ctx, replace(rev, state=ABORTED, error=why, ended_wall_ms=_now_ms()))
+
     # ------------------------------------------------------------------ restart
 
     def recover(self) -> int:
-        """After a restart: a rollback left RUNNING was not applied (its data and its DONE are
-        one LMDB transaction), so it is marked ABORTED and its fence lifted. Returns how many."""
+        """After a restart: a rollback left RUNNING is settled through its primary (committed:
+        DONE; else its locks are rolled back and it is ABORTED) and its fence lifted; a DONE
+        rollback's secondaries are resolved (a crash may have come between its commit and
+        their resolution). Returns how many rollbacks were left RUNNING."""
         n = 0
-        for rec in self.records():
-            if rec.kind == ROLLBACK and rec.state == RUNNING:
+        for rec in self.stored():
+            if rec.kind != ROLLBACK:
+                continue
+            if rec.state == RUNNING:
                 table_id: int | None
                 try:
                     table_id = self.store.catalog.get(rec.table).id
                 except TableNotFound:
                     table_id = None
-                self._abort(rec, table_id, "the server stopped before the revision was applied")
+                self._settle_rollback(
+                    rec, table_id, "the server stopped before the revision was committed"
+                )
                 n += 1
+            elif rec.state == DONE and rec.start_ts:
+                self.store.resolve_locks(rec.start_ts, rec.commit_ts)
+        for rec in self.stored():
+            if rec.kind == CORRECTIONS and rec.state == RUNNING:
+                # A stop between the record's write and its epoch's open leaves no epoch.
+                with self.store.storage.read_txn() as r:
+                    opened = self.epochs.load_in(r, rec.job, 1) is not None
+                if not opened:
+                    self._close(rec, None, ABORTED, "the server stopped before it began")
         return n
+
+
+def _count(value: object) -> int:
+    """A row count from an epoch's metadata; anything but a non-negative integer counts 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _metadata(rec: EpochRecord) -> dict:

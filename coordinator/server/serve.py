@@ -407,6 +407,7 @@ class SnapviewServer:
                 self.store, self.tso, self.registry, self.barriers, self.epochs
             )
             self.epochs.commit_hooks.append(self.revisions.on_epoch_commit)
+            self.registry.on_unregister.append(self.revisions.on_job_gone)
             self.gc.add_holds(self.revisions.holds)
             resolved = self.epochs.recover()
             aborted = self.revisions.recover()

@@ -14,7 +14,7 @@ from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import GcManager
 from coordinator.server.leases import Lease
 from coordinator.server.meta import EpochRecord, JobRecord
-from coordinator.server.registry import Registry
+from coordinator.server.registry import Registry, check_not_reserved
 from coordinator.server.revisions import RevisionManager, RevisionRecord
 from coordinator.server.snapshot_planner import SnapshotPlanner, TableRead
 from coordinator.server.tso import TimestampOracle
@@ -133,6 +133,7 @@ class CoordinatorService:
     def OpenTransaction(
         self, req: pb.OpenTransactionRequest, ctx: grpc.ServicerContext
     ) -> pb.EpochInfo:
+        check_not_reserved(req.job)  # correction sets' epochs are opened by BeginCorrections
         if req.epoch == 0:
             return epoch_to_pb(
                 self.epochs.open_batch(req.job, req.batch, req.owner, req.lock_ttl_ms)

@@ -11,7 +11,14 @@ too. Each module's public function names in its docstring the invariant it keeps
 
 from kvstore.actions.check_txn_status import check_txn_status
 from kvstore.actions.commit import commit, commit_key
-from kvstore.actions.fence import check_fences, clear_fence, fences, set_fence
+from kvstore.actions.fence import (
+    check_fences,
+    clear_fence,
+    clear_fences_of,
+    fenced_by,
+    fences,
+    set_fence,
+)
 from kvstore.actions.gc import GcCursor, GcStep, delete_gc_records, plan_gc_step
 from kvstore.actions.get import get
 from kvstore.actions.heartbeat import txn_heartbeat
@@ -27,12 +34,14 @@ __all__ = [
     "check_fences",
     "check_txn_status",
     "clear_fence",
+    "clear_fences_of",
     "commit",
     "commit_key",
     "first_blocking_lock",
     "GcCursor",
     "GcStep",
     "delete_gc_records",
+    "fenced_by",
     "fences",
     "get",
     "one_pc_commit",

@@ -53,6 +53,24 @@ def set_fence(ctx: WriteContext, table_id: int, table: str, revision: int) -> No
     ctx.buf.put("meta", FENCES_KEY, json.dumps(standing).encode())
 
 
+def clear_fences_of(ctx: WriteContext, revision: int) -> None:
+    """Lift every fence ``revision`` holds (whatever became of its table: dropped, renamed)."""
+    standing = fences(ctx.reader)
+    kept = {k: v for k, v in standing.items() if v[1] != revision}
+    if kept == standing:
+        return
+    if kept:
+        ctx.buf.put("meta", FENCES_KEY, json.dumps(kept).encode())
+    else:
+        ctx.buf.delete("meta", FENCES_KEY)
+
+
+def fenced_by(reader: Reader, table_id: int) -> int:
+    """The revision fencing table ``table_id`` (0: none)."""
+    hit = fences(reader).get(table_prefix(table_id).hex())
+    return hit[1] if hit else 0
+
+
 def clear_fence(ctx: WriteContext, table_id: int) -> None:
     """Lift ``table_id``'s fence (a no-op without one); the record goes when none is left."""
     standing = fences(ctx.reader)

@@ -134,6 +134,7 @@ def prewrite(
     start_ts: int,
     ttl_ms: int,
     txn_size: int,
+    revision: int = 0,
 ) -> None:
     """Lock every key of ``mutations`` for txn ``start_ts``, all or none.
 
@@ -142,10 +143,11 @@ def prewrite(
     start_ts: keys this txn already locked (with the same mutation) or committed are left alone;
     a key it locked with a different mutation raises KeyPrewrittenTwice. Values longer than
     SHORT_VALUE_MAX go to the data CF; shorter ones ride inline in the lock (and later the write).
-    A table fenced by a revision takes no new lock (TableFenced, see kvstore.actions.fence).
+    A table fenced by a revision takes no new lock (TableFenced, see kvstore.actions.fence),
+    except from that revision (``revision``, its id).
     """
     reader, buf = ctx.reader, ctx.buf
-    check_fences(reader, mutations)
+    check_fences(reader, mutations, revision)
     # Keys that already carry a lock take the careful path; for the rest (nearly always all of
     # them) one C-level lookup says so, and the locks are stored in bulk.
     locked = {k for k, _ in reader.get_many("lock", [k for _, k, _ in mutations])}

@@ -205,14 +205,14 @@ def test_corrections_from_pyarrow_upsert_and_delete(c):
 
 
 def test_writers_wait_for_the_fence_and_then_conflict_or_commit(tmp_path):
-    """While a rollback holds the fence (a fail point keeps it up for 1.5 s), a writer of the
+    """While a rollback holds the fence (a fail point keeps it up for 3 s), a writer of the
     table waits (its prewrite is retried) and commits afterwards; one that read a key the
     revision changed before the revision conflicts. A writer of another table never waits."""
     with (
         EmbeddedServer(
             str(tmp_path / "d"),
             extra_args=["--barrier-interval", "100ms"],
-            env={"SNAPVIEW_FAILPOINTS": "revision.fenced=sleep(1500)"},
+            env={"SNAPVIEW_FAILPOINTS": "revision.fenced=sleep(3000)"},
             metrics_port=0,
         ) as s,
         coordinator.connect(s.address) as c,
@@ -229,9 +229,11 @@ def test_writers_wait_for_the_fence_and_then_conflict_or_commit(tmp_path):
         fams = scrape(s.metrics_address)
         assert value(fams, "snapview_tables_fenced") == 1
         assert value(fams, "snapview_revisions", kind="rollback", state="running") == 1
+        with pytest.raises(FailedPrecondition, match="being revised"):
+            c.drop_table("fenced")
         t = time.monotonic()
         _put(c, "other", {1: 1})
-        assert time.monotonic() - t < 1.0  # another table is not fenced
+        assert time.monotonic() - t < 2.0  # another table is not fenced (this one is for 3 s)
         t = time.monotonic()
         late = _put(c, "fenced", {42: 42})  # waits for the fence, then commits
         waited = time.monotonic() - t
@@ -259,7 +261,7 @@ def test_rollback_pins_its_target_against_gc(tmp_path):
                 "--gc-interval",
                 "200ms",
             ],
-            env={"SNAPVIEW_FAILPOINTS": "revision.fenced=sleep(3000)"},
+            env={"SNAPVIEW_FAILPOINTS": "revision.fenced=sleep(6000)"},
         ) as s,
         coordinator.connect(s.address) as c,
     ):
@@ -282,7 +284,7 @@ def test_rollback_pins_its_target_against_gc(tmp_path):
         assert all(h.kind != "revision" for h in c.gc_status().holds)
 
 
-@pytest.mark.parametrize("point", ["revision.fenced", "revision.applied"])
+@pytest.mark.parametrize("point", ["revision.fenced", "revision.prewritten", "revision.applied"])
 def test_kill_9_in_the_middle_of_a_revision(tmp_path, point):
     """kill -9 of the server with the table fenced (before the write) or right after the write:
     after a restart the revision is wholly applied or not at all, its record says which, and
@@ -311,13 +313,15 @@ def test_kill_9_in_the_middle_of_a_revision(tmp_path, point):
     ):
         [rec] = c2.revisions(table="crash")
         now = _rows(c2, "crash")
-        if point == "revision.fenced":
+        if point != "revision.applied":  # before the primary committed
             assert rec.state == "aborted" and "stopped" in rec.error
             assert now == bad  # nothing of it applied
         else:
             assert rec.state == "done" and rec.rows == 100  # key 0 was 0 both ways
             assert now == target  # all of it applied
+        t = time.monotonic()
         _put(c2, "crash", {7: 7})  # the fence is gone: a writer gets through at once
+        assert time.monotonic() - t < 5  # not after 30 s of retries
         again = c2.revise("crash", to_ts=t0)
         assert again.done and _rows(c2, "crash") == target
 
@@ -345,3 +349,32 @@ def test_cli_revise_dry_run_revisions_and_refusals(c, srv, capsys):
     assert "snapview: error:" in capsys.readouterr().err
     assert cli_main(["rebuild", "cli_rev", *addr]) == 1
     assert "not a view" in capsys.readouterr().err
+
+
+def test_reserved_job_names_and_a_rebuild_whose_view_is_dropped(c):
+    _table(c, "rb_gone_src")
+    for name in ("revision/5", "rollback/1"):
+        with pytest.raises(FailedPrecondition, match="coordinator's own"):
+            c.jobs.register_job(name, "rb_gone_src", [], kind="sink")
+        with pytest.raises(FailedPrecondition, match="coordinator's own"):
+            c.jobs.open_transaction(name, 1, 3000)
+    c.create_table("rb_gone", "id BIGINT, v BIGINT", primary_key=["id"], kind="view")
+    c.jobs.register_job("rb_gone_job", "rb_gone", ["rb_gone_src"], kind="view")
+    rev = c.rebuild("rb_gone", who="ops")  # its job never runs
+    assert c.rebuild("rb_gone").id == rev.id  # one pending request per view
+    c.drop_table("rb_gone")
+    gone = c.revision(rev.id)
+    assert gone.state == "aborted" and "dropped" in gone.error
+
+
+def test_an_open_correction_set_holds_the_gc_safepoint(c):
+    _table(c, "corr_hold")
+    begun = c._begin_corrections("corr_hold", "upsert", "x", 0)
+    holds = [h for h in c.gc_status().holds if h.kind == "revision"]
+    assert any(
+        h.ts == begun.epoch.start_ts - 1 and f"revision {begun.revision.id}" in h.name
+        for h in holds
+    ), holds
+    c.jobs.abort_transaction(begun.epoch.job, 1, begun.epoch.start_ts)
+    assert c.revision(begun.revision.id).state == "aborted"
+    assert all(f"revision {begun.revision.id} " not in h.name for h in c.gc_status().holds)

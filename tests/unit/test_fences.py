@@ -38,12 +38,15 @@ def test_a_fence_refuses_other_writers_of_its_table_only(store, clock, tables):
     assert issubclass(TableFenced, Unavailable)  # retried by the client's RetryPolicy
     # Another table is not fenced.
     assert store.prewrite([mb], mb[1], clock(), try_one_pc=True) > 0
-    # The revision holding the fence writes through it.
+    # The revision holding the fence writes through it, with locks or in one phase.
     start = clock()
-    commit = store.run_write_at_commit_ts(
-        lambda ctx, ts: actions.one_pc_commit(ctx, [m], m[1], start, ts, 7) or ts
-    )
-    assert store.get(m[1], clock()) == m[2] and commit > start
+    store.run_write(lambda ctx: actions.prewrite(ctx, [m], m[1], start, 3000, 1, 7))
+    store.commit(start, clock(), [m[1]])
+    assert store.get(m[1], clock()) == m[2]
+    m3 = _put(a, 3, 3)
+    start = clock()
+    store.run_write(lambda ctx: actions.one_pc_commit(ctx, [m3], m3[1], start, clock(), 7))
+    assert store.get(m3[1], clock()) == m3[2]
     # Lifted: writers get in again, and the record is gone when no fence is left.
     store.run_write(lambda ctx: actions.clear_fence(ctx, a.id))
     m2 = _put(a, 2, 2)

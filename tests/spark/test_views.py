@@ -20,13 +20,7 @@ import coordinator
 from coordinator.errors import SecondWriter, TopologyCycle
 from coordinator.jobs import EpochState
 from snapview.demos.bank import (
-    TABLES,
-    Checker,
-    build_views,
-    check,
     create_accounts,
-    start_transfers,
-    stop_transfers,
     transfer,
 )
 from spark_sink import EpochWriter, MaterializedView
@@ -79,58 +73,6 @@ def views_server(tmp_path_factory):
 @pytest.fixture
 def vc(views_server):
     yield from connected(views_server)
-
-
-def test_bank_views_are_consistent_in_snapshot_mode_only(spark, views_server, vc):
-    """Three views (one over another) under transfers from two processes: >= 500 consistent
-    reads with 0 violations (tests/spark/test_revisions.py reads the same views under transfers
-    and a revision too); mode latest shows violations, so the check can fail; and every
-    committed version of every view equals its query over the sources at its barrier."""
-    accounts = 200
-    expected = create_accounts(vc, accounts)
-    jobs = build_views(spark, views_server.address, trigger_interval="100 milliseconds")
-    stop = None
-    try:
-        ts = vc.tso()
-        for j in jobs.values():
-            j.await_barrier(ts, timeout=180)
-        stop, done, procs = start_transfers(views_server.address, accounts, 2, rate=150)
-        checker = Checker(vc, expected, accounts)
-        barriers = set()
-        deadline = time.monotonic() + 240
-        while checker.reads["snapshot"] < 500 or checker.reads["latest"] < 50:
-            assert time.monotonic() < deadline, f"too slow: {checker.reads}"
-            snap, _ = checker.read_once("snapshot")
-            barriers.add(snap.barrier)
-            if checker.reads["snapshot"] % 5 == 0:
-                checker.read_once("latest")
-        stop_transfers(stop, procs)
-        stop = None
-        assert done.value > 100
-        assert checker.violations["snapshot"] == 0, checker.examples
-        assert checker.violations["latest"] > 0  # the check does catch a mixed read
-        assert len(barriers) >= 5  # the views moved on while we read
-
-        # every version of every view, barrier by barrier, from the first consistent one
-        last = vc.tso()
-        for j in jobs.values():
-            j.await_barrier(last, timeout=120)
-        first = min(barriers)
-        newest = vc.snapshot(list(TABLES), wait_s=60).barrier
-        checked = 0
-        for b in issued_barriers(vc, "total_from_branches", first, newest):
-            snap = vc.snapshot(list(TABLES), barrier=b)
-            assert check({t: snap.read(t) for t in TABLES}, expected, accounts) == [], b
-            for view in TABLES[1:]:
-                e = vc.jobs.get_epoch(view, b)
-                assert e.state is EpochState.COMMITTED and e.commit_ts == snap.read_ts(view)
-            checked += 1
-        assert checked >= len(barriers)
-    finally:
-        if stop is not None:
-            stop_transfers(stop, procs)
-        for j in jobs.values():
-            j.stop()
 
 
 def _transfers(c, table: str, accounts: int, stop: threading.Event, rate: float = 50):

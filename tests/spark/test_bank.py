@@ -1,5 +1,10 @@
-"""Revisions through the bank demo's topology (accounts -> branch_balance, total_balance ->
-total_from_branches), with real view jobs on Spark:
+"""The bank demo's topology (accounts -> branch_balance, total_balance -> total_from_branches)
+with real view jobs on Spark, built once for the module:
+
+- consistency under transfers: every consistent read holds the bank invariant, mode latest does
+  not (so the check can fail), and every committed version of every view equals its query;
+
+Revisions through it:
 
 - a batch of bad transfers rolled back to the barrier before it while transfers keep running and
   a reader keeps reading: the table is restored at the revision's commit, every view reaches the
@@ -15,10 +20,12 @@ from __future__ import annotations
 import random
 import re
 import threading
+import time
 
 import pytest
 
 import coordinator
+from coordinator.jobs import EpochState
 from snapview.cli import main as cli_main
 from snapview.demos.bank import (
     TABLES,
@@ -27,26 +34,31 @@ from snapview.demos.bank import (
     build_views,
     check,
     create_accounts,
+    start_transfers,
+    stop_transfers,
     transfer,
 )
 from snapview.revision_preview import count_changes, preview_views
 from tests.conftest import connected, serve, wait_for
+from tests.spark.test_views import issued_barriers
 
-ACCOUNTS = 200
+ACCOUNTS = BANK_ACCOUNTS = 200
 
 
 @pytest.fixture(scope="module")
 def bank(spark, tmp_path_factory):
-    """A server, the accounts and the three views, running for the whole module."""
-    for srv in serve(tmp_path_factory.mktemp("bank-revise"), "--barrier-interval", "500ms"):
+    """A server at 500 ms barriers, the accounts and the three views, running for the module
+    (building three view jobs costs ~25 s: once). Yields (server, client, views by name). Tests
+    that change the accounts' total (corrections) read the total they check against."""
+    for srv in serve(tmp_path_factory.mktemp("bank"), "--barrier-interval", "500ms"):
         for c in connected(srv):
-            expected = create_accounts(c, ACCOUNTS)
+            create_accounts(c, ACCOUNTS)
             jobs = build_views(spark, srv.address)
             try:
                 ts = c.tso()
                 for j in jobs.values():
                     j.await_barrier(ts, timeout=180)
-                yield srv, c, expected, jobs
+                yield srv, c, jobs
             finally:
                 for j in jobs.values():
                     j.stop()
@@ -81,12 +93,65 @@ def _bad_batch(c) -> tuple[int, int]:
             continue
 
 
+def _total(c) -> int:
+    """The accounts' total now (the shared bank's other tests may have corrected balances)."""
+    return sum(r["balance"] for r in c.read("accounts").to_pylist())
+
+
 def _balances(c, at: int) -> dict[int, int]:
     return {r["id"]: r["balance"] for r in c.read("accounts", at=at).to_pylist()}
 
 
+def test_bank_views_are_consistent_in_snapshot_mode_only(bank):
+    """Three views (one over another) under transfers from two processes: >= 300 consistent
+    reads with 0 violations (the revision tests below read them under transfers and a revision
+    too); mode latest shows violations, so the check can fail; and every committed version of
+    every view equals its query over the sources at its barrier."""
+    bank_server, vc, jobs = bank
+    accounts = ACCOUNTS
+    expected = sum(r["balance"] for r in vc.read("accounts").to_pylist())
+    stop = None
+    try:
+        stop, done, procs = start_transfers(bank_server.address, accounts, 2, rate=150)
+        checker = Checker(vc, expected, accounts)
+        barriers = set()
+        deadline = time.monotonic() + 240
+        while checker.reads["snapshot"] < 300 or checker.reads["latest"] < 30:
+            assert time.monotonic() < deadline, f"too slow: {checker.reads}"
+            snap, _ = checker.read_once("snapshot")
+            barriers.add(snap.barrier)
+            if checker.reads["snapshot"] % 5 == 0:
+                checker.read_once("latest")
+        stop_transfers(stop, procs)
+        stop = None
+        assert done.value > 100
+        assert checker.violations["snapshot"] == 0, checker.examples
+        assert checker.violations["latest"] > 0  # the check does catch a mixed read
+        assert len(barriers) >= 5  # the views moved on while we read
+
+        # every version of every view, barrier by barrier, from the first consistent one
+        last = vc.tso()
+        for j in jobs.values():
+            j.await_barrier(last, timeout=120)
+        first = min(barriers)
+        newest = vc.snapshot(list(TABLES), wait_s=60).barrier
+        checked = 0
+        for b in issued_barriers(vc, "total_from_branches", first, newest):
+            snap = vc.snapshot(list(TABLES), barrier=b)
+            assert check({t: snap.read(t) for t in TABLES}, expected, accounts) == [], b
+            for view in TABLES[1:]:
+                e = vc.jobs.get_epoch(view, b)
+                assert e.state is EpochState.COMMITTED and e.commit_ts == snap.read_ts(view)
+            checked += 1
+        assert checked >= len(barriers)
+    finally:
+        if stop is not None:
+            stop_transfers(stop, procs)
+
+
 def test_bad_transfers_rolled_back_through_every_view(bank):
-    srv, c, expected, jobs = bank
+    srv, c, jobs = bank
+    expected = _total(c)
     stop = threading.Event()
     reads: list[tuple[int, list[str]]] = []
     transfers = [0]
@@ -152,7 +217,7 @@ def test_bad_transfers_rolled_back_through_every_view(bank):
 
 
 def test_dry_run_preview_equals_the_next_epochs_change(bank, spark, capsys):
-    srv, c, expected, jobs = bank
+    srv, c, jobs = bank
     before = _consistent(c, after=c.tso())  # after everything the last test wrote
     with c.transaction() as t:
         for i in (3, 13, 23):  # branch 3 only: one row of branch_balance changes
@@ -203,7 +268,7 @@ def test_dry_run_preview_equals_the_next_epochs_change(bank, spark, capsys):
 
 
 def test_corrections_from_a_dataframe_and_its_dry_run(bank, spark):
-    srv, c, expected, jobs = bank
+    srv, c, jobs = bank
     base = _consistent(c, after=c.tso())
     rows = [{"id": i, "branch": i % 10, "balance": 7} for i in range(100, 140)]
     df = spark.createDataFrame(rows, "id BIGINT, branch INT, balance BIGINT").repartition(3)
@@ -226,7 +291,7 @@ def test_corrections_from_a_dataframe_and_its_dry_run(bank, spark):
 
 
 def test_rebuild_repairs_a_view_and_its_downstream_follows(bank):
-    srv, c, expected, jobs = bank
+    srv, c, jobs = bank
     base = _consistent(c, after=c.tso())
     # A view gone wrong (as a bug would leave it): a plain transaction writes into it.
     with c.transaction() as t:
@@ -255,7 +320,7 @@ def test_rebuild_of_a_full_recompute_view(bank, spark):
     recompute at its next barrier anyway, and so repairs it."""
     from spark_sink import MaterializedView
 
-    srv, c, expected, jobs = bank
+    srv, c, jobs = bank
     job = (
         MaterializedView.builder(spark)
         .coordinator(srv.address)

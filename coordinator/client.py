@@ -20,12 +20,12 @@ import grpc
 from coordinator.connection import DEFAULT_ADDRESS as DEFAULT_ADDRESS  # re-exported
 from coordinator.connection import ConnectionSettings
 from coordinator.errors import BarrierNotReached
-from coordinator.jobs import JobClient
+from coordinator.jobs import JobClient, downstream_tables
 from coordinator.lease import DEFAULT_LEASE_TTL_S, Lease
 from coordinator.revisions import (
     Revision,
     arrow_mutations,
-    check_mode,
+    correctable_table,
     count_changes,
     default_who,
     dry_run_record,
@@ -36,7 +36,6 @@ from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
 from kvstore.errors import (
-    FailedPrecondition,
     InvalidArgument,
     KeyIsLocked,
     Unauthenticated,
@@ -426,13 +425,6 @@ class Client:
         target below the GC safepoint (SnapshotTooOld), a missing table (TableNotFound)."""
         who = who if who is not None else default_who()
         given = sum(x is not None for x in (to_ts, to_barrier, corrections))
-        if corrections is not None and dry_run:
-            info = self.describe_table(table, refresh=True)
-            if info.kind != "root":  # the write is refused by the server; the dry run too
-                raise FailedPrecondition(
-                    f"table {table!r} is a {info.kind} table: its contents follow from its "
-                    f"sources; revise the sources, or rebuild it with `snapview rebuild {table}`"
-                )
         if given != 1:
             raise InvalidArgument(
                 f"table {table!r}: give exactly one of to_ts, to_barrier and corrections"
@@ -461,8 +453,8 @@ class Client:
                     f"DataFrame, not {type(corrections).__name__}"
                 )
             if dry_run:
-                check_mode(table, mode)
-                muts = arrow_mutations(self, table, corrections, mode)
+                info = correctable_table(self, table, mode)
+                muts = arrow_mutations(info, corrections, mode)
                 restored, removed = count_changes(self, muts, self.tso())
                 return dry_run_record(self, table, mode, who, restored, removed)
             return write_arrow_corrections(self, table, corrections, mode, who)
@@ -485,21 +477,7 @@ class Client:
         """The views computed from ``table`` through view jobs, directly or not, upstream first
         (the views a revision of ``table`` reaches at its barrier)."""
         jobs = [j for j in self.topology().jobs if j.kind == "view"]
-        found: list[str] = []
-        frontier = [table]
-        while frontier:
-            t = frontier.pop()
-            for j in jobs:
-                if t in j.sources and j.sink not in found and j.sink != table:
-                    found.append(j.sink)
-                    frontier.append(j.sink)
-        writer = {j.sink: j for j in jobs}
-
-        def depth(t: str) -> int:
-            ups = [s for s in writer[t].sources if s in found] if t in writer else []
-            return 1 + max((depth(s) for s in ups), default=0)
-
-        return sorted(found, key=lambda t: (depth(t), t))
+        return downstream_tables(table, [(j.sink, list(j.sources)) for j in jobs])
 
     def rebuild(self, view: str, who: str | None = None) -> Revision:
         """Ask ``view``'s job to recompute the view at its next barrier (a rebuild already

@@ -35,3 +35,20 @@ class RevisionNotReached(SnapviewError):
     """``Client.wait_revised`` ran out of time: some view downstream of a revision has not
     reached the revision's barrier (its message names them and their jobs' states). The
     revision itself is committed; the views follow when their jobs run."""
+
+
+def not_revisable(table: str, kind: str) -> FailedPrecondition:
+    """The refusal of a revision of a view or state table (``kind``): its contents follow from
+    its sources. One text for the server's refusal and the client's early checks."""
+    return FailedPrecondition(
+        f"table {table!r} is a {kind} table: its contents follow from its sources; revise the "
+        f"sources, or rebuild it with `snapview rebuild {table}`"
+    )
+
+
+def not_correctable(table: str) -> FailedPrecondition:
+    """The refusal of corrections into an append-only table (no key to correct by)."""
+    return FailedPrecondition(
+        f"table {table!r} is append-only: its rows have no key to correct by; roll it back to "
+        "a barrier instead"
+    )

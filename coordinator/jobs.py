@@ -55,6 +55,30 @@ _TO_PB = {
 _FROM_PB = {v: k for k, v in _TO_PB.items()}
 
 
+def downstream_tables(table: str, writers: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
+    """The tables computed from ``table`` by ``writers`` ((sink, sources) of each job, in the
+    order to visit them), directly or through other sinks among them, upstream first: each after
+    every table of the answer it reads. One rule for the server's topology and the client."""
+    found: list[str] = []
+    frontier = [table]
+    while frontier:
+        t = frontier.pop()
+        for sink, sources in writers:
+            if t in sources and sink not in found and sink != table:
+                found.append(sink)
+                frontier.append(sink)
+    reads = {sink: sources for sink, sources in writers}
+    depth: dict[str, int] = {}
+
+    def depth_of(t: str, seen: frozenset[str] = frozenset()) -> int:
+        if t not in depth:
+            ups = [s for s in reads.get(t, ()) if s in found and s not in seen]
+            depth[t] = 1 + max((depth_of(s, seen | {t}) for s in ups), default=0)
+        return depth[t]
+
+    return sorted(found, key=lambda t: (depth_of(t), t))
+
+
 @dataclass(frozen=True)
 class EpochInfo:
     """One attempt at (job, epoch), as the coordinator recorded it."""

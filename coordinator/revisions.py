@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from coordinator.errors import RevisionNotReached
+from coordinator.errors import RevisionNotReached, not_correctable, not_revisable
 from coordinator.jobs import EpochInfo
 from coordinator.times import with_wall
-from kvstore.errors import FailedPrecondition, InvalidArgument, SchemaMismatch, SnapviewError
+from kvstore.errors import InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.limits import split_mutations
 from kvstore.mvcc.records import LockOp, Mutation
+from kvstore.table_info import TableInfo
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 
 if TYPE_CHECKING:
@@ -117,30 +118,45 @@ def check_mode(table: str, mode: str) -> None:
         raise InvalidArgument(f"table {table!r}: mode {mode!r} is not one of {CORRECTION_MODES}")
 
 
-def arrow_mutations(client: Client, table: str, data: pa.Table, mode: str) -> list[Mutation]:
-    """The mutations a correction set ``data`` makes of ``table``: an upsert needs every column
-    of the table, a delete its key columns. One row per key (SchemaMismatch names the column
-    missing or the key given twice)."""
+def correctable_table(client: Client, table: str, mode: str) -> TableInfo:
+    """``table``'s definition, read afresh, if a correction set in ``mode`` may go into it:
+    the client's early checks before any row is read or encoded (the server refuses the same
+    when the set begins). A view or state table, or an append-only one, is refused."""
+    check_mode(table, mode)
     info = client.describe_table(table, refresh=True)
+    if info.kind != "root":
+        raise not_revisable(table, info.kind)
     if info.hidden_row_id:
-        raise FailedPrecondition(
-            f"table {table!r} is append-only: its rows have no key to correct by; roll it "
-            "back to a barrier instead"
-        )
+        raise not_correctable(table)
+    return info
+
+
+def correction_columns(info: TableInfo, columns: list[str], mode: str) -> list[str]:
+    """The columns a correction set in ``mode`` needs (an upsert every column of the table, a
+    delete its key columns). SchemaMismatch names a column the table lacks, or one missing."""
+    table = info.name
     need = (
         [c.name for c in info.table_schema.visible_columns]
         if mode == "upsert"
         else list(info.primary_key)
     )
-    missing = [c for c in need if c not in data.column_names]
-    unknown = [c for c in data.column_names if c not in info.table_schema.index]
+    unknown = [c for c in columns if c not in info.table_schema.index]
     if unknown:
         raise SchemaMismatch(f"table {table!r} has no column {unknown[0]!r} (in the corrections)")
+    missing = [c for c in need if c not in columns]
     if missing:
         raise SchemaMismatch(
             f"table {table!r}: the corrections have no column {missing[0]!r} ({mode} needs "
             f"{', '.join(need)})"
         )
+    return need
+
+
+def arrow_mutations(info: TableInfo, data: pa.Table, mode: str) -> list[Mutation]:
+    """The mutations a correction set ``data`` makes of table ``info``, in key order. One row
+    per key (SchemaMismatch names a column missing or the key given twice)."""
+    table = info.name
+    need = correction_columns(info, data.column_names, mode)
     muts: dict[bytes, Mutation] = {}
     for row in data.select(need).to_pylist():
         key = info.key_codec.encode(row)
@@ -236,8 +252,7 @@ def write_arrow_corrections(
 ) -> Revision:
     """Write correction set ``data`` as one transaction (the epoch of job ``revision/<id>``)
     and return its record. On any failure the epoch is aborted: nothing of it is visible."""
-    check_mode(table, mode)
-    muts = arrow_mutations(client, table, data, mode)
+    muts = arrow_mutations(correctable_table(client, table, mode), data, mode)
     begun = client._begin_corrections(table, mode, who, DEFAULT_LOCK_TTL_MS)
     rev, epoch = Revision.from_pb(begun.revision), EpochInfo.from_pb(begun.epoch)
     try:

@@ -89,18 +89,11 @@ class DirectPrewriter:
             except KeyPrewrittenTwice as e:
                 where = describe_key(info, e.key)
                 raise KeyPrewrittenTwice.of(e.key, e.start_ts, where) from None
-            except TableFenced as e:
-                # The server answers UNAVAILABLE, which the remote path retries until the
-                # revision holding the fence is done.
-                raise DirectUnavailable(str(e)) from None
             except lmdb.MapFullError:
                 raise DirectUnavailable("the store's map is full; the server grows it") from None
             except lmdb.MapResizedError:
                 self.storage.env.set_mapsize(0)  # adopt the size the server grew it to
-                try:
-                    self._write(mutations, primary, start_ts, ttl_ms)
-                except TableFenced as e:
-                    raise DirectUnavailable(str(e)) from None
+                self._write(mutations, primary, start_ts, ttl_ms)
             except lmdb.Error as e:
                 if self.storage.resource_error(e) is None:
                     raise
@@ -113,4 +106,9 @@ class DirectPrewriter:
             if raw is not None and start_ts <= int(raw):
                 raise DirectUnavailable(f"start_ts {start_ts} is at or below the GC safepoint")
             ctx = WriteContext(Reader(self.storage, txn), WriteBuffer(txn, self.storage.cf))
-            actions.prewrite(ctx, mutations, primary, start_ts, ttl_ms, len(mutations))
+            try:
+                actions.prewrite(ctx, mutations, primary, start_ts, ttl_ms, len(mutations))
+            except TableFenced as e:
+                # Handed back: the server answers UNAVAILABLE, which the remote path retries
+                # until the revision holding the fence is done.
+                raise DirectUnavailable(str(e)) from None

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from spark_sink.revision import count_changes
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -73,32 +75,6 @@ def revised_table(
         return kept
     cols = [c.name for c in info.table_schema.visible_columns]
     return kept.unionByName(corrections.select(*cols))
-
-
-def count_changes(old: DataFrame, new: DataFrame, key: list[str]) -> tuple[int, int, int]:
-    """(inserted, deleted, updated) from ``old`` to ``new`` by ``key``, counted on the
-    executors (Spark's null-safe equality on every other column). An empty ``key`` is a one-row
-    view's (its key is hidden): its row is compared with the other's one row."""
-    from pyspark.sql import functions as F
-
-    if not key:
-        key = ["__one_row"]
-        old, new = old.withColumn("__one_row", F.lit(0)), new.withColumn("__one_row", F.lit(0))
-    cols = [c for c in new.columns if c not in key]
-    o = old.select(*key, *[F.col(c).alias(f"__o_{c}") for c in cols]).withColumn("__o", F.lit(1))
-    n = new.select(*key, *cols).withColumn("__n", F.lit(1))
-    j = o.join(n, key, "full_outer")
-    same = F.lit(True)
-    for c in cols:
-        same = same & F.col(c).eqNullSafe(F.col(f"__o_{c}"))
-    row = j.agg(
-        F.sum(F.when(F.col("__o").isNull(), 1).otherwise(0)).alias("ins"),
-        F.sum(F.when(F.col("__n").isNull(), 1).otherwise(0)).alias("del"),
-        F.sum(
-            F.when(F.col("__o").isNotNull() & F.col("__n").isNotNull() & ~same, 1).otherwise(0)
-        ).alias("upd"),
-    ).collect()[0]
-    return int(row["ins"] or 0), int(row["del"] or 0), int(row["upd"] or 0)
 
 
 def preview_views(

@@ -13,8 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from coordinator.jobs import EpochInfo, EpochMetadata
-from coordinator.revisions import DEFAULT_LOCK_TTL_MS, Revision, check_mode, dry_run_record
-from kvstore.errors import FailedPrecondition, SchemaMismatch
+from coordinator.revisions import (
+    DEFAULT_LOCK_TTL_MS,
+    Revision,
+    correctable_table,
+    correction_columns,
+    dry_run_record,
+)
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
 from spark_sink.epoch_writer import _partition_fn
@@ -32,27 +37,11 @@ def write_dataframe_corrections(
     """Write ``df`` into root table ``table`` (``mode`` upsert: whole rows; delete: rows naming
     keys) as one transaction from the executors; return the revision's record. With
     ``dry_run``, count on the executors how many rows would change and write nothing."""
-    check_mode(table, mode)
-    info = client.describe_table(table, refresh=True)
-    if info.hidden_row_id:
-        raise FailedPrecondition(
-            f"table {table!r} is append-only: its rows have no key to correct by; roll it "
-            "back to a barrier instead"
-        )
+    info = correctable_table(client, table, mode)
+    # Whole rows for an upsert, as a pyarrow correction set needs (a column left out of a sink's
+    # upsert would become NULL), then the sink's own checks of the columns.
+    correction_columns(info, df.columns, mode)
     ArrowEncoder(info).check_sink(df.columns, mode)
-    if mode == "upsert":
-        # Whole rows, as a pyarrow correction set needs: a column left out would become NULL.
-        for c in info.table_schema.visible_columns:
-            if c.name not in df.columns:
-                raise SchemaMismatch(
-                    f"table {table!r}: the corrections have no column {c.name!r} (upsert "
-                    "needs whole rows)"
-                )
-    if dry_run and info.kind != "root":
-        raise FailedPrecondition(
-            f"table {table!r} is a {info.kind} table: its contents follow from its sources; "
-            f"revise the sources, or rebuild it with `snapview rebuild {table}`"
-        )
     if dry_run:
         restored, removed = _count_changes(client, table, df, mode)
         return dry_run_record(client, table, mode, who, restored, removed)
@@ -70,8 +59,6 @@ def write_dataframe_corrections(
 def _count_changes(client: Client, table: str, df: DataFrame, mode: str) -> tuple[int, int]:
     """(rows an upsert would insert or change, keys a delete would remove), counted by a join
     with the table as of now, on the executors."""
-    from pyspark.sql import functions as F
-
     info = client.describe_table(table)
     key = list(info.primary_key)
     current = (
@@ -84,10 +71,33 @@ def _count_changes(client: Client, table: str, df: DataFrame, mode: str) -> tupl
     if mode == "delete":
         return 0, df.select(*key).distinct().join(current.select(*key), key, "left_semi").count()
     cols = [c.name for c in info.table_schema.visible_columns]
-    old = current.select(*[F.col(c).alias(f"__old_{c}") for c in cols])
-    cond = [F.col(k) == F.col(f"__old_{k}") for k in key]
-    joined = df.select(*cols).join(old, cond, "left")
+    # The table's rows under the corrections' keys, against the corrections themselves.
+    old = current.join(df.select(*key), key, "left_semi").select(*cols)
+    inserted, _, updated = count_changes(old, df.select(*cols), key)
+    return inserted + updated, 0
+
+
+def count_changes(old: DataFrame, new: DataFrame, key: list[str]) -> tuple[int, int, int]:
+    """(inserted, deleted, updated) from ``old`` to ``new`` by ``key``, counted on the
+    executors (Spark's null-safe equality on every other column). An empty ``key`` is a one-row
+    view's (its key is hidden): its row is compared with the other's one row."""
+    from pyspark.sql import functions as F
+
+    if not key:
+        key = ["__one_row"]
+        old, new = old.withColumn("__one_row", F.lit(0)), new.withColumn("__one_row", F.lit(0))
+    cols = [c for c in new.columns if c not in key]
+    o = old.select(*key, *[F.col(c).alias(f"__o_{c}") for c in cols]).withColumn("__o", F.lit(1))
+    n = new.select(*key, *cols).withColumn("__n", F.lit(1))
+    j = o.join(n, key, "full_outer")
     same = F.lit(True)
     for c in cols:
-        same = same & F.col(c).eqNullSafe(F.col(f"__old_{c}"))
-    return joined.filter(~same).count(), 0
+        same = same & F.col(c).eqNullSafe(F.col(f"__o_{c}"))
+    row = j.agg(
+        F.sum(F.when(F.col("__o").isNull(), 1).otherwise(0)).alias("ins"),
+        F.sum(F.when(F.col("__n").isNull(), 1).otherwise(0)).alias("del"),
+        F.sum(
+            F.when(F.col("__o").isNotNull() & F.col("__n").isNotNull() & ~same, 1).otherwise(0)
+        ).alias("upd"),
+    ).collect()[0]
+    return int(row["ins"] or 0), int(row["del"] or 0), int(row["upd"] or 0)

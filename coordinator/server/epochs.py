@@ -55,7 +55,7 @@ from kvstore.errors import (
 )
 from kvstore.failpoints import fail_point
 from kvstore.group_commit import WriteContext
-from kvstore.mvcc.records import LockOp, WriteKind
+from kvstore.mvcc.records import LockOp
 from kvstore.storage import Reader
 from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
 
@@ -145,12 +145,9 @@ class EpochManager:
         """Decide a PREWRITE attempt's fate through its primary, never by guessing: a committed
         primary means the attempt committed (its secondaries are committed too); otherwise the
         primary is rolled back first (so it can never commit later) and then the secondaries."""
-        rec = ctx.reader.find_txn_write(info.primary_key, info.start_ts)
-        if rec is not None and rec[1].kind is not WriteKind.ROLLBACK:
-            actions.resolve_locks(ctx, info.start_ts, rec[0])
-            return replace(info, state=COMMITTED, commit_ts=rec[0])
-        actions.rollback_key(ctx, info.primary_key, info.start_ts)
-        actions.resolve_locks(ctx, info.start_ts, 0)
+        commit_ts = actions.settle_txn(ctx, info.primary_key, info.start_ts)
+        if commit_ts:
+            return replace(info, state=COMMITTED, commit_ts=commit_ts)
         return replace(info, state=ABORTED)
 
     @staticmethod

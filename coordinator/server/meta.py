@@ -16,6 +16,7 @@ them.
     lease/<id>                  Lease (JSON)        a reader lease on the GC safepoint (leases)
     rev/<id:8>                  RevisionRecord (JSON) one per revision, the audit (revisions)
     rev-next                    decimal id          the id the next revision gets (revisions)
+    rev-open/<id:8>             empty               a revision not finished yet (revisions)
     rebuild/<job>               decimal id          a rebuild requested of a view's job (revisions)
 
 ``<n:8>`` is an 8-byte big-endian integer, so a prefix walk returns epochs and barriers in
@@ -75,6 +76,7 @@ VIEW_NEWEST_PREFIX = b"vbar-newest/"
 LEASE_PREFIX = b"lease/"
 REVISION_PREFIX = b"rev/"
 REVISION_NEXT = b"rev-next"
+REVISION_OPEN_PREFIX = b"rev-open/"
 REBUILD_PREFIX = b"rebuild/"
 
 
@@ -121,6 +123,10 @@ def lease_key(lease_id: str) -> bytes:
 
 def revision_key(rid: int) -> bytes:
     return REVISION_PREFIX + _U64.pack(rid)
+
+
+def revision_open_key(rid: int) -> bytes:
+    return REVISION_OPEN_PREFIX + _U64.pack(rid)
 
 
 def rebuild_key(job: str) -> bytes:

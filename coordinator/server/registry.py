@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coordinator.errors import SecondWriter, TopologyCycle
-from coordinator.jobs import JobState
+from coordinator.jobs import JobState, downstream_tables
 from coordinator.server.meta import (
     JOB_KINDS,
     JOB_RECORD_PREFIX,
@@ -71,29 +71,12 @@ class Topology:
 
     def downstream(self, table: str, views_only: bool = False) -> list[str]:
         """Every table computed from ``table`` by registered jobs (only view jobs, with
-        ``views_only``), directly or through other such jobs' tables, each after all of its own
-        upstream tables among them (upstream first)."""
-        found: list[str] = []
-        frontier = [table]
-        while frontier:
-            t = frontier.pop()
-            for rec in sorted(self.jobs.values(), key=lambda r: r.job):
-                if views_only and not rec.is_view:
-                    continue
-                if t in rec.sources and rec.sink not in found and rec.sink != table:
-                    found.append(rec.sink)
-                    frontier.append(rec.sink)
-        # Order by depth: a table comes after every table of ``found`` it reads.
-        depth: dict[str, int] = {}
-
-        def depth_of(t: str, seen: frozenset[str] = frozenset()) -> int:
-            if t not in depth:
-                w = self.writer_of(t)
-                ups = [s for s in (w.sources if w else ()) if s in found and s not in seen]
-                depth[t] = 1 + max((depth_of(s, seen | {t}) for s in ups), default=0)
-            return depth[t]
-
-        return sorted(found, key=lambda t: (depth_of(t), t))
+        ``views_only``), directly or through other such jobs' tables, upstream first
+        (``coordinator.jobs.downstream_tables``)."""
+        jobs = sorted(self.jobs.values(), key=lambda r: r.job)
+        return downstream_tables(
+            table, [(r.sink, r.sources) for r in jobs if r.is_view or not views_only]
+        )
 
     def path_to(self, start: str, goal: str) -> list[str] | None:
         """A lineage path start -> ... -> goal following writer jobs' sources upstream (each

@@ -34,6 +34,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 
+from coordinator.errors import not_correctable, not_revisable
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import Hold
@@ -44,11 +45,13 @@ from coordinator.server.meta import (
     COMMITTED,
     PREWRITE,
     REVISION_NEXT,
+    REVISION_OPEN_PREFIX,
     REVISION_PREFIX,
     EpochRecord,
     epoch_primary_key,
     rebuild_key,
     revision_key,
+    revision_open_key,
 )
 from coordinator.server.registry import Registry
 from coordinator.server.tso import TimestampOracle
@@ -180,6 +183,20 @@ class RevisionManager:
         recs = [x for x in self.stored() if not table or x.table == table]
         return [self._settle_corrections(x) for x in recs[: limit or None]]
 
+    def open_records(self) -> list[RevisionRecord]:
+        """The revisions not finished yet (``rev-open/``): running, or a rollback committed whose
+        secondaries may be left. GC ticks and restarts read these, not the whole history."""
+        with self.store.storage.read_txn() as r:
+            keys = [k for k, _ in r.iter_prefix("meta", REVISION_OPEN_PREFIX)]
+            recs = [
+                self.load(r, int.from_bytes(k[len(REVISION_OPEN_PREFIX) :], "big")) for k in keys
+            ]
+        return [x for x in recs if x is not None]
+
+    @staticmethod
+    def _finish(ctx: WriteContext, rid: int) -> None:
+        ctx.buf.delete("meta", revision_open_key(rid))
+
     def stored(self) -> list[RevisionRecord]:
         """Every record as stored, newest first: one read, no settling (for the metrics)."""
         with self.store.storage.read_txn() as r:
@@ -212,7 +229,7 @@ class RevisionManager:
         """GC holds: the target of every rollback in progress, and the start of every correction
         set still being written (its prewrites are refused once the safepoint passes it)."""
         out = []
-        for x in self.stored():
+        for x in self.open_records():
             if x.state != RUNNING:
                 continue
             if x.kind == ROLLBACK and x.target_ts:
@@ -231,6 +248,7 @@ class RevisionManager:
         ctx.buf.put("meta", REVISION_NEXT, str(rid + 1).encode())
         rec = RevisionRecord(id=rid, state=RUNNING, started_wall_ms=_now_ms(), **fields)
         self._save(ctx, rec)
+        ctx.buf.put("meta", revision_open_key(rid), b"")
         return rec
 
     # ------------------------------------------------------------------ checks
@@ -246,11 +264,7 @@ class RevisionManager:
             raise TableNotFound(table) from None
         writer = self.registry.topology().writer_of(table)
         if info.kind != ROOT or (writer is not None and writer.is_view):
-            raise FailedPrecondition(
-                f"table {table!r} is a {info.kind if info.kind != ROOT else 'view'} table: its "
-                "contents follow from its sources; revise the sources, or rebuild it with "
-                f"`snapview rebuild {table}`"
-            )
+            raise not_revisable(table, info.kind if info.kind != ROOT else "view")
         return info.id
 
     def _downstream(self, table: str) -> tuple[str, ...]:
@@ -397,7 +411,7 @@ class RevisionManager:
                         self.drain_grace_s,
                     )
                     self.store.run_write(
-                        lambda ctx, p=primary, t=start_ts: _settle_txn(ctx, p, t)  # type: ignore[misc]
+                        lambda ctx, p=primary, t=start_ts: actions.settle_txn(ctx, p, t)  # type: ignore[misc]
                     )
                 else:
                     commit_ts = st.commit_ts if st.status == TXN_COMMITTED else 0
@@ -453,6 +467,7 @@ class RevisionManager:
         done = self.store.run_write(commit)
         fail_point("revision.applied")
         self.store.resolve_locks(start_ts, commit_ts)  # readers finish them too, if first
+        self.store.run_write(lambda ctx: self._finish(ctx, done.id))
         log.info(
             "revision %d: %r rolled back to %d at %d (%d restored, %d removed)",
             done.id,
@@ -497,6 +512,7 @@ class RevisionManager:
             if table_id is not None:
                 actions.clear_fence(ctx, table_id)
             actions.clear_fences_of(ctx, rec.id)  # its table's id may be gone (dropped)
+            self._finish(ctx, rec.id)
 
         self.store.run_write(act)
 
@@ -527,10 +543,7 @@ class RevisionManager:
             )
         self._root_table(table, "revise")
         if self.store.catalog.get(table).hidden_row_id:
-            raise FailedPrecondition(
-                f"table {table!r} is append-only: its rows have no key to correct by; roll it "
-                "back to a barrier instead"
-            )
+            raise not_correctable(table)
         views = self._downstream(table)
 
         def act(ctx: WriteContext) -> RevisionRecord:
@@ -628,17 +641,9 @@ class RevisionManager:
             if rev is None or rev.state != RUNNING or rev.kind != CORRECTIONS or rev.job != rec.job:
                 return
             rows = _count(_metadata(rec).get("rows"))
-            self._save(
-                ctx,
-                replace(
-                    rev,
-                    state=DONE,
-                    start_ts=rec.start_ts,
-                    commit_ts=rec.commit_ts,
-                    restored=rows if rev.mode == "upsert" else 0,
-                    removed=rows if rev.mode == "delete" else 0,
-                    ended_wall_ms=_now_ms(),
-                ),
+            upsert = rev.mode == "upsert"
+            self._save_done(
+                ctx, rev, rec, restored=rows if upsert else 0, removed=0 if upsert else rows
             )
             return
         raw = ctx.reader.get("meta", rebuild_key(rec.job))
@@ -648,18 +653,31 @@ class RevisionManager:
         ctx.buf.delete("meta", rebuild_key(rec.job))
         if rev is not None and rev.state == RUNNING:
             rows = _count(_metadata(rec).get("mutations"))
-            self._save(
-                ctx,
-                replace(
-                    rev,
-                    state=DONE,
-                    start_ts=rec.start_ts,
-                    commit_ts=rec.commit_ts,
-                    restored=rows,
-                    barrier=rec.epoch,
-                    ended_wall_ms=_now_ms(),
-                ),
-            )
+            self._save_done(ctx, rev, rec, restored=rows, barrier=rec.epoch)
+
+    def _save_done(
+        self,
+        ctx: WriteContext,
+        rev: RevisionRecord,
+        rec: EpochRecord,
+        restored: int,
+        removed: int = 0,
+        barrier: int = 0,
+    ) -> None:
+        """Record ``rev`` DONE by the epoch ``rec`` committing it (in that commit's write); its
+        secondaries are the epoch's, which the epoch protocol resolves."""
+        done = replace(
+            rev,
+            state=DONE,
+            start_ts=rec.start_ts,
+            commit_ts=rec.commit_ts,
+            restored=restored,
+            removed=removed,
+            barrier=barrier,
+            ended_wall_ms=_now_ms(),
+        )
+        self._save(ctx, done)
+        self._finish(ctx, rev.id)
 
     def on_job_gone(self, ctx: WriteContext, job: str) -> None:
         """Inside the write that unregisters ``job`` (its view dropped): a rebuild pending for
@@ -672,19 +690,19 @@ class RevisionManager:
         if rev is not None and rev.state == RUNNING:
             why = "its view's job was unregistered (the view was dropped) before the rebuild"
             self._save(ctx, replace(rev, state=ABORTED, error=why, ended_wall_ms=_now_ms()))
+            self._finish(ctx, rev.id)
 
     # ------------------------------------------------------------------ restart
 
     def recover(self) -> int:
-        """After a restart: a rollback left RUNNING is settled through its primary (committed:
-        DONE; else its locks are rolled back and it is ABORTED) and its fence lifted; a DONE
-        rollback's secondaries are resolved (a crash may have come between its commit and
-        their resolution). Returns how many rollbacks were left RUNNING."""
+        """After a restart, every revision not finished (``open_records``): a rollback left
+        RUNNING is settled through its primary (committed: DONE; else its locks are rolled back
+        and it is ABORTED) and its fence lifted; a DONE rollback's secondaries are resolved (a
+        crash may have come between its commit and their resolution); a correction set whose
+        epoch never opened is ABORTED. Returns how many rollbacks were left RUNNING."""
         n = 0
-        for rec in self.stored():
-            if rec.kind != ROLLBACK:
-                continue
-            if rec.state == RUNNING:
+        for rec in self.open_records():
+            if rec.kind == ROLLBACK and rec.state == RUNNING:
                 table_id: int | None
                 try:
                     table_id = self.store.catalog.get(rec.table).id
@@ -694,10 +712,10 @@ class RevisionManager:
                     rec, table_id, "the server stopped before the revision was committed"
                 )
                 n += 1
-            elif rec.state == DONE and rec.start_ts:
+            elif rec.kind == ROLLBACK:
                 self.store.resolve_locks(rec.start_ts, rec.commit_ts)
-        for rec in self.stored():
-            if rec.kind == CORRECTIONS and rec.state == RUNNING:
+                self.store.run_write(lambda ctx, rid=rec.id: self._finish(ctx, rid))  # type: ignore[misc]
+            elif rec.kind == CORRECTIONS and rec.state == RUNNING:
                 # A stop between the record's write and its epoch's open leaves no epoch.
                 with self.store.storage.read_txn() as r:
                     opened = self.epochs.load_in(r, rec.job, 1) is not None
@@ -717,14 +735,3 @@ def _metadata(rec: EpochRecord) -> dict:
     except ValueError:
         return {}
     return d if isinstance(d, dict) else {}
-
-
-def _settle_txn(ctx: WriteContext, primary: bytes, start_ts: int) -> None:
-    """Decide txn ``start_ts`` now: committed if its primary committed, else rolled back (its
-    primary first, so it can never commit later), and its locks resolved either way."""
-    rec = ctx.reader.find_txn_write(primary, start_ts)
-    if rec is not None and rec[1].kind is not WriteKind.ROLLBACK:
-        actions.resolve_locks(ctx, start_ts, rec[0])
-        return
-    actions.rollback_key(ctx, primary, start_ts)
-    actions.resolve_locks(ctx, start_ts, 0)

@@ -24,7 +24,7 @@ from kvstore.actions.get import get
 from kvstore.actions.heartbeat import txn_heartbeat
 from kvstore.actions.one_pc import one_pc_commit
 from kvstore.actions.prewrite import prewrite
-from kvstore.actions.resolve_locks import resolve_locks, resolve_locks_step
+from kvstore.actions.resolve_locks import resolve_locks, resolve_locks_step, settle_txn
 from kvstore.actions.resolved_ts import resolved_ts
 from kvstore.actions.rollback import rollback, rollback_key
 from kvstore.actions.scan import first_blocking_lock, past_versions, scan, scan_ranges
@@ -57,5 +57,6 @@ __all__ = [
     "scan_changes",
     "scan_ranges",
     "set_fence",
+    "settle_txn",
     "txn_heartbeat",
 ]

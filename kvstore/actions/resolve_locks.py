@@ -15,7 +15,7 @@ from kvstore.actions.commit import commit_key
 from kvstore.actions.rollback import rollback_key
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import encode_ts
-from kvstore.mvcc.records import CRC_BYTES, SEAL_XOR, Lock, LockOp, crc32, pack_crc
+from kvstore.mvcc.records import CRC_BYTES, SEAL_XOR, Lock, LockOp, WriteKind, crc32, pack_crc
 from kvstore.storage import Reader
 
 LOCK_FLAG = LockOp.LOCK.value
@@ -76,6 +76,20 @@ def resolve_locks(ctx: WriteContext, start_ts: int, commit_ts: int) -> int:
     must know the txn's fate from its primary (check_txn_status) first: this action trusts
     ``commit_ts``. Idempotent; returns how many keys it resolved."""
     return resolve_locks_step(ctx, start_ts, commit_ts, 0)[0]
+
+
+def settle_txn(ctx: WriteContext, primary: bytes, start_ts: int) -> int:
+    """Decide txn ``start_ts`` now, through its primary, never by guessing: if the primary
+    committed, the txn did (its locks are committed too); otherwise the primary is rolled back
+    first, so the txn can never commit later, and then its locks. Returns the commit_ts, or 0
+    for a txn rolled back. Idempotent."""
+    rec = ctx.reader.find_txn_write(primary, start_ts)
+    if rec is not None and rec[1].kind is not WriteKind.ROLLBACK:
+        resolve_locks(ctx, start_ts, rec[0])
+        return rec[0]
+    rollback_key(ctx, primary, start_ts)
+    resolve_locks(ctx, start_ts, 0)
+    return 0
 
 
 def resolve_locks_step(

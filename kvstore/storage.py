@@ -9,8 +9,9 @@ acknowledged to a caller survives kill -9 and power loss. ``sync=False`` skips t
 crash may lose the newest commits, a process crash loses nothing); benchmarks print which they use.
 
 Integrity: before LMDB opens the data file, ``kvstore.integrity.check_data_file`` checks its meta
-pages and that the file covers the last page they record (a truncated file would otherwise be a
-SIGBUS on the first read of a missing page). The store's record layout is recorded in the meta CF
+pages; before anything reads a tree page, ``check_pages_present`` checks that the file holds every
+page LMDB may read (a truncated file would otherwise be a SIGBUS on the first read of a missing
+page). The store's record layout is recorded in the meta CF
 (``store/format``) and checked at open. Records carry a checksum (kvstore.mvcc.records); the
 ``Reader`` verifies every record it decodes and raises DataLoss naming the table and key of a
 damaged one. A write that fails because the filesystem is full becomes DiskFull
@@ -116,7 +117,7 @@ class Storage:
         self.sync = sync
         # How errors name a user key; LocalStore names the table and the key's values instead.
         self.key_namer: Callable[[bytes], str] = raw_key_name
-        integrity.check_data_file(path)  # raises DataLoss naming the file: never a SIGBUS later
+        integrity.check_data_file(path)  # the header: LMDB refuses a bad one less clearly
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -130,6 +131,9 @@ class Storage:
         )
         self._resize = _ResizeLock()
         try:
+            # Before the first read of a tree page (opening a CF reads the main tree): a page
+            # past the end of the file would be a SIGBUS, here it is DataLoss naming the file.
+            integrity.check_pages_present(self.env, path)
             self.cf = {name: self._open_cf(name, readonly) for name in CF_NAMES}
             self._check_format(create and not readonly)
         except DAMAGED_TREE as e:  # a damaged page on the way to the CFs or the format record

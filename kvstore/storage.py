@@ -9,8 +9,9 @@ acknowledged to a caller survives kill -9 and power loss. ``sync=False`` skips t
 crash may lose the newest commits, a process crash loses nothing); benchmarks print which they use.
 
 Integrity: before LMDB opens the data file, ``kvstore.integrity.check_data_file`` checks its meta
-pages and that the file covers the last page they record (a truncated file would otherwise be a
-SIGBUS on the first read of a missing page). The store's record layout is recorded in the meta CF
+pages; before anything reads a tree page, ``check_pages_present`` checks that the file holds every
+page LMDB may read (a truncated file would otherwise be a SIGBUS on the first read of a missing
+page). The store's record layout is recorded in the meta CF
 (``store/format``) and checked at open. Records carry a checksum (kvstore.mvcc.records); the
 ``Reader`` verifies every record it decodes and raises DataLoss naming the table and key of a
 damaged one. A write that fails because the filesystem is full becomes DiskFull
@@ -62,29 +63,50 @@ def raw_key_name(key: bytes) -> str:
 
 
 class _ResizeLock:
-    """Readers share it; growing the map takes it alone (LMDB forbids a resize under readers)."""
+    """Readers share it; growing the map takes it alone (LMDB forbids a resize under readers).
+
+    Re-entrant per thread: a thread that holds a share takes another one without waiting, even
+    while a resize waits. The resize waits for that thread's first share to end, so making the
+    second one wait for the resize would deadlock both for good (issue 24). Shares are counted
+    per thread that took them, so a share released on another thread (a generator finished
+    elsewhere) still releases the right one. A thread holding a share must not wait for the
+    writer either (``holds_share``): the writer may be the one growing the map."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._resizing = False
+        self._shares: dict[int, int] = {}  # thread id -> shares it holds
+
+    def holds_share(self) -> bool:
+        """Whether the calling thread holds a share (it has a read transaction open)."""
+        return threading.get_ident() in self._shares
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
+        me = threading.get_ident()
         with self._cond:
-            while self._resizing:
-                self._cond.wait()
+            if me not in self._shares:
+                while self._resizing:
+                    self._cond.wait()
             self._readers += 1
+            self._shares[me] = self._shares.get(me, 0) + 1
         try:
             yield
         finally:
             with self._cond:
                 self._readers -= 1
+                if self._shares[me] == 1:
+                    del self._shares[me]
+                else:
+                    self._shares[me] -= 1
                 if self._readers == 0:
                     self._cond.notify_all()
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
+        if self.holds_share():
+            raise RuntimeError("the map cannot grow on a thread that has a read transaction open")
         with self._cond:
             self._resizing = True
             while self._readers:
@@ -116,7 +138,7 @@ class Storage:
         self.sync = sync
         # How errors name a user key; LocalStore names the table and the key's values instead.
         self.key_namer: Callable[[bytes], str] = raw_key_name
-        integrity.check_data_file(path)  # raises DataLoss naming the file: never a SIGBUS later
+        integrity.check_data_file(path)  # the header: LMDB refuses a bad one less clearly
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -130,6 +152,9 @@ class Storage:
         )
         self._resize = _ResizeLock()
         try:
+            # Before the first read of a tree page (opening a CF reads the main tree): a page
+            # past the end of the file would be a SIGBUS, here it is DataLoss naming the file.
+            integrity.check_pages_present(self.env, path)
             self.cf = {name: self._open_cf(name, readonly) for name in CF_NAMES}
             self._check_format(create and not readonly)
         except DAMAGED_TREE as e:  # a damaged page on the way to the CFs or the format record
@@ -173,14 +198,33 @@ class Storage:
         self.env.close()
 
     @contextlib.contextmanager
-    def read_txn(self) -> Iterator[Reader]:
+    def read_txn(self, within: Reader | None = None) -> Iterator[Reader]:
         """A consistent read-only view of every CF. A damaged LMDB tree met on the way (a page
-        overwritten with garbage) is DataLoss naming the data file, not a bare lmdb error."""
+        overwritten with garbage) is DataLoss naming the data file, not a bare lmdb error.
+
+        ``within``: a Reader the caller has open already, handed back as it is. A function that
+        reads takes one, so a caller holding a transaction never opens a second one: one thread,
+        one read transaction at a time (see ``_ResizeLock``).
+
+        While it is open, the thread must not wait for the writer (``no_read_open``): the writer
+        may be growing the map, which waits for every read transaction to end."""
+        if within is not None:
+            yield within
+            return
         try:
             with self._resize.shared(), self.env.begin() as txn:
                 yield Reader(self, txn)
         except DAMAGED_TREE as e:
             raise self.tree_damaged(e) from None
+
+    def no_read_open(self, what: str) -> None:
+        """Refuse (RuntimeError, a bug of the caller) ``what`` on a thread with a read transaction
+        open: ``what`` may wait for the writer, and the writer for that transaction to end."""
+        if self._resize.holds_share():
+            raise RuntimeError(
+                f"{what} may wait for the writer; it must not run inside a read transaction "
+                "(the writer may be growing the map, which waits for that transaction to end)"
+            )
 
     def tree_damaged(self, exc: BaseException) -> DataLoss:
         return DataLoss(

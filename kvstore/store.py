@@ -51,7 +51,7 @@ from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_pr
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.mvcc.timestamp import wall_text
 from kvstore.results import DropResult, TxnStatusResult
-from kvstore.storage import DEFAULT_MAP_SIZE, Storage, raw_key_name
+from kvstore.storage import DEFAULT_MAP_SIZE, Reader, Storage, raw_key_name
 from kvstore.table_info import TableInfo, state_tables_of
 from kvstore.validation import (
     check_key,
@@ -627,7 +627,13 @@ class LocalStore:
         )
 
     def resolved_ts(self, table: str) -> int:
-        """No commit at or below the answer can still appear in ``table``."""
+        """No commit at or below the answer can still appear in ``table``.
+
+        Takes a TSO timestamp, then opens a read transaction of its own (it must open after the
+        timestamp: see actions.resolved_ts). Never call it with a read transaction open on this
+        thread: the timestamp may write the TSO's window through the writer, and the writer may
+        be waiting for that transaction to end to grow the map (refused: RuntimeError)."""
+        self.storage.no_read_open("resolved_ts")
         info = self.catalog.get(table)
         if self.clock is None:
             raise FailedPrecondition("resolved_ts needs a TSO; this store has none")
@@ -703,13 +709,19 @@ class LocalStore:
             return planning.split_range(r, start, end, max(rows_per_split, 1), max_splits or 64)
 
     def change_boundary(
-        self, table: str, from_ts: int, to_ts: int, max_changes: int
+        self,
+        table: str,
+        from_ts: int,
+        to_ts: int,
+        max_changes: int,
+        reader: Reader | None = None,
     ) -> tuple[int, int]:
-        """The end ts of a change read of about ``max_changes`` changes (see kvstore.planning)."""
+        """The end ts of a change read of about ``max_changes`` changes (see kvstore.planning),
+        read in ``reader`` when the caller has one open (no second read transaction)."""
         info = self.catalog.get(table)
         if max_changes <= 0 or from_ts >= to_ts:
             raise InvalidArgument(f"table {table!r}: need max_changes > 0 and from_ts < to_ts")
-        with self.storage.read_txn() as r:
+        with self.storage.read_txn(within=reader) as r:
             return planning.change_boundary(r, info.id, from_ts, to_ts, max_changes)
 
     def stats(self) -> dict:

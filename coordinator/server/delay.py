@@ -160,6 +160,9 @@ def delay_report(
     infos = store.list_tables()
     views = {i.name for i in infos if Barriers.is_view_table(i.name, i.kind, topo)}
     out = []
+    # Before the read transaction: a root's newest barrier comes from its resolved ts, which
+    # must not be taken inside one (LocalStore.resolved_ts).
+    root_newest = {i.name: barriers.root_newest(i.name) for i in infos if i.name not in views}
     with store.storage.read_txn() as r:
         paths = _Paths(r, barriers, topo, views, {i.name for i in infos})
         for info in infos:
@@ -171,7 +174,7 @@ def delay_report(
                 v = Barriers.view_version(r, name, b) if b else None
                 reached = v.wall_ms if v else 0
             else:
-                b = barriers.root_newest(name)
+                b = root_newest[name]
                 seen, wall = barriers.root_reached(name)
                 reached = wall if seen == b else 0
             issued = barriers.wall_ms(b) if b else 0

@@ -38,7 +38,14 @@ class SnapshotPlan:
 
 
 class _Tables:
-    """Per-call view of the tables involved: which are views, and each one's newest barrier."""
+    """Per-call view of the tables involved: which are views, and each one's newest barrier.
+
+    The root tables' resolved timestamps are taken by ``resolve_roots`` before the caller opens
+    its read transaction, never inside it: ``LocalStore.resolved_ts`` takes a TSO timestamp
+    (which may write the TSO's window through the writer) and opens a read transaction of its
+    own after it. Inside another read transaction either one waits for a map resize that waits
+    for that transaction: a deadlock (issue 24). Taken before, the caller's transaction also
+    sees every commit at or below them."""
 
     def __init__(self, planner: SnapshotPlanner, names: list[str]) -> None:
         self.p = planner
@@ -50,10 +57,14 @@ class _Tables:
             self.view[n] = Barriers.is_view_table(n, info.kind, self.topo)
         self._resolved: dict[str, int] = {}
 
+    def resolve_roots(self) -> None:
+        """Take every root table's resolved ts (no read transaction may be open)."""
+        for n in self.names:
+            if not self.view[n]:
+                self._resolved[n] = self.p.store.resolved_ts(n)
+
     def resolved(self, table: str) -> int:
-        if table not in self._resolved:
-            self._resolved[table] = self.p.store.resolved_ts(table)
-        return self._resolved[table]
+        return self._resolved[table]  # a KeyError: resolve_roots was not called first
 
     def newest(self, reader: Reader, table: str) -> int:
         if self.view[table]:
@@ -96,6 +107,7 @@ class SnapshotPlanner:
                 raise InvalidArgument("a barrier can only be given in mode snapshot")
             ts = self.tso.now()
             return SnapshotPlan(0, LATEST, tuple(TableRead(n, ts) for n in names))
+        t.resolve_roots()
         with self.store.storage.read_txn() as r:
             if barrier:
                 if not self.barriers.is_issued(barrier):
@@ -154,6 +166,7 @@ class SnapshotPlanner:
         out = BarrierPlans(last_committed=last, newest_barrier=self.barriers.newest())
         sources = list(rec.sources)
         t = _Tables(self, sources)
+        t.resolve_roots()
         with self.store.storage.read_txn() as r:
             if not after:
                 if not sources:
@@ -183,5 +196,5 @@ class SnapshotPlanner:
         if t.view[table]:
             v = Barriers.view_version(reader, table, barrier)
             return v is None or v.changed or v.prev != prev
-        _, n = self.store.change_boundary(table, prev, barrier, 1)
+        _, n = self.store.change_boundary(table, prev, barrier, 1, reader=reader)
         return n > 0

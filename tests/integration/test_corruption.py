@@ -16,10 +16,13 @@ import lmdb
 import pytest
 
 import coordinator
+from kvstore.direct import DirectPrewriter
 from kvstore.errors import DataLoss
 from kvstore.mvcc.keys import parse_versioned_key
+from kvstore.mvcc.records import LockOp
 from snapview.embedded import EmbeddedServer
 from tests.conftest import connected, serve
+from tests.unit.test_integrity import grow_and_free
 
 SCHEMA = "id BIGINT, name STRING"
 LONG = "L" * 3000  # longer than SHORT_VALUE_MAX: stored in the data CF
@@ -138,6 +141,37 @@ def test_check_passes_a_clean_store_and_reports_planted_damage(data_dir):
     os.truncate(data, os.path.getsize(data) // 2)
     p = snapview("check", "--data-dir", str(data_dir))
     assert p.returncode == 1 and "truncated" in p.stdout, p.stdout + p.stderr
+
+
+def test_free_pages_past_the_end_of_the_file_serve_check_and_write_directly(data_dir):
+    """Issue 24 item 2: LMDB legally leaves its last page past the end of the file (pages a
+    transaction grew the tree by and freed again are never written). The server starts on it,
+    `snapview check` is clean, and a direct writer (another process's open of the environment)
+    prewrites into it; the refusal of a really truncated file is in test_integrity.py."""
+    lmdb_dir = str(data_dir / "lmdb")
+    grow_and_free(lmdb_dir)
+    p = snapview("check", "--data-dir", str(data_dir))
+    assert p.returncode == 0 and "no damage found" in p.stdout, p.stdout + p.stderr
+    direct = DirectPrewriter(lmdb_dir, 1 << 26)  # opened while the file still ends early
+    try:
+        for srv in serve(data_dir):
+            for c in connected(srv):
+                assert c.read("acct").num_rows == 200
+                info = c.describe_table("acct")
+                e = c.jobs.open_transaction("acct", 0, batch="b:0", owner="o")
+                rows = [
+                    (
+                        LockOp.PUT,
+                        info.key_codec.encode({"id": i}),
+                        info.row_codec.encode({"id": i, "name": "direct"}),
+                    )
+                    for i in range(200, 210)
+                ]
+                direct.prewrite(info, rows, e.primary_key, e.start_ts, 20_000)
+                done = c.jobs.commit_transaction("acct", e.epoch, e.start_ts)
+                assert c.read("acct", at=done.commit_ts).num_rows == 210
+    finally:
+        direct.close()
 
 
 def test_truncation_under_a_running_server_is_not_silent(data_dir, tmp_path):

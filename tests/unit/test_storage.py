@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
+from kvstore.meta_keys import STORE_FORMAT_KEY
+from kvstore.mvcc.records import STORE_FORMAT
 from kvstore.storage import Storage
+from kvstore.store import LocalStore
+from tests.conftest import wait_for
 
 
 def _storage(tmp_path, items: dict[bytes, bytes]) -> Storage:
@@ -45,3 +53,43 @@ def test_write_seeker_finds_the_first_record_at_or_after_a_key(tmp_path):
         assert seek(b"a") and key() == b"a"  # a seek may go backwards
         assert not seek(b"d")
     s.close()
+
+
+# ---------------------------------------------------------------- growing the map under readers
+
+
+def test_a_reader_opens_a_second_transaction_while_the_map_grows(tmp_path, clock):
+    """Issue 24 item 3: a thread with a read transaction open opens another one while the writer
+    grows the map. The growth waits for the first to end, so the second must not wait for the
+    growth (it did: both waited for good). ``_resize._resizing`` is polled to open the second
+    one exactly while the growth waits."""
+    s = LocalStore(str(tmp_path / "lmdb"), map_size=1 << 20, sync=False, clock=clock)
+    inner: list[bytes | None] = []
+
+    def reader() -> None:
+        with s.storage.read_txn():
+            wait_for(lambda: s.storage._resize._resizing, 10, "the growth to start")
+            with s.storage.read_txn() as again:
+                inner.append(again.get("meta", STORE_FORMAT_KEY))
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    big = s.committer.submit(lambda ctx: ctx.buf.put("meta", b"big", b"x" * (3 << 20)))
+    th.join(20)
+    assert not th.is_alive(), "the second read transaction waited for the growth: deadlock"
+    big.result(20)
+    assert inner == [str(STORE_FORMAT).encode()]
+    assert s.storage.map_size() >= 4 << 20
+    s.close()
+
+
+def test_what_may_wait_for_the_writer_is_refused_inside_a_read_transaction(store):
+    """``resolved_ts`` takes a TSO timestamp, which may write through the writer: inside a read
+    transaction that could wait for a growth that waits for the transaction. It is refused."""
+    store.create_table("t", "id BIGINT", ["id"])
+    assert store.resolved_ts("t") > 0
+    with store.storage.read_txn(), pytest.raises(RuntimeError, match="inside a read transaction"):
+        store.resolved_ts("t")
+    with pytest.raises(RuntimeError, match="read transaction open"):  # nor grow the map there
+        with store.storage.read_txn():
+            store.storage.grow()

@@ -133,13 +133,13 @@ class TableNotFound(NotFound):
 
     @classmethod
     def dropped(cls, name: str, table_id: int) -> TableNotFound:
-        """The refusal of a write into a table that was dropped (for good: its id is never
-        reused, so retrying cannot help)."""
+        """A request naming the id of a table that was dropped (for good: ids are never
+        reused, so retrying with the same id cannot help)."""
         err = cls.__new__(cls)
         NotFound.__init__(
             err,
-            f"table {name!r} (id {table_id}) was dropped; writes into it are refused (a table "
-            "created later under the same name is another table)",
+            f"table {name!r} (id {table_id}) was dropped; a table created later under the same "
+            "name is another table",
         )
         err.table = name
         return err

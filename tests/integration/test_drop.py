@@ -143,3 +143,17 @@ def test_drop_under_an_open_epoch_fences_its_writers(server, c, table_name):
     assert c.read(other).num_rows == 0
     r = cli("check", "--data-dir", server.data_dir)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_view_whose_job_was_unregistered_first_still_takes_its_epochs(c, table_name):
+    """``unregister_job`` keeps a job's epochs; dropping its view afterwards takes them (the job
+    its newest view version names), so a view built again under the names starts at epoch 1."""
+    root, view = f"{table_name}_r", f"{table_name}_v"
+    sink_job, view_job = f"{table_name}-sink", f"{table_name}-view"
+    _create(c, root, view, sink_job, view_job)
+    _view_epoch(c, view_job, view, [1])
+    c.jobs.unregister_job(view_job)
+    assert c.drop_table(view).unregistered_jobs == ()
+    c.create_table(view, "id BIGINT, v BIGINT", primary_key=["id"], kind="view")
+    c.jobs.register_job(view_job, view, [root], kind="view", query=f"SELECT * FROM {root}")
+    assert c.jobs.plan_barriers(view_job).last_committed == 0

@@ -6,7 +6,13 @@ back from a failed call (importing ``coordinator`` imports this module).
 
 from __future__ import annotations
 
-from kvstore.errors import AlreadyExists, FailedPrecondition, SnapviewError, register_error
+from kvstore.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    NotFound,
+    SnapviewError,
+    register_error,
+)
 
 
 @register_error
@@ -52,3 +58,11 @@ def not_correctable(table: str) -> FailedPrecondition:
         f"table {table!r} is append-only: its rows have no key to correct by; roll it back to "
         "a barrier instead"
     )
+
+
+@register_error
+class JobDropped(NotFound):
+    """An epoch call of a job that a drop of its table unregistered (``coordinator.server.
+    drops``): its epochs went with the table, and its writes are refused for good. NOT_FOUND, so
+    callers that stop on an unregistered job (NotFound) stop on this too; registering the job
+    again starts it anew, at epoch 1."""

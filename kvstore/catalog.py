@@ -2,18 +2,23 @@
 
 Table ids start at FIRST_TABLE_ID; ids below it are reserved for snapview's own keys (the
 coordinator's epoch status keys live in SYSTEM_TABLE_ID). Ids are never reused, so a key of a
-dropped table can never be read as a row of a newer one.
+dropped table can never be read as a row of a newer one; a dropped table leaves a tombstone under
+its id (``kvstore.meta_keys.dropped_table_key``), so a write into it is refused for good, naming
+it (``kvstore.actions.fence.check_not_dropped``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 
+from kvstore.actions.resolve_locks import settle_txn
 from kvstore.errors import AlreadyExists, InvalidArgument, TableNotFound, cut
 from kvstore.group_commit import WriteContext
-from kvstore.meta_keys import NEXT_TABLE_ID
-from kvstore.mvcc.keys import table_prefix
+from kvstore.meta_keys import DROPPED_TABLE_PREFIX, NEXT_TABLE_ID, dropped_table_key
+from kvstore.mvcc.keys import table_id_of, table_prefix
+from kvstore.mvcc.records import Lock
 from kvstore.schema import TableSchema, parse_ddl
 from kvstore.storage import Reader
 from kvstore.table_info import STATE, TableInfo
@@ -67,12 +72,16 @@ class Catalog:
     def __init__(self) -> None:
         self.by_name: dict[str, TableInfo] = {}
         self.by_id: dict[int, TableInfo] = {}
+        self.dropped: dict[int, str] = {}  # id -> name of each dropped table (for messages)
 
     def load(self, reader: Reader) -> None:
         self.by_name.clear()
         self.by_id.clear()
+        self.dropped.clear()
         for _, raw in reader.iter_range("catalog", b"", None):
             self.remember(TableInfo.from_json(raw))
+        for k, raw in reader.iter_prefix("meta", DROPPED_TABLE_PREFIX):
+            self.dropped[table_id_of(k[len(DROPPED_TABLE_PREFIX) :])] = json.loads(raw)["name"]
 
     def remember(self, info: TableInfo) -> None:
         self.by_name[info.name] = info
@@ -82,6 +91,7 @@ class Catalog:
         info = self.by_name.pop(name, None)
         if info is not None:
             self.by_id.pop(info.id, None)
+            self.dropped[info.id] = name
 
     def get(self, name: str) -> TableInfo:
         try:
@@ -90,9 +100,13 @@ class Catalog:
             raise TableNotFound(name) from None
 
     def get_id(self, table_id: int) -> TableInfo:
+        """The live table ``table_id``; TableNotFound naming the table if it was dropped."""
         try:
             return self.by_id[table_id]
         except KeyError:
+            name = self.dropped.get(table_id)
+            if name is not None:
+                raise TableNotFound.dropped(name, table_id) from None
             raise TableNotFound(table_id) from None
 
 
@@ -133,7 +147,12 @@ def create_table_action(
 
 
 def drop_table_action(ctx: WriteContext, name: str, if_exists: bool) -> bool:
-    """Drop a table and every record of it (locks, versions, values, change index)."""
+    """Drop a table and every record of it (locks, versions, values, change index), and leave
+    its tombstone, so no write lands in its id later.
+
+    A transaction holding a lock in the table is settled through its primary first: rolled back
+    for good unless its primary committed already (then it is committed), so its keys in other
+    tables are never left half done, and it cannot commit later."""
     check_table_name(name)
     raw = ctx.reader.get("catalog", name.encode())
     if raw is None:
@@ -142,6 +161,8 @@ def drop_table_action(ctx: WriteContext, name: str, if_exists: bool) -> bool:
         raise TableNotFound(name)
     info = TableInfo.from_json(raw)
     prefix = table_prefix(info.id)
+    for start_ts, primary in _lock_holders(ctx, prefix).items():
+        settle_txn(ctx, primary, start_ts)
     doomed = [
         (cf, k)
         for cf in ("lock", "write", "data", "changes")
@@ -156,4 +177,20 @@ def drop_table_action(ctx: WriteContext, name: str, if_exists: bool) -> bool:
     for cf, k in doomed:
         ctx.buf.delete(cf, k)
     ctx.buf.delete("catalog", name.encode())
+    tomb = json.dumps({"name": name, "id": info.id}).encode()
+    ctx.buf.put("meta", dropped_table_key(prefix), tomb)
     return True
+
+
+def _lock_holders(ctx: WriteContext, prefix: bytes) -> dict[int, bytes]:
+    """start_ts -> primary of every transaction holding a lock in the table of ``prefix`` (a
+    damaged lock names none: it is deleted with the table)."""
+    holders: dict[int, bytes] = {}
+    for _, raw in ctx.reader.iter_prefix("lock", prefix):
+        start_ts = Lock.start_ts_of(raw)
+        if start_ts not in holders:
+            try:
+                holders[start_ts] = Lock.parse(raw).primary
+            except ValueError:
+                continue
+    return holders

@@ -132,6 +132,19 @@ class TableNotFound(NotFound):
         super().__init__(f"{what} does not exist")
 
     @classmethod
+    def dropped(cls, name: str, table_id: int) -> TableNotFound:
+        """A request naming the id of a table that was dropped (for good: ids are never
+        reused, so retrying with the same id cannot help)."""
+        err = cls.__new__(cls)
+        NotFound.__init__(
+            err,
+            f"table {name!r} (id {table_id}) was dropped; a table created later under the same "
+            "name is another table",
+        )
+        err.table = name
+        return err
+
+    @classmethod
     def from_message(cls, message: str) -> TableNotFound:
         """Rebuild the error a server sent (the client side of a NOT_FOUND for a table)."""
         err = cls.__new__(cls)

@@ -214,10 +214,7 @@ class LocalStore:
             if internal:
                 return None
             raise InvalidArgument(f"key {key.hex()} is in snapview's reserved system table")
-        try:
-            return self.catalog.get_id(tid)
-        except TableNotFound:
-            raise TableNotFound(tid) from None
+        return self.catalog.get_id(tid)  # TableNotFound names a dropped table
 
     def describe_key(self, key: bytes) -> str:
         """``table 'name' key (values...)`` for a user key, for error messages."""

@@ -310,8 +310,8 @@ class MaterializedView:
                     f"table {self.target!r} is written by job {writer!r}; drop_old_table "
                     "will not drop another job's table"
                 )
-            if writer:
-                client.jobs.unregister_job(writer)
+            # The drop unregisters the writer and deletes its epochs in the same write, so the
+            # view built next starts clean (coordinator.server.drops).
             client.drop_table(self.target)
             existing = None
         if existing is not None and o["force_new_table"]:

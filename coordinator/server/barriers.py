@@ -92,6 +92,7 @@ class Barriers:
         # root table -> (barrier seen reached, wall ms when first seen), oldest first; for
         # `delay`. Only the barrier thread appends; _roots_mu guards reads against appends.
         self._root_reached: dict[str, deque[tuple[int, int]]] = {}
+        self._root_ids: dict[str, int] = {}  # the id of the table each history is of
         self._roots_mu = threading.Lock()
         with store.storage.read_txn() as r:
             self._wall: dict[int, int] = issued_barriers(r)  # barrier -> wall ms issued
@@ -154,7 +155,15 @@ class Barriers:
         if not newest:
             return
         topo = self.registry.topology()
-        for info in self.store.list_tables():
+        tables = self.store.list_tables()
+        with self._roots_mu:
+            # A dropped table's history goes; a table created again under its name (another
+            # id) starts its own.
+            live = {info.name: info.id for info in tables}
+            for name in [n for n, i in self._root_ids.items() if live.get(n) != i]:
+                self._root_reached.pop(name, None)
+                del self._root_ids[name]
+        for info in tables:
             if self.is_view_table(info.name, info.kind, topo):
                 continue
             seen = self.root_reached(info.name)[0]
@@ -163,6 +172,7 @@ class Barriers:
             b = self.root_newest(info.name)
             if b > seen:
                 with self._roots_mu:
+                    self._root_ids[info.name] = info.id
                     hist = self._root_reached.setdefault(info.name, deque(maxlen=ROOT_HISTORY))
                     hist.append((b, _now_ms()))
 

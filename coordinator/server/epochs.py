@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from coordinator.server.barriers import Barriers
+from coordinator.server.drops import refuse_if_dropped
 from coordinator.server.meta import (
     ABORTED,
     COMMITTED,
@@ -166,6 +167,8 @@ class EpochManager:
                 if epoch == 0:
                     raise NotFound(f"job {job!r} has no epochs")
             info = self._load(r, job, epoch)
+            if info is None:
+                refuse_if_dropped(r, job, epoch)  # its epochs went with its table: say so
         if info is None:
             raise NotFound(f"job {job!r} epoch {epoch} was never opened")
         return info
@@ -234,6 +237,7 @@ class EpochManager:
 
         def act(ctx: WriteContext) -> EpochRecord:
             settled_aborted.clear()  # the group may run the action again (after growing)
+            refuse_if_dropped(ctx.reader, job, epoch)  # in the write: ordered with the drop
             info = self._load(ctx.reader, job, epoch)
             if info is not None and info.state == COMMITTED:
                 return info
@@ -305,6 +309,7 @@ class EpochManager:
             commit_ts = self.tso.now()
 
             def act(ctx: WriteContext) -> EpochRecord:
+                refuse_if_dropped(ctx.reader, job, epoch)  # a drop since the get above
                 if self.barriers is not None:
                     # Before the primary commits: it looks at the epoch's indexed locks.
                     self.barriers.record_view_barrier(
@@ -355,6 +360,7 @@ class EpochManager:
 
     def _mark_aborted(self, info: EpochRecord) -> EpochRecord:
         def act(ctx: WriteContext) -> EpochRecord:
+            refuse_if_dropped(ctx.reader, info.job, info.epoch)  # never bring its record back
             settled = self._settle(ctx, info)
             st = self._job(ctx.reader, info.job)
             if st["open_epoch"] == info.epoch:

@@ -10,6 +10,9 @@ them.
     job/<job>                   {"last_committed", "open_epoch"} (JSON), per job (epochs)
     jobreg/<job>                JobRecord (JSON)    the registered topology (registry)
     jobrun/<job>                JobRun (JSON)       the job's last liveness report (registry)
+    jobdrop/<job>               {"table", "table_id", "wall_ms"} (JSON)  a job unregistered by
+                                                    its table's drop, until registered again
+                                                    (drops)
     barrier/<T:8>               {"wall_ms"} (JSON)  one per issued barrier (barriers)
     vbar/<table>\\0<T:8>         ViewVersion (JSON, without ``barrier``) (barriers)
     vbar-newest/<table>         decimal T           a view's newest barrier (barriers)
@@ -70,6 +73,7 @@ EPOCH_PREFIX = b"epoch/"
 JOB_STATE_PREFIX = b"job/"
 JOB_RECORD_PREFIX = b"jobreg/"
 JOB_RUN_PREFIX = b"jobrun/"
+JOB_DROPPED_PREFIX = b"jobdrop/"
 BARRIER_PREFIX = b"barrier/"
 VIEW_VERSION_PREFIX = b"vbar/"
 VIEW_NEWEST_PREFIX = b"vbar-newest/"
@@ -81,7 +85,7 @@ REBUILD_PREFIX = b"rebuild/"
 
 
 def epoch_key(job: str, epoch: int) -> bytes:
-    return EPOCH_PREFIX + job.encode() + b"\x00" + _U64.pack(epoch)
+    return epoch_prefix(job) + _U64.pack(epoch)
 
 
 def job_state_key(job: str) -> bytes:
@@ -94,6 +98,15 @@ def job_record_key(job: str) -> bytes:
 
 def job_run_key(job: str) -> bytes:
     return JOB_RUN_PREFIX + job.encode()
+
+
+def job_dropped_key(job: str) -> bytes:
+    return JOB_DROPPED_PREFIX + job.encode()
+
+
+def epoch_prefix(job: str) -> bytes:
+    """The prefix of every ``epoch/`` record of ``job``."""
+    return EPOCH_PREFIX + job.encode() + b"\x00"
 
 
 def barrier_key(ts: int) -> bytes:
@@ -133,10 +146,16 @@ def rebuild_key(job: str) -> bytes:
     return REBUILD_PREFIX + job.encode()
 
 
+def epoch_primary_prefix(job: str) -> bytes:
+    """The prefix of every epoch primary key of ``job`` (its length is in it: no other job's
+    keys share it)."""
+    j = job.encode()
+    return table_prefix(SYSTEM_TABLE_ID) + b"E" + struct.pack(">H", len(j)) + j
+
+
 def epoch_primary_key(job: str, epoch: int) -> bytes:
     """The status key of (job, epoch) in the system table: the epoch transaction's primary."""
-    j = job.encode()
-    return table_prefix(SYSTEM_TABLE_ID) + b"E" + struct.pack(">H", len(j)) + j + _U64.pack(epoch)
+    return epoch_primary_prefix(job) + _U64.pack(epoch)
 
 
 # ---------------------------------------------------------------------- records

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from coordinator.errors import SecondWriter, TopologyCycle
 from coordinator.jobs import JobState, downstream_tables
+from coordinator.server import drops
 from coordinator.server.meta import (
     JOB_KINDS,
     JOB_RECORD_PREFIX,
@@ -30,6 +31,7 @@ from coordinator.server.meta import (
     JobRun,
     check_job_name,
     check_label,
+    job_dropped_key,
     job_record_key,
     job_run_key,
 )
@@ -38,7 +40,7 @@ from kvstore.errors import FailedPrecondition, InvalidArgument, NotFound, cut
 from kvstore.group_commit import WriteContext
 from kvstore.storage import Reader
 from kvstore.store import LocalStore
-from kvstore.table_info import STATE, owner_of_state
+from kvstore.table_info import STATE, TableInfo, owner_of_state
 
 MAX_SOURCES = 256  # tables one job reads
 REPORTED_STATES = ("running", "failed", "stopped")
@@ -150,7 +152,8 @@ class Registry:
         """Register (or re-register) ``job`` writing ``sink`` from ``sources``.
 
         Guarantees: afterwards ``sink`` has exactly one writer, ``job``, and no table depends on
-        itself. Checked and written in one LMDB transaction, so two racing registrations cannot
+        itself; a job a drop unregistered (``coordinator.server.drops``) may open epochs again,
+        from epoch 1. Checked and written in one LMDB transaction, so two racing registrations cannot
         both pass."""
         check_job_name(job)
         check_not_reserved(job)
@@ -211,6 +214,8 @@ class Registry:
             )
             if rec != old:
                 ctx.buf.put("meta", job_record_key(job), rec.to_json())
+            # A job its table's drop unregistered starts anew (its epochs went with the table).
+            ctx.buf.delete("meta", job_dropped_key(job))
             return rec
 
         return self.store.run_write(act)
@@ -290,7 +295,8 @@ class Registry:
     def drop_guard(self, ctx: WriteContext, table: str, cascade: bool) -> tuple[list, list]:
         """Inside the store's drop of ``table`` (one write): the tables downstream of it (read,
         directly or through other views, by registered jobs), dependents first, and the jobs
-        writing ``table`` or any of them, whose registrations are deleted here. Without
+        writing ``table`` or any of them, whose registrations are deleted here with everything
+        else of them (their epochs, view versions: ``coordinator.server.drops``). Without
         ``cascade`` a table with downstream tables is refused, naming them."""
         topo = self.load(ctx.reader)
         order = topo.downstream(table)
@@ -304,10 +310,18 @@ class Registry:
         jobs = []
         for t in [*downstream, table]:
             w = topo.writer_of(t)
+            # A view's job unregistered before the drop (drop_old_table did that) is named by
+            # its newest view version: its epochs go too, unless the name writes another table.
+            named = drops.forget_view_versions(ctx, t)
+            writer = w.job if w is not None else named
             if w is not None:
                 jobs.append(w.job)
                 ctx.buf.delete("meta", job_record_key(w.job))
                 ctx.buf.delete("meta", job_run_key(w.job))
                 for hook in self.on_unregister:
                     hook(ctx, w.job)
+            elif not named or named in topo.jobs:
+                continue
+            raw = ctx.reader.get("catalog", t.encode())
+            drops.forget_job(ctx, writer, t, TableInfo.from_json(raw).id if raw else 0)
         return downstream, jobs

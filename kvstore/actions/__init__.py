@@ -13,6 +13,7 @@ from kvstore.actions.check_txn_status import check_txn_status
 from kvstore.actions.commit import commit, commit_key
 from kvstore.actions.fence import (
     check_fences,
+    check_not_dropped,
     clear_fence,
     clear_fences_of,
     fenced_by,
@@ -32,6 +33,7 @@ from kvstore.actions.scan_changes import scan_changes
 
 __all__ = [
     "check_fences",
+    "check_not_dropped",
     "check_txn_status",
     "clear_fence",
     "clear_fences_of",

@@ -8,15 +8,20 @@ reads and the moment it commits. A fence is a record in ``meta`` (``store/fences
 (UNAVAILABLE, which clients retry). The check runs inside the write action, so it is ordered with
 every other write by LMDB's one writer (the direct path included): a write either ran before the
 fence went up, or is refused.
+
+A drop is a fence that never comes down: ``drop_table_action`` leaves a tombstone
+(``catalog/dropped/<id>``) in the same write that deletes the table's records, and
+``check_not_dropped`` (run by the same actions) refuses any later write into the id with
+TableNotFound naming the table, a permanent refusal (NOT_FOUND), not a retryable one.
 """
 
 from __future__ import annotations
 
 import json
 
-from kvstore.errors import TableFenced
+from kvstore.errors import TableFenced, TableNotFound
 from kvstore.group_commit import WriteContext
-from kvstore.meta_keys import FENCES_KEY
+from kvstore.meta_keys import FENCES_KEY, dropped_table_key
 from kvstore.mvcc.keys import table_prefix
 from kvstore.mvcc.records import Mutation
 from kvstore.storage import Reader
@@ -43,6 +48,19 @@ def check_fences(reader: Reader, mutations: list[Mutation], revision: int = 0) -
                 f"table {hit[0]!r} is being revised (revision {hit[1]}); writes to it wait "
                 "until the revision commits"
             )
+
+
+def check_not_dropped(reader: Reader, mutations: list[Mutation]) -> None:
+    """Raise TableNotFound (naming the table) if a mutation's table was dropped.
+
+    Invariant: no record is written into a dropped table's id after its drop committed, however
+    late the writer learns of the drop (a direct prewrite, a request validated before the drop).
+    Costs one lookup per distinct table of ``mutations``."""
+    for prefix in {m[1][:4] for m in mutations}:
+        raw = reader.get("meta", dropped_table_key(prefix))
+        if raw is not None:
+            tomb = json.loads(raw)
+            raise TableNotFound.dropped(tomb["name"], tomb["id"])
 
 
 def set_fence(ctx: WriteContext, table_id: int, table: str, revision: int) -> None:

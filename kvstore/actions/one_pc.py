@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from kvstore.actions.fence import check_fences
+from kvstore.actions.fence import check_fences, check_not_dropped
 from kvstore.actions.prewrite import check_prewrite, stage_value
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import encode_ts
@@ -26,9 +26,11 @@ def one_pc_commit(
     Invariant: the same conflict rules as prewrite (no lock of another txn, no write with
     commit_ts >= start_ts), and no lock is ever left behind. The caller must make ``commit_ts``
     invisible to readers until this action's group is durable (LocalStore's in-flight set).
-    A table fenced by a revision other than ``revision`` is refused (TableFenced)."""
+    A table fenced by a revision other than ``revision`` is refused (TableFenced), a dropped
+    one for good (TableNotFound)."""
     reader, buf = ctx.reader, ctx.buf
     check_fences(reader, mutations, revision)
+    check_not_dropped(reader, mutations)
     # Records are built from bytes here, not through Write objects: this loop runs once per row
     # of every small transaction. Write kinds share the lock ops' one-byte flags (P/D/L).
     ts_be = _U64.pack(start_ts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from operator import itemgetter
 
-from kvstore.actions.fence import check_fences
+from kvstore.actions.fence import check_fences, check_not_dropped
 from kvstore.errors import KeyIsLocked, KeyPrewrittenTwice, TxnRolledBack, WriteConflict
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.keys import decode_ts, encode_ts, versioned_key
@@ -144,10 +144,12 @@ def prewrite(
     a key it locked with a different mutation raises KeyPrewrittenTwice. Values longer than
     SHORT_VALUE_MAX go to the data CF; shorter ones ride inline in the lock (and later the write).
     A table fenced by a revision takes no new lock (TableFenced, see kvstore.actions.fence),
-    except from that revision (``revision``, its id).
+    except from that revision (``revision``, its id); a dropped table takes none at all
+    (TableNotFound naming it).
     """
     reader, buf = ctx.reader, ctx.buf
     check_fences(reader, mutations, revision)
+    check_not_dropped(reader, mutations)
     # Keys that already carry a lock take the careful path; for the rest (nearly always all of
     # them) one C-level lookup says so, and the locks are stored in bulk.
     locked = {k for k, _ in reader.get_many("lock", [k for _, k, _ in mutations])}

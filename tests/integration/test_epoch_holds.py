@@ -20,17 +20,9 @@ LOCK_TTL_MS = 500  # shorter than the server's TTL: the server's binds
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
-    yield from serve(
-        tmp_path_factory.mktemp("epoch_holds"),
-        "--barrier-interval",
-        "100ms",
-        "--retention",
-        "500ms",
-        "--gc-interval",
-        "200ms",
-        "--epoch-ttl",
-        f"{EPOCH_TTL_S}s",
-    )
+    # History of half a second and a safepoint that moves every 200 ms: every wait is short.
+    args = f"--retention 500ms --gc-interval 200ms --epoch-ttl {EPOCH_TTL_S}s".split()
+    yield from serve(tmp_path_factory.mktemp("epoch_holds"), *args)
 
 
 @pytest.fixture
@@ -123,6 +115,9 @@ def test_jobs_release_settles_the_open_epoch_at_once(srv, c, table_name):
     # Kept alive, so only the release can end it.
     c.jobs.heartbeat_transaction(job, e.epoch, e.start_ts, 60_000)
     addr = ["--address", srv.address]
+    leases = cli("leases", *addr).stdout
+    assert f"{job} (open epoch {e.epoch}; lapses in" in leases, leases
+    assert "snapview jobs release JOB" in leases, leases
     r = cli("jobs", "release", job, *addr)
     assert r.returncode == 0, r.stderr
     assert f"open epoch {e.epoch}" in r.stdout and "rolled back" in r.stdout, r.stdout

@@ -267,6 +267,13 @@ def test_dead_job_locks_resolved_after_ttl(client, table_name):
     assert client.store.resolved_ts(table_name) > e.start_ts  # no lock left
 
 
+def _start_sink(df, server, table, mode, checkpoint):
+    """``df.writeStream.format("snapview")`` into ``table``, started."""
+    w = df.writeStream.format("snapview").option("coordinator", server.address)
+    w = w.option("table", table).option("mode", mode)
+    return w.option("checkpointLocation", str(checkpoint)).start()
+
+
 def test_write_stream_format_snapview(spark, server, client, table_name, tmp_path):
     """writeStream.format('snapview') appends each micro-batch once, through restarts."""
     client.create_table(table_name, "id BIGINT, v STRING", primary_key=[])
@@ -278,17 +285,8 @@ def test_write_stream_format_snapview(spark, server, client, table_name, tmp_pat
         )
 
     def run():
-        q = (
-            spark.readStream.schema("id BIGINT, v STRING")
-            .option("maxFilesPerTrigger", 1)
-            .json(str(src))
-            .writeStream.format("snapview")
-            .option("coordinator", server.address)
-            .option("table", table_name)
-            .option("mode", "append")
-            .option("checkpointLocation", str(tmp_path / "ck"))
-            .start()
-        )
+        df = spark.readStream.schema("id BIGINT, v STRING").option("maxFilesPerTrigger", 1)
+        q = _start_sink(df.json(str(src)), server, table_name, "append", tmp_path / "ck")
         try:
             q.processAllAvailable()
         finally:
@@ -348,17 +346,9 @@ def test_a_stream_stopped_mid_batch_leaves_no_open_epoch(
         return v
 
     def start():
-        return (
-            spark.readStream.schema("id BIGINT, v STRING")
-            .json(str(src))
-            .withColumn("v", F.udf(slow, "string")("v"))
-            .writeStream.format("snapview")
-            .option("coordinator", server.address)
-            .option("table", table_name)
-            .option("mode", "upsert")
-            .option("checkpointLocation", str(tmp_path / "ck"))
-            .start()
-        )
+        df = spark.readStream.schema("id BIGINT, v STRING").json(str(src))
+        df = df.withColumn("v", F.udf(slow, "string")("v"))
+        return _start_sink(df, server, table_name, "upsert", tmp_path / "ck")
 
     def open_epoch():
         try:

@@ -180,6 +180,21 @@ class JobInfo:
 
 
 @dataclass(frozen=True)
+class JobRelease:
+    """What ``JobClient.release_job`` did: the open epoch it settled (None: the job had none
+    open) and what the job still holds, each ``(ts, why)``: its committed read position, held
+    while the job stays registered (the safepoint passes it once the job is unregistered)."""
+
+    job: str
+    epoch: EpochInfo | None
+    holds: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def released(self) -> bool:
+        return self.epoch is not None
+
+
+@dataclass(frozen=True)
 class TableRead:
     """Where one table is read: at ``read_ts``; ``changed`` (in a BarrierPlan) says whether it
     may differ from its contents at the plan's previous barrier (False only when provably
@@ -304,6 +319,21 @@ class JobClient:
             job=job, epoch=epoch, start_ts=start_ts, ttl_ms=ttl_ms
         )
         return EpochInfo.from_pb(self._rpc.unary(self._stub.HeartbeatTransaction, req))
+
+    def release_job(self, job: str, owner: str = "") -> JobRelease:
+        """Settle ``job``'s open epoch now, through its primary (a committed primary stays
+        committed, anything else is rolled back), so it holds nothing: for an operator whose
+        job went away (``snapview jobs release``) or a writer stopping mid-epoch. With ``owner``,
+        only an epoch that owner opened. Idempotent; raises NotFound for a job that never opened
+        an epoch. Without this, an open epoch nobody renews is settled once its hold lapses
+        (``snapview serve --epoch-ttl``)."""
+        req = cpb.ReleaseJobRequest(job=job, owner=owner)
+        r = self._rpc.unary(self._stub.ReleaseJob, req)
+        return JobRelease(
+            job,
+            EpochInfo.from_pb(r.epoch) if r.released else None,
+            tuple((h.ts, h.name) for h in r.holds),
+        )
 
     def get_epoch(self, job: str, epoch: int = 0) -> EpochInfo:
         """The record of (job, epoch); epoch 0: the job's newest. Raises NotFound if none."""

@@ -183,6 +183,14 @@ def add_serve(sub: Subparsers) -> None:
         help="how often the GC safepoint moves (collection runs in small steps in between); "
         "0 turns automatic GC off",
     )
+    s.add_argument(
+        "--epoch-ttl",
+        type=parse_duration,
+        default="60s",
+        metavar="DURATION",
+        help="an open epoch whose writer stopped renewing it (no heartbeat) for this long, or "
+        "for its lock TTL if longer, stops holding the GC safepoint and is settled",
+    )
     s.set_defaults(func=cmd_serve)
 
 
@@ -328,9 +336,18 @@ def add_jobs(sub: Subparsers) -> None:
         sub,
         "jobs",
         "every job: its state (running, lost, failed, stopped, not_started) and lag",
-        "A job's state comes from its own reports to the coordinator (docs/design.md 5.5).",
+        "A job's state comes from its own reports to the coordinator (docs/design.md 5.5).\n"
+        "jobs release JOB settles JOB's open epoch now (a writer that went away: rolled back, or\n"
+        "committed if its primary was), so it no longer holds the GC safepoint, and prints what\n"
+        "the job still holds; --unregister also unregisters the job (its table is then free for\n"
+        "another writer, and nothing of it holds the safepoint).",
     )
     _client_args(j)
+    j.add_argument("action", nargs="?", choices=["list", "release"], default="list")
+    j.add_argument("job", nargs="?", help="release: the job")
+    j.add_argument(
+        "--unregister", action="store_true", help="release: unregister the job too (a sink's)"
+    )
     j.set_defaults(func=cmd_jobs)
 
 
@@ -513,6 +530,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             map_size=args.map_size_mb << 20,
             retention_s=args.retention,
             gc_interval_s=args.gc_interval,
+            epoch_ttl_s=args.epoch_ttl,
             metrics_port=args.metrics_port,
         )
     )
@@ -791,8 +809,16 @@ def delay_path_lines(path: list[dict[str, Any]], barrier: int) -> list[str]:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from snapview.lifecycle_commands import format_jobs, job_rows
+    from snapview.lifecycle_commands import format_jobs, job_rows, release_job
 
+    if args.action == "release":
+        if not args.job:
+            print("snapview: error: jobs release needs a JOB", file=sys.stderr)
+            return 2
+        with _connect(args) as c:
+            out = release_job(c, args.job, args.unregister)
+        print(json.dumps(out) if args.format == "json" else "\n".join(out["lines"]))
+        return 0
     with _connect(args) as c:
         rows = job_rows(c)
     if args.format == "json":

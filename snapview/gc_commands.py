@@ -69,6 +69,11 @@ def format_gc_report(r: dict) -> list[str]:
     lines.append("held back by (oldest first; the first one binds):")
     for h in r["holds"]:
         lines.append(f"  {h['kind']:9} {h['ts']:>20} {h['time']:29} {h['name']}")
+    if any(h["kind"] == "job" and "(open epoch" in h["name"] for h in r["holds"]):
+        lines.append(
+            "  (an open epoch lapses once its writer stops heartbeating for --epoch-ttl; "
+            "`snapview jobs release JOB` settles it now)"
+        )
     if r["leases"]:
         lines.append(f"{len(r['leases'])} reader lease(s):")
         lines.append(f"  {'id':16} {'ts':>20} {'time':29} {'expires in':>10}  holder")

@@ -1,4 +1,5 @@
-"""The CLI verbs of the job lifecycle: ``jobs``, ``drop`` and ``views run``.
+"""The CLI verbs of the job lifecycle: ``jobs`` (and ``jobs release``), ``drop`` and
+``views run``.
 
 Each takes a connected client (or, for ``views run``, an address) and returns rows or an exit
 code; ``snapview.cli`` parses the arguments, connects and prints. Kept apart from the CLI's
@@ -55,3 +56,44 @@ def drop_lines(client: Client, table: str, cascade: bool) -> list[str]:
     out.append(f"dropped {table}")
     out += [f"unregistered job {j} (it stops at its next report)" for j in r.unregistered_jobs]
     return out
+
+
+def release_job(client: Client, job: str, unregister: bool = False) -> dict[str, Any]:
+    """``snapview jobs release JOB``: settle the job's open epoch (``JobClient.release_job``),
+    with ``unregister`` unregister the job too; what was done, as data and text ``lines``."""
+    from coordinator.times import with_wall
+
+    r = client.jobs.release_job(job)
+    lines = []
+    e = r.epoch
+    if e is None:
+        lines.append(f"job {job}: no open epoch to release")
+    elif e.committed:
+        lines.append(
+            f"job {job}: open epoch {e.epoch} (start_ts {e.start_ts}) had committed its primary: "
+            "it is committed; it no longer holds the GC safepoint"
+        )
+    else:
+        lines.append(
+            f"job {job}: open epoch {e.epoch} (attempt {e.attempt}, start_ts {e.start_ts}) rolled "
+            "back; it no longer holds the GC safepoint (the job's next run opens it again)"
+        )
+    holds = list(r.holds)
+    if unregister:
+        client.jobs.unregister_job(job)
+        holds = []
+        lines.append(f"job {job}: unregistered; nothing of it holds the GC safepoint")
+    for ts, why in holds:
+        lines.append(
+            f"job {job} still holds the GC safepoint at {with_wall(ts)}: {why}, what its next "
+            "run resumes from; --unregister (or dropping its table) releases that too"
+        )
+    return {
+        "job": job,
+        "released": r.released,
+        "epoch": e.epoch if e is not None else 0,
+        "state": str(e.state) if e is not None else "",
+        "unregistered": unregister,
+        "holds": [{"ts": ts, "name": why} for ts, why in holds],
+        "lines": lines,
+    }

@@ -17,7 +17,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from coordinator.client import Client
-from kvstore.errors import FailedPrecondition
+from coordinator.jobs import EpochState
+from kvstore.errors import FailedPrecondition, SnapviewError
 from kvstore.table_info import TableInfo
 from spark_sink.epoch_attempt import EpochAttempt, feed_metadata
 from spark_sink.epoch_writer import DEFAULT_TTL_MS, QUERY_ID_PROPERTY
@@ -86,8 +87,20 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
         EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).commit(meta)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Roll the batch's epoch back, best effort. A task stopped mid-write (``q.stop()``, a
+        failed task) sends no message, and Spark calls this on a writer of its own (another
+        ``owner``), so besides the attempts the messages name, the job's open epoch is rolled
+        back if it is this batch id's: a stopped stream leaves nothing open. What cannot be
+        told here (a driver killed) lapses after the server's ``--epoch-ttl`` without
+        heartbeats, and the next run settles it."""
         client = self._client()
         for epoch, start_ts in {
             (m.epoch, m.start_ts) for m in messages if isinstance(m, EpochMessage)
         }:
             EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).abort()
+        try:
+            e = client.jobs.get_epoch(self.job, 0)
+        except SnapviewError:
+            return  # no epoch, or the server is away: the hold lapses by itself
+        if e.state is EpochState.PREWRITE and e.batch.rpartition(":")[2] == str(batchId):
+            EpochAttempt.of(client, self.job, e.epoch, e.start_ts, DEFAULT_TTL_MS).abort()

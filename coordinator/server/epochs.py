@@ -18,6 +18,12 @@ write that decided it is durable.
 Every call is idempotent per (job, epoch). Reopening an epoch left in PREWRITE by a crashed
 attempt rolls that attempt back and starts a fresh one. Epochs of a job are committed in
 increasing order; an epoch below the last committed one can be looked at, not opened.
+
+An open attempt is a hold with an owner (``coordinator.server.owned_holds``): opening, attaching
+to and heartbeating it renew it; once it lapses (nobody renewed it for the hold TTL) it stops
+holding the GC safepoint and the GC tick settles it through its primary (``settle_lapsed``), as
+the next attempt's open would. ``release`` settles a job's open attempt on request (an operator's
+``snapview jobs release``, a stopping stream writer).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from coordinator.server.meta import (
     epoch_primary_key,
     job_state_key,
 )
+from coordinator.server.owned_holds import DEFAULT_HOLD_TTL_S, OwnedHold, OwnedHolds
 from coordinator.server.tso import TimestampOracle
 from kvstore import actions
 from kvstore.errors import (
@@ -84,6 +91,7 @@ class EpochManager:
         tso: TimestampOracle,
         barriers: Barriers | None = None,
         events: EpochEvents | None = None,
+        hold_ttl_ms: int = int(DEFAULT_HOLD_TTL_S * 1000),
     ) -> None:
         self.store = store
         self.tso = tso
@@ -94,6 +102,8 @@ class EpochManager:
         self.commit_hooks: list[Callable[[WriteContext, EpochRecord], None]] = []
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        # The open attempts' renewals, by (job, start_ts).
+        self.open_holds: OwnedHolds[tuple[str, int]] = OwnedHolds(tso, hold_ttl_ms)
 
     def _job_lock(self, job: str) -> threading.Lock:
         with self._locks_guard:
@@ -209,6 +219,8 @@ class EpochManager:
                 info = self._load(r, job, newest) if newest else None
             if info is not None and info.batch == batch:
                 if info.state == COMMITTED or (info.state == PREWRITE and info.owner == owner):
+                    if info.state == PREWRITE:  # a task attaching: the owner is alive
+                        self.open_holds.renew((job, info.start_ts), owner, ttl_ms)
                     return info
                 epoch = info.epoch
             else:
@@ -283,7 +295,10 @@ class EpochManager:
             return new
 
         opened = self.store.run_write(act)
+        if opened.state == PREWRITE:
+            self.open_holds.renew((job, opened.start_ts), owner, ttl_ms)
         for rec in settled_aborted:
+            self.open_holds.forget((job, rec.start_ts))
             self._tell("aborted", rec)
         fail_point("epoch.opened")
         return opened
@@ -336,6 +351,7 @@ class EpochManager:
                     f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} was rolled "
                     "back (its lock TTL ran out); open the epoch again"
                 ) from None
+        self.open_holds.forget((job, start_ts))
         self._tell("committed", done)
         fail_point("epoch.commit.after_primary")
         # The primary decided the epoch; the secondaries are finished behind the caller's back
@@ -371,6 +387,7 @@ class EpochManager:
             return settled
 
         settled = self.store.run_write(act)
+        self.open_holds.forget((info.job, info.start_ts))
         if settled.state == ABORTED:
             self._tell("aborted", settled)
         return settled
@@ -398,6 +415,9 @@ class EpochManager:
                 f"job {job!r} epoch {epoch}: attempt start_ts={start_ts} "
                 f"is not open (current: {info.start_ts}, {info.state})"
             )
+        # Renewed first: a lapse settled from here on finds it renewed (settle_lapsed looks
+        # again under the job's lock) or makes the store call below fail.
+        self.open_holds.renew((job, start_ts), info.owner, ttl_ms)
         try:
             self.store.txn_heartbeat(info.primary_key, start_ts, ttl_ms or DEFAULT_LOCK_TTL_MS)
         except (TxnRolledBack, TxnLockNotFound):
@@ -407,6 +427,69 @@ class EpochManager:
                 "back; open the epoch again"
             ) from None
         return info
+
+    # ------------------------------------------------------------------ holds with an owner
+
+    def open_hold(self, info: EpochRecord) -> OwnedHold:
+        """The hold of open attempt ``info``: its owner, TTL and last renewal."""
+        return self.open_holds.get((info.job, info.start_ts))
+
+    def settle_lapsed(self) -> list[EpochRecord]:
+        """Settle every open attempt whose hold lapsed (its owner stopped renewing it), through
+        its primary as the next attempt's open would: a committed primary means the epoch is
+        committed, anything else is rolled back and the epoch recorded ABORTED. Returns the
+        attempts settled. Called by the GC tick, before it computes the holds."""
+        with self.store.storage.read_txn() as r:
+            opened = [
+                info
+                for job, st in self.job_states_in(r).items()
+                if st["open_epoch"]
+                and (info := self._load(r, job, st["open_epoch"])) is not None
+                and info.state == PREWRITE
+            ]
+        self.open_holds.retain({(x.job, x.start_ts) for x in opened})
+        out = []
+        for info in opened:
+            if not self.open_holds.lapsed((info.job, info.start_ts)):
+                continue
+            with self._job_lock(info.job):
+                now = self.get(info.job, info.epoch)  # re-read under the job's lock
+                if now.start_ts != info.start_ts or now.state != PREWRITE:
+                    continue
+                if not self.open_holds.lapsed((info.job, info.start_ts)):
+                    continue  # renewed meanwhile
+                hold = self.open_hold(info)
+                settled = self._mark_aborted(now)
+            log.warning(
+                "job %r epoch %d: attempt start_ts=%d was not renewed for %.0fs (its hold TTL);"
+                " settled through its primary: %s",
+                info.job,
+                info.epoch,
+                info.start_ts,
+                hold.ttl_ms / 1000,
+                settled.state,
+            )
+            out.append(settled)
+        return out
+
+    def release(self, job: str, owner: str = "") -> EpochRecord | None:
+        """Settle ``job``'s open attempt now, through its primary (committed stays committed,
+        anything else is rolled back): it holds nothing afterwards. With ``owner``, only an
+        attempt that owner opened (a stopping writer releasing its own). Returns the attempt
+        as settled, or None if the job had no open attempt (of ``owner``). NotFound for a job
+        that never opened an epoch."""
+        check_job_name(job)
+        if owner:
+            check_label(job, "owner", owner)
+        with self._job_lock(job):
+            with self.store.storage.read_txn() as r:
+                if r.get("meta", job_state_key(job)) is None:
+                    raise NotFound(f"job {job!r} has no epochs")
+                st = self._job(r, job)
+                info = self._load(r, job, st["open_epoch"]) if st["open_epoch"] else None
+            if info is None or info.state != PREWRITE or (owner and info.owner != owner):
+                return None
+            return self._mark_aborted(info)
 
     def recover(self) -> int:
         """After a restart, finish the secondaries of each job's last committed epoch (a crash

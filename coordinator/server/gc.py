@@ -11,7 +11,10 @@ Every ``interval_s`` the coordinator computes how far the safepoint may go: the 
   change-feed position), since its next epoch reads changes from there; a view job's last
   committed barrier itself; and an open (PREWRITE) epoch's barrier, or its start_ts − 1 for a
   sink, so an epoch in progress keeps what it reads. A job stopped for longer than the retention
-  keeps holding until it is unregistered (its view dropped);
+  keeps its committed hold until it is unregistered (its view dropped); an open epoch is a hold
+  with an owner (``coordinator.server.owned_holds``): once its owner stopped renewing it for the
+  hold TTL it holds nothing, and the tick settles it through its primary
+  (``EpochManager.settle_lapsed``) before it computes the holds;
 - anything registered with ``add_holds`` (a revision in progress pins its base).
 
 The safepoint moves up to that minimum (never back) and is made durable *before* anything at it
@@ -42,6 +45,7 @@ from coordinator.server.meta import (
     JobRecord,
     epoch_key,
 )
+from coordinator.server.owned_holds import OwnedHold
 from coordinator.server.registry import Registry
 from coordinator.server.tso import TimestampOracle
 from kvstore.actions.gc import GcCursor
@@ -112,8 +116,15 @@ def _sources_floor(metadata: str) -> int:
     return min(ts, default=0)
 
 
-def job_holds(reader: Reader, rec: JobRecord) -> list[Hold]:
-    """What registered job ``rec`` may still read at (see the module docstring)."""
+def job_holds(
+    reader: Reader,
+    rec: JobRecord,
+    open_hold: Callable[[EpochRecord], OwnedHold] | None = None,
+    now_ms: int = 0,
+) -> list[Hold]:
+    """What registered job ``rec`` may still read at (see the module docstring). With
+    ``open_hold`` (the renewals of open epochs) and ``now_ms``, an open epoch whose hold lapsed
+    holds nothing."""
     st = EpochManager.job_state_in(reader, rec.job)
     out: list[Hold] = []
     last = st["last_committed"]
@@ -130,7 +141,16 @@ def job_holds(reader: Reader, rec: JobRecord) -> list[Hold]:
         info = EpochRecord.from_json(raw) if raw else None
         if info is not None and info.state == PREWRITE:
             ts = info.epoch if rec.is_view else info.start_ts - 1
-            out.append(Hold("job", f"{rec.job} (open epoch {info.epoch})", ts))
+            name = f"{rec.job} (open epoch {info.epoch})"
+            if open_hold is not None:
+                left_ms = open_hold(info).expires_ms - now_ms
+                if left_ms <= 0:
+                    return out  # lapsed: the next tick settles it
+                name = (
+                    f"{rec.job} (open epoch {info.epoch}; lapses in {left_ms / 1000:.0f}s "
+                    "unless its owner renews it)"
+                )
+            out.append(Hold("job", name, ts))
     return out
 
 
@@ -146,6 +166,7 @@ class GcManager:
         retention_s: float = DEFAULT_RETENTION_S,
         interval_s: float = DEFAULT_INTERVAL_S,
         pace: float = DEFAULT_PACE,
+        epochs: EpochManager | None = None,
     ) -> None:
         if retention_s < 0:
             raise InvalidArgument(f"--retention must not be negative, got {retention_s}s")
@@ -153,6 +174,10 @@ class GcManager:
             raise InvalidArgument(f"--gc-interval must not be negative, got {interval_s}s")
         self.store, self.tso, self.registry, self.barriers = store, tso, registry, barriers
         self.retention_s, self.interval_s, self.pace = retention_s, interval_s, pace
+        # The open epochs' renewals: a lapsed one holds nothing and is settled at the next tick.
+        self.epochs = epochs
+        # Called at every tick after lapsed epochs are settled (RevisionManager.settle_abandoned).
+        self.after_settle: list[Callable[[], object]] = []
         self.enabled = interval_s > 0
         self.leases = Leases(store, tso)
         self.progress = GcProgress(pass_safepoint=store.safepoint)
@@ -185,9 +210,11 @@ class GcManager:
             )
         ]
         out += [Hold("lease", f"{x.holder} ({x.id})", x.ts) for x in self.leases.live()]
+        epochs, now_ms = self.epochs, self.tso.physical_ms()
+        open_hold = epochs.open_hold if epochs is not None else None
         with self.store.storage.read_txn() as r:
             for rec in Registry.load(r).jobs.values():
-                out += job_holds(r, rec)
+                out += job_holds(r, rec, open_hold, now_ms)
         for fn in self._extra:
             out += fn()
         return sorted(out, key=lambda h: (h.ts, h.kind, h.name))
@@ -233,6 +260,7 @@ class GcManager:
         """Sweep expired leases, move the safepoint to the oldest hold and prune the
         coordinator's records below it; whether the safepoint moved."""
         self.leases.sweep()
+        self.settle_lapsed()
         with self._mu:
             target = self.holds()[0].ts
             moved = target > self.store.safepoint and self.store.advance_safepoint(target)
@@ -241,6 +269,36 @@ class GcManager:
             self.progress.barriers_removed += self.barriers.prune_below(sp)
             self.progress.epoch_records_removed += self.prune_epochs(sp)
         return moved
+
+    def settle_lapsed(self) -> list[EpochRecord]:
+        """Settle the open epochs whose owners stopped renewing them (and what hangs on them):
+        they hold nothing from here on. A failure is logged, never the tick's."""
+        if self.epochs is None:
+            return []
+        try:
+            settled = self.epochs.settle_lapsed()
+            for fn in self.after_settle:
+                fn()
+        except Exception:  # noqa: BLE001 - the next tick tries again; GC goes on meanwhile
+            log.exception("settling lapsed epochs failed")
+            return []
+        return settled
+
+    def release_job(self, job: str, owner: str = "") -> tuple[EpochRecord | None, list[Hold]]:
+        """Settle ``job``'s open epoch now (``EpochManager.release``) and wake the collector:
+        returns the epoch as settled (None: it had none open) and what the job still holds,
+        which is what its committed epoch needs, for as long as it stays registered."""
+        if self.epochs is None:
+            raise FailedPrecondition("this GC manager does not know the epochs")
+        settled = self.epochs.release(job, owner)
+        if settled is not None:
+            for fn in self.after_settle:
+                fn()
+        with self.store.storage.read_txn() as r:
+            rec = Registry.load(r).jobs.get(job)
+            left = [] if rec is None else job_holds(r, rec)
+        self.collect_now()
+        return settled, left
 
     def prune_epochs(self, safepoint: int) -> int:
         """Delete each job's epoch records older than its last committed epoch that ended below

@@ -237,7 +237,13 @@ class RevisionManager:
             elif x.kind == CORRECTIONS:
                 with self.store.storage.read_txn() as r:
                     ep = self.epochs.load_in(r, x.job, 1)
-                if ep is not None and ep.state == PREWRITE:
+                # Its epoch is a hold with an owner: lapsed, it holds nothing (the GC tick
+                # settles it, then settle_abandoned records the set ABORTED).
+                if (
+                    ep is not None
+                    and ep.state == PREWRITE
+                    and not self.epochs.open_hold(ep).lapsed(self.tso.physical_ms())
+                ):
                     name = f"revision {x.id} of {x.table} (corrections)"
                     out.append(Hold(HOLD_KIND, name, ep.start_ts - 1))
         return out
@@ -591,6 +597,21 @@ class RevisionManager:
             self._abort(rec, None, "its epoch transaction was aborted")
             return self.get_raw(rec.id)
         return rec
+
+    def settle_abandoned(self) -> int:
+        """Record ABORTED every running correction set whose epoch is no longer open (its
+        writer went away and the epoch's hold lapsed: ``EpochManager.settle_lapsed``, called
+        by the GC tick just before). Returns how many. A set still being written is left alone."""
+        n = 0
+        for rec in self.open_records():
+            if rec.kind != CORRECTIONS or rec.state != RUNNING:
+                continue
+            with self.store.storage.read_txn() as r:
+                ep = self.epochs.load_in(r, rec.job, 1)
+            if ep is not None and ep.state == EPOCH_ABORTED:
+                self._settle_corrections(rec)
+                n += 1
+        return n
 
     def get_raw(self, rid: int) -> RevisionRecord:
         with self.store.storage.read_txn() as r:

@@ -49,6 +49,7 @@ from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
 from coordinator.server.metrics import ServerMetrics, gc_source, revision_source
+from coordinator.server.owned_holds import DEFAULT_HOLD_TTL_S
 from coordinator.server.registry import Registry
 from coordinator.server.revisions import RevisionManager
 from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
@@ -91,6 +92,9 @@ class ServeConfig:
     max_rpcs: int = MAX_CONCURRENT_RPCS
     retention_s: float = DEFAULT_RETENTION_S  # history kept for reads at older timestamps
     gc_interval_s: float = DEFAULT_GC_INTERVAL_S  # how often the safepoint moves; 0: never
+    # An open epoch not renewed (opened, attached to, heartbeaten) for this long lapses: it stops
+    # holding the safepoint and the GC tick settles it (coordinator.server.owned_holds).
+    epoch_ttl_s: float = DEFAULT_HOLD_TTL_S
     metrics_port: int | None = None  # Prometheus /metrics over HTTP: None off, 0 a free port
 
 
@@ -391,7 +395,9 @@ class SnapviewServer:
                 cfg.barrier_interval_s,
                 retention_s=None if cfg.gc_interval_s > 0 else 3600.0,
             )
-            self.epochs = EpochManager(self.store, self.tso, self.barriers)
+            self.epochs = EpochManager(
+                self.store, self.tso, self.barriers, hold_ttl_ms=int(cfg.epoch_ttl_s * 1000)
+            )
             self.planner = SnapshotPlanner(
                 self.store, self.tso, self.barriers, self.registry, self.epochs
             )
@@ -402,6 +408,7 @@ class SnapviewServer:
                 self.barriers,
                 retention_s=cfg.retention_s,
                 interval_s=cfg.gc_interval_s,
+                epochs=self.epochs,
             )
             self.revisions = RevisionManager(
                 self.store, self.tso, self.registry, self.barriers, self.epochs
@@ -409,6 +416,7 @@ class SnapviewServer:
             self.epochs.commit_hooks.append(self.revisions.on_epoch_commit)
             self.registry.on_unregister.append(self.revisions.on_job_gone)
             self.gc.add_holds(self.revisions.holds)
+            self.gc.after_settle.append(self.revisions.settle_abandoned)
             resolved = self.epochs.recover()
             aborted = self.revisions.recover()
             if aborted:

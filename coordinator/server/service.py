@@ -39,6 +39,8 @@ def epoch_to_pb(e: EpochRecord, rebuild: int = 0) -> pb.EpochInfo:
         primary_key=e.primary_key,
         attempt=e.attempt,
         metadata=e.metadata,
+        batch=e.batch,
+        owner=e.owner,
     )
 
 
@@ -208,6 +210,16 @@ class CoordinatorService:
 
     def ReportJob(self, req: pb.ReportJobRequest, ctx: grpc.ServicerContext) -> pb.JobInfo:
         return self._job_pb(self.registry.report(req.job, req.state, req.error, req.ttl_ms))
+
+    def ReleaseJob(
+        self, req: pb.ReleaseJobRequest, ctx: grpc.ServicerContext
+    ) -> pb.ReleaseJobResponse:
+        settled, left = self.gc.release_job(req.job, req.owner)
+        return pb.ReleaseJobResponse(
+            released=settled is not None,
+            epoch=epoch_to_pb(settled) if settled is not None else None,
+            holds=[pb.GcHold(kind=h.kind, name=h.name, ts=h.ts) for h in left],
+        )
 
     def Topology(self, req: pb.TopologyRequest, ctx: grpc.ServicerContext) -> pb.TopologyResponse:
         topo = self.registry.topology()

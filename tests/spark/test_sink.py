@@ -29,7 +29,7 @@ from kvstore.errors import SnapviewError
 from kvstore.mvcc.records import LockOp
 from spark_sink import EpochWriter
 from spark_sink.partition_writer import EpochTarget, Heartbeat
-from tests.conftest import snapview_reader
+from tests.conftest import snapview_reader, wait_for
 
 ALL_TYPES = StructType(
     [
@@ -267,6 +267,13 @@ def test_dead_job_locks_resolved_after_ttl(client, table_name):
     assert client.store.resolved_ts(table_name) > e.start_ts  # no lock left
 
 
+def _start_sink(df, server, table, mode, checkpoint):
+    """``df.writeStream.format("snapview")`` into ``table``, started."""
+    w = df.writeStream.format("snapview").option("coordinator", server.address)
+    w = w.option("table", table).option("mode", mode)
+    return w.option("checkpointLocation", str(checkpoint)).start()
+
+
 def test_write_stream_format_snapview(spark, server, client, table_name, tmp_path):
     """writeStream.format('snapview') appends each micro-batch once, through restarts."""
     client.create_table(table_name, "id BIGINT, v STRING", primary_key=[])
@@ -278,17 +285,8 @@ def test_write_stream_format_snapview(spark, server, client, table_name, tmp_pat
         )
 
     def run():
-        q = (
-            spark.readStream.schema("id BIGINT, v STRING")
-            .option("maxFilesPerTrigger", 1)
-            .json(str(src))
-            .writeStream.format("snapview")
-            .option("coordinator", server.address)
-            .option("table", table_name)
-            .option("mode", "append")
-            .option("checkpointLocation", str(tmp_path / "ck"))
-            .start()
-        )
+        df = spark.readStream.schema("id BIGINT, v STRING").option("maxFilesPerTrigger", 1)
+        q = _start_sink(df.json(str(src)), server, table_name, "append", tmp_path / "ck")
         try:
             q.processAllAvailable()
         finally:
@@ -321,3 +319,59 @@ def test_large_epoch_is_never_partly_visible(spark, server, client, table_name):
     assert set(seen) <= {1, 200_001}, sorted(set(seen))
     assert seen[-1] == 200_001 and spark_seen == 200_001
     assert len(seen) >= 2
+
+
+def test_a_stream_stopped_mid_batch_leaves_no_open_epoch(
+    spark, server, client, table_name, tmp_path
+):
+    """``q.stop()`` while a batch is being written: the writer's abort releases the epoch its
+    tasks opened (rolled back through its primary), so nothing of the stopped stream holds the
+    GC safepoint; the next run writes the batch once. (The server's --epoch-ttl covers a
+    writer that cannot say so: a driver killed with -9.)"""
+    from pyspark.sql import functions as F
+
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "f0.json").write_text(json.dumps({"id": 1, "v": "x"}) + "\n")
+    release = tmp_path / "go"  # the slow column waits for this file (at most 20 s)
+
+    def slow(v: str) -> str:
+        import os
+        import time
+
+        deadline = time.monotonic() + 20
+        while not os.path.exists(str(release)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return v
+
+    def start():
+        df = spark.readStream.schema("id BIGINT, v STRING").json(str(src))
+        df = df.withColumn("v", F.udf(slow, "string")("v"))
+        return _start_sink(df, server, table_name, "upsert", tmp_path / "ck")
+
+    def open_epoch():
+        try:
+            e = client.jobs.get_epoch(table_name, 0)
+        except SnapviewError:
+            return None
+        return e if e.state == EpochState.PREWRITE else None
+
+    q = start()
+    try:
+        opened = wait_for(open_epoch, 30, "the batch's epoch to open")
+    finally:
+        q.stop()
+    wait_for(lambda: open_epoch() is None, 15, "the stopped stream's epoch to be released")
+    assert client.jobs.get_epoch(table_name, opened.epoch).state == EpochState.ABORTED
+    assert not any(
+        h.kind == "job" and h.name.startswith(f"{table_name} (open epoch")
+        for h in client.gc_status().holds
+    )
+    release.write_text("")
+    q = start()
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert client.read(table_name).to_pylist() == [{"id": 1, "v": "x"}]

@@ -206,6 +206,24 @@ class UnregisterJobRequest(_message.Message):
     job: str
     def __init__(self, job: _Optional[str] = ...) -> None: ...
 
+class ReleaseJobRequest(_message.Message):
+    __slots__ = ("job", "owner")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    owner: str
+    def __init__(self, job: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class ReleaseJobResponse(_message.Message):
+    __slots__ = ("released", "epoch", "holds")
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
+    released: bool
+    epoch: EpochInfo
+    holds: _containers.RepeatedCompositeFieldContainer[GcHold]
+    def __init__(self, released: _Optional[bool] = ..., epoch: _Optional[_Union[EpochInfo, _Mapping]] = ..., holds: _Optional[_Iterable[_Union[GcHold, _Mapping]]] = ...) -> None: ...
+
 class TopologyRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -89,6 +89,11 @@ class CoordinatorStub:
                 request_serializer=snapview_dot_v1_dot_coordinator__pb2.ReportJobRequest.SerializeToString,
                 response_deserializer=snapview_dot_v1_dot_coordinator__pb2.JobInfo.FromString,
                 _registered_method=True)
+        self.ReleaseJob = channel.unary_unary(
+                '/snapview.v1.Coordinator/ReleaseJob',
+                request_serializer=snapview_dot_v1_dot_coordinator__pb2.ReleaseJobRequest.SerializeToString,
+                response_deserializer=snapview_dot_v1_dot_coordinator__pb2.ReleaseJobResponse.FromString,
+                _registered_method=True)
         self.Topology = channel.unary_unary(
                 '/snapview.v1.Coordinator/Topology',
                 request_serializer=snapview_dot_v1_dot_coordinator__pb2.TopologyRequest.SerializeToString,
@@ -226,6 +231,12 @@ class CoordinatorServicer:
     def ReportJob(self, request, context):
         """A job's liveness report; NOT_FOUND once the job is unregistered (it should then stop).
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -370,6 +381,11 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.ReportJob,
                     request_deserializer=snapview_dot_v1_dot_coordinator__pb2.ReportJobRequest.FromString,
                     response_serializer=snapview_dot_v1_dot_coordinator__pb2.JobInfo.SerializeToString,
+            ),
+            'ReleaseJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseJob,
+                    request_deserializer=snapview_dot_v1_dot_coordinator__pb2.ReleaseJobRequest.FromString,
+                    response_serializer=snapview_dot_v1_dot_coordinator__pb2.ReleaseJobResponse.SerializeToString,
             ),
             'Topology': grpc.unary_unary_rpc_method_handler(
                     servicer.Topology,
@@ -734,6 +750,33 @@ class Coordinator:
             '/snapview.v1.Coordinator/ReportJob',
             snapview_dot_v1_dot_coordinator__pb2.ReportJobRequest.SerializeToString,
             snapview_dot_v1_dot_coordinator__pb2.JobInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/snapview.v1.Coordinator/ReleaseJob',
+            snapview_dot_v1_dot_coordinator__pb2.ReleaseJobRequest.SerializeToString,
+            snapview_dot_v1_dot_coordinator__pb2.ReleaseJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -137,7 +137,8 @@ class TableNotFound(NotFound):
         err = cls.__new__(cls)
         NotFound.__init__(err, message)
         m = re.match(r"table '([^']*)'", message)
-        err.table = m.group(1) if m else None
+        by_id = re.match(r"table id (\d+) ", message)
+        err.table = m.group(1) if m else int(by_id.group(1)) if by_id else None
         return err
 
 

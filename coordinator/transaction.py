@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from kvstore.errors import SnapviewError, TableNotFound, TxnError
+from kvstore.errors import SnapviewError, TableNotFound, TxnError, WriteConflict
 from kvstore.limits import split_mutations
 from kvstore.mvcc.keys import table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp, Mutation
@@ -157,6 +157,22 @@ class Transaction:
         self._tables[stale.name] = fresh
         return True
 
+    def _key_name(self, key: bytes) -> str:
+        """``table 'name' key (values...)``, decoded with the definition the write used."""
+        for info in self._tables.values():
+            if info.id == table_id_of(key):
+                try:
+                    values = tuple(info.key_codec.decode(key))
+                    cols = info.primary_key
+                    if len(cols) == len(values):
+                        return f"table {info.name!r} key " + ", ".join(
+                            f"{c}={v!r}" for c, v in zip(cols, values, strict=True)
+                        )
+                    return f"table {info.name!r} key {values}"
+                except Exception:  # noqa: BLE001 - a message: fall back to the bytes
+                    break
+        return f"key {key.hex()}"
+
     def _commit(self, muts: list[Mutation]) -> int | None:
         primary = muts[0][1]
         store = self.client.store
@@ -169,6 +185,9 @@ class Transaction:
                 return self.commit_ts
             for b in split_mutations(muts, max_mutations=PREWRITE_BATCH):
                 self.client.prewrite(b, primary, self.start_ts, self.lock_ttl_ms, len(muts))
+        except WriteConflict as e:
+            self._rollback_quietly(muts)
+            raise e.named(self._key_name(e.key)) from None
         except TxnError:
             self._rollback_quietly(muts)
             raise

@@ -8,7 +8,6 @@
 Public names are re-exported here; ``tests/unit/test_public_api.py`` pins the list.
 """
 
-import kvstore  # noqa: F401  (first: it sets gRPC's fork support before gRPC loads)
 from coordinator.client import Client, connect
 from coordinator.connection import ConnectionSettings
 from coordinator.errors import (

@@ -33,15 +33,19 @@ from coordinator.revisions import (
     write_arrow_corrections,
 )
 from coordinator.snapshot import Snapshot
+from coordinator.times import with_wall
 from coordinator.transaction import Transaction
 from coordinator.tso_client import TsoBatcher, TsoStreamFetcher
 from kvstore.errors import (
     InvalidArgument,
     KeyIsLocked,
+    TableNotFound,
     Unauthenticated,
     Unavailable,
 )
+from kvstore.fork_safe_channel import ForkSafeChannel, inherited, process_lock
 from kvstore.lock_resolution import resolve_lock
+from kvstore.mvcc.keys import table_prefix
 from kvstore.mvcc.records import Mutation
 from kvstore.remote import CallMetadata, RemoteStore, RetryPolicy, RpcCaller
 from kvstore.results import DropResult
@@ -95,12 +99,23 @@ def connect(
         tls_ca=tls_ca or tls_ca_file,
     )
     secret = settings.resolved_token()
+    _check_fork_support()
     if settings.tls_ca:
         with open(settings.tls_ca, "rb") as f:
             creds = grpc.ssl_channel_credentials(root_certificates=f.read())
-        channel = grpc.secure_channel(settings.address, creds, options=GRPC_OPTIONS)
+
+        def open_channel() -> grpc.Channel:
+            _check_fork_support()
+            return grpc.secure_channel(settings.address, creds, options=GRPC_OPTIONS)
     else:
-        channel = grpc.insecure_channel(settings.address, options=GRPC_OPTIONS)
+
+        def open_channel() -> grpc.Channel:
+            _check_fork_support()
+            return grpc.insecure_channel(settings.address, options=GRPC_OPTIONS)
+
+    # A channel per process: a forked child that uses this client opens its own (never the
+    # parent's, which would hang it).
+    channel = ForkSafeChannel(open_channel)
     metadata: CallMetadata = (("authorization", f"Bearer {secret}"),) if secret else ()
     if probe:
         try:
@@ -114,6 +129,42 @@ def connect(
 
 
 PROBE_TIMEOUT_S = 1.5
+
+
+def _existed_at(info: TableInfo, at: int | None) -> None:
+    if at is not None and at < info.created_ts:
+        raise TableNotFound.from_message(
+            f"table {info.name!r} did not exist at {with_wall(at)}: the table of that name was "
+            f"created at {with_wall(info.created_ts)} (a table dropped before it is not readable)"
+        )
+
+
+_FORK_SUPPORT_OFF = ("0", "false", "no", "off")
+# The first process of this program that opened a channel: gRPC is running there from then on.
+_grpc_pid: int | None = None
+
+
+def _check_fork_support() -> None:
+    """Refuse, with the reason, to open a channel where gRPC cannot work: in a process forked
+    after its parent started gRPC, when the program turned gRPC's fork support off
+    (GRPC_ENABLE_FORK_SUPPORT=false). gRPC would hang there in the first call, past every
+    deadline. snapview never sets the variable (a library must not change gRPC for the whole
+    process); this names the program's own setting instead of hanging."""
+    global _grpc_pid
+    pid = os.getpid()
+    if _grpc_pid is None:
+        _grpc_pid = pid
+        return
+    if _grpc_pid == pid:
+        return
+    if os.environ.get("GRPC_ENABLE_FORK_SUPPORT", "").strip().lower() in _FORK_SUPPORT_OFF:
+        raise Unavailable(
+            f"process {pid} was forked from process {_grpc_pid} after gRPC started there, and "
+            "GRPC_ENABLE_FORK_SUPPORT="
+            f"{os.environ['GRPC_ENABLE_FORK_SUPPORT']!r} turns off gRPC's fork support: gRPC "
+            "cannot work in this process. Leave GRPC_ENABLE_FORK_SUPPORT unset, or start it with "
+            "multiprocessing's 'spawn' or 'forkserver' method"
+        )
 
 
 def _probe(channel: grpc.Channel, s: ConnectionSettings, metadata: CallMetadata) -> None:
@@ -181,7 +232,10 @@ def _ttl_ms(ttl_s: float) -> int:
 class Client:
     """Tables, transactions, timestamps and snapshot reads over one gRPC channel.
 
-    Thread-safe. Not fork-safe: a forked child (e.g. a Spark worker) must connect anew."""
+    Thread-safe and fork-safe: a child forked after ``connect`` (``multiprocessing``'s default
+    on Linux) may go on using the client; its first call there opens a channel and a timestamp
+    stream of the child's own. What belongs to the parent process stays with it: leases the
+    parent took are renewed and released by the parent only."""
 
     def __init__(
         self,
@@ -200,17 +254,34 @@ class Client:
         self.store = RemoteStore(channel, retry, metadata)
         self._stub = cpb_grpc.CoordinatorStub(channel)
         self._rpc = RpcCaller(retry, metadata)
-        self._tso_stream = TsoStreamFetcher(
-            lambda reqs: self._stub.TsoStream(reqs, metadata=metadata),
-            self._fetch_tso,
-            cpb.TsoRequest,
-        )
-        self._tso = TsoBatcher(self._tso_stream.fetch)
+        self._metadata = metadata
+        self._tso_parts = self._start_tso()
         self.jobs = JobClient(self._stub, self._rpc)
         """The job protocol (epochs, registry, barrier plans) on this client's channel."""
         self._closed = threading.Event()
 
     # ------------------------------------------------------------------ timestamps
+
+    def _start_tso(self) -> tuple[int, TsoStreamFetcher, TsoBatcher]:
+        idle = self.channel.idle if isinstance(self.channel, ForkSafeChannel) else lambda: True
+        stream = TsoStreamFetcher(
+            lambda reqs: self._stub.TsoStream(reqs, metadata=self._metadata),
+            self._fetch_tso,
+            cpb.TsoRequest,
+            idle,
+        )
+        return os.getpid(), stream, TsoBatcher(stream.fetch)
+
+    def _tso_batcher(self) -> TsoBatcher:
+        """This process's batcher: the stream and thread of a parent do not exist in its child."""
+        parts = self._tso_parts
+        if parts[0] != os.getpid():
+            with process_lock():
+                parts = self._tso_parts
+                if parts[0] != os.getpid():
+                    inherited(parts)
+                    parts = self._tso_parts = self._start_tso()
+        return parts[2]
 
     def _fetch_tso(self, count: int) -> int:
         return self._rpc.unary(self._stub.Tso, cpb.TsoRequest(count=count)).first
@@ -218,7 +289,7 @@ class Client:
     def tso(self) -> int:
         """A fresh timestamp, greater than every timestamp issued before this call began.
         Concurrent callers share one request on the client's TSO stream."""
-        return self._tso.get()
+        return self._tso_batcher().get()
 
     # ------------------------------------------------------------------ tables
 
@@ -295,29 +366,60 @@ class Client:
 
     # ------------------------------------------------------------------ reads
 
+    def by_name(self, table: str, call: Callable[[TableInfo], T], at: int | None = None) -> T:
+        """``call(info)`` with ``table``'s definition (cached per client), as of ``at`` if given.
+
+        A client caches table ids; when another client drops ``table`` and makes a new one of
+        that name, the server refuses the cached id (``table id N does not exist``). Then the
+        definition is asked for again by name and ``call`` runs once more with the new table.
+        A read at ``at`` before the table now named ``table`` was created is refused with
+        TableNotFound saying so: the rows of a dropped table of that name are not the new
+        table's, and the new table had none then, so no answer there would be true."""
+        info = self.describe_table(table)
+        _existed_at(info, at)
+        try:
+            return call(info)
+        except TableNotFound as e:
+            fresh = self.store.refreshed(info, e)
+            if fresh is None:
+                raise
+        _existed_at(fresh, at)
+        return call(fresh)
+
     def get(self, table: str, key: dict, at: int | None = None) -> dict | None:
         """One row by primary key at ``at`` (default: a fresh timestamp), or None."""
-        info = self.describe_table(table)
-        ts = at or self.tso()
-        k = info.key_codec.encode(key)
-        raw = self.with_lock_wait(lambda: self.store.get(k, ts))
-        return None if raw is None else info.row_codec.decode(raw)
+
+        def get(info: TableInfo) -> dict | None:
+            ts = at or self.tso()
+            k = info.key_codec.encode(key)
+            raw = self.with_lock_wait(lambda: self.store.get(k, ts))
+            return None if raw is None else info.row_codec.decode(raw)
+
+        return self.by_name(table, get, at)
+
+    def _read_chunks(self, table: str, at: int | None) -> tuple[TableInfo, list[list[bytes]]]:
+        def scan(info: TableInfo) -> tuple[TableInfo, list[list[bytes]]]:
+            ts = at or self.tso()
+            start, end = table_prefix(info.id), table_prefix(info.id + 1)
+            chunks = self.with_lock_wait(lambda: list(self.store.scan(start, end, ts)))
+            return info, [values for _, values in chunks]
+
+        return self.by_name(table, scan, at)
 
     def read_batches(self, table: str, at: int | None = None) -> Iterator[pa.RecordBatch]:
-        info = self.describe_table(table)
-        ts = at or self.tso()
-        chunks = self.with_lock_wait(lambda: list(self.store.scan_table(table, ts)))
-        for _, values in chunks:
+        info, chunks = self._read_chunks(table, at)
+        for values in chunks:
             yield info.row_codec.decode_arrow(values)
 
     def read(self, table: str, at: int | None = None) -> pa.Table:
         """The whole table as of ``at`` (default: a fresh timestamp, i.e. the latest committed
         state) as a pyarrow Table in primary-key order. Repeating a read at the same ``at``
-        returns the same rows, whatever commits later."""
+        returns the same rows, whatever commits later. A read at ``at`` before the table was
+        created raises TableNotFound (a table of that name dropped before is not readable)."""
         import pyarrow as pa
 
-        info = self.describe_table(table)
-        batches = list(self.read_batches(table, at))
+        info, chunks = self._read_chunks(table, at)
+        batches = [info.row_codec.decode_arrow(values) for values in chunks]
         return pa.Table.from_batches(batches, schema=info.table_schema.arrow_schema())
 
     def resolved_ts(self, table: str) -> int:
@@ -517,8 +619,10 @@ class Client:
         return self._rpc.unary(self._stub.Status, cpb.StatusRequest())
 
     def close(self) -> None:
-        self._tso.close()
-        self._tso_stream.close()
+        pid, stream, batcher = self._tso_parts
+        if pid == os.getpid():  # a parent's stream and thread are the parent's to close
+            batcher.close()
+            stream.close()
         self.channel.close()
 
     def __enter__(self) -> Client:

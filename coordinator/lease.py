@@ -10,11 +10,16 @@ If a renewal finds the lease gone (the server was unreachable for longer than th
 lease expired and stopped holding), the lease is marked ``lost`` and ``check()`` raises
 ``LeaseNotFound``: its snapshot may have been collected, and reads there may fail with
 ``SnapshotTooOld`` (never return partial data).
+
+A lease belongs to the process that took it: a child forked from it inherits the object but not
+its renewing thread, and the child's ``release()`` (or the end of an inherited ``with`` block)
+leaves the lease to the parent instead of releasing it under the parent's reads.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import TYPE_CHECKING
 
@@ -40,6 +45,8 @@ class Lease:
         self.ttl_ms: int = info.ttl_ms
         self.expires_ms: int = info.expires_ms
         self.lost: BaseException | None = None
+        self.pid = os.getpid()
+        """The process that holds the lease (renews and releases it)."""
         self._mu = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -85,7 +92,10 @@ class Lease:
         self._stop.set()
 
     def release(self) -> None:
-        """Stop renewing and give the lease back (idempotent; never raises for a lost lease)."""
+        """Stop renewing and give the lease back (idempotent; never raises for a lost lease). In
+        a forked child the lease stays with the process that took it: nothing happens."""
+        if self.pid != os.getpid():
+            return
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from kvstore.errors import SnapviewError, TxnError
+from kvstore.errors import SnapviewError, TableNotFound, TxnError, WriteConflict
 from kvstore.limits import split_mutations
+from kvstore.mvcc.keys import table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.schema import ROW_ID_COLUMN
+from kvstore.table_info import TableInfo
 
 if TYPE_CHECKING:
     from coordinator.client import Client
@@ -42,8 +44,15 @@ class Transaction:
         self.start_ts = client.tso()
         self.commit_ts: int | None = None
         self._writes: dict[bytes, tuple[LockOp, bytes, str]] = {}
+        self._tables: dict[str, TableInfo] = {}  # the definitions the writes were encoded with
         self._row_seq = 0
         self._done = False
+
+    def _table(self, table: str) -> TableInfo:
+        info = self._tables.get(table)
+        if info is None:
+            info = self._tables[table] = self.client.describe_table(table)
+        return info
 
     def _check_open(self) -> None:
         if self._done:
@@ -52,19 +61,26 @@ class Transaction:
     def get(self, table: str, key: dict) -> dict | None:
         """The row with primary key ``key`` as this transaction sees it, or None."""
         self._check_open()
-        info = self.client.describe_table(table)
-        k = info.key_codec.encode(key)
-        if k in self._writes:
-            op, value, _ = self._writes[k]
-            return info.row_codec.decode(value) if op is LockOp.PUT else None
-        raw = self.client.with_lock_wait(lambda: self.client.store.get(k, self.start_ts))
-        return None if raw is None else info.row_codec.decode(raw)
+        if table in self._tables:  # written to already: read the same table
+            info = self._tables[table]
+            k = info.key_codec.encode(key)
+            if k in self._writes:
+                op, value, _ = self._writes[k]
+                return info.row_codec.decode(value) if op is LockOp.PUT else None
+
+        def get(info: TableInfo) -> dict | None:
+            k = info.key_codec.encode(key)
+            raw = self.client.with_lock_wait(lambda: self.client.store.get(k, self.start_ts))
+            return None if raw is None else info.row_codec.decode(raw)
+
+        # at start_ts: a table made (again) after this transaction began is refused, not read
+        return self.client.by_name(table, get, self.start_ts)
 
     def put(self, table: str, row: dict) -> None:
         """Insert or replace ``row`` (a dict of column -> value). Raises SchemaMismatch naming the
         column when the row does not fit the table. An append-only table gets a fresh row id."""
         self._check_open()
-        info = self.client.describe_table(table)
+        info = self._table(table)
         if info.hidden_row_id:
             if ROW_ID_COLUMN in row:
                 raise SnapviewError(f"table {table!r}: {ROW_ID_COLUMN} is assigned by snapview")
@@ -76,7 +92,7 @@ class Transaction:
     def delete(self, table: str, key: dict) -> None:
         """Delete the row with primary key ``key`` (a no-op if there is none)."""
         self._check_open()
-        info = self.client.describe_table(table)
+        info = self._table(table)
         self._writes[info.key_codec.encode(key)] = (LockOp.DELETE, b"", table)
 
     def _mutations(self) -> list[Mutation]:
@@ -91,6 +107,73 @@ class Transaction:
         muts = self._mutations()
         if not muts:
             return None
+        for attempt in (1, 2):
+            try:
+                return self._commit(muts)
+            except TableNotFound as e:
+                # Refused whole (nothing of the table written); earlier batches of a large
+                # transaction stay prewritten for the retry (same start_ts: idempotent).
+                try:
+                    if attempt == 1 and self._retarget(e):
+                        muts = self._mutations()
+                        continue
+                except BaseException:
+                    self._rollback_quietly([m for m in muts if table_id_of(m[1]) != e.table])
+                    raise
+                self._rollback_quietly([m for m in muts if table_id_of(m[1]) != e.table])
+                raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _retarget(self, err: TableNotFound) -> bool:
+        """After the server refused a table id this transaction's writes were encoded with (the
+        table was dropped and its name taken by a new table): move the writes to the new table
+        when that is what the transaction meant, i.e. the new table existed when the
+        transaction began and has the same definition; then the commit is tried once more.
+        Otherwise raise TableNotFound saying so: nothing was applied, and a new transaction
+        (which sees the new table) may be tried."""
+        stale = next((t for t in self._tables.values() if t.id == err.table), None)
+        if stale is None:
+            return False
+        fresh = self.client.store.refreshed(stale, err)
+        if fresh is None:
+            return False
+        same = (fresh.schema, fresh.primary_key, fresh.kind, fresh.hidden_row_id) == (
+            stale.schema,
+            stale.primary_key,
+            stale.kind,
+            stale.hidden_row_id,
+        )
+        if not same or fresh.created_ts >= self.start_ts:
+            raise TableNotFound.from_message(
+                f"table {stale.name!r} was dropped and made anew (id {stale.id}, now {fresh.id}) "
+                f"{'after this transaction began' if same else 'with another definition'}: "
+                f"nothing of transaction start_ts={self.start_ts} was applied; retry it"
+            ) from err
+        old, new = table_prefix(stale.id), table_prefix(fresh.id)
+        self._writes = {
+            (new + k[len(old) :] if table_id_of(k) == stale.id else k): w
+            for k, w in self._writes.items()
+        }
+        self._tables[stale.name] = fresh
+        return True
+
+    def _key_name(self, key: bytes) -> str:
+        """``table 'name' key (values...)``, decoded with the definition the write used."""
+        for info in self._tables.values():
+            if info.id == table_id_of(key):
+                try:
+                    values = tuple(info.key_codec.decode(key))
+                    cols = info.primary_key
+                    if len(cols) == len(values):
+                        return f"table {info.name!r} key " + ", ".join(
+                            f"{c}={v!r}" for c, v in zip(cols, values, strict=True)
+                        )
+                    return f"table {info.name!r} key {values}"
+                except Exception:  # noqa: BLE001 - a message: fall back to the bytes
+                    break
+        return f"key {key.hex()}"
+
+    def _commit(self, muts: list[Mutation]) -> int | None:
         primary = muts[0][1]
         store = self.client.store
         size = sum(len(k) + len(v) for _, k, v in muts)
@@ -102,6 +185,9 @@ class Transaction:
                 return self.commit_ts
             for b in split_mutations(muts, max_mutations=PREWRITE_BATCH):
                 self.client.prewrite(b, primary, self.start_ts, self.lock_ttl_ms, len(muts))
+        except WriteConflict as e:
+            self._rollback_quietly(muts)
+            raise e.named(self._key_name(e.key)) from None
         except TxnError:
             self._rollback_quietly(muts)
             raise

@@ -8,8 +8,11 @@ commit it has already seen: batching keeps the oracle linearizable.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -92,22 +95,35 @@ class TsoResponses(Protocol):
     def cancel(self) -> bool: ...
 
 
+# How long a fork waits for gRPC to finish a paused TSO stream (see _pause_streams_for_fork).
+FORK_PAUSE_WAIT_S = 0.5
+_STREAMS: weakref.WeakSet[TsoStreamFetcher] = weakref.WeakSet()
+
+
 class TsoStreamFetcher:
     """``fetch(n)`` over one long-lived TsoStream call (PD's way: no per-call set-up), falling
     back to the unary Tso RPC with its retries when the stream breaks; the next fetch opens a
-    new stream. Used by one thread at a time (the batcher's)."""
+    new stream. Used by one thread at a time (the batcher's), and paused (closed) by a fork.
+
+    ``idle()`` says whether the channel has no streaming call in progress any more; a fork waits
+    for it after closing the stream (below)."""
 
     def __init__(
         self,
         open_stream: Callable[[Iterator[cpb.TsoRequest]], TsoResponses],
         unary_fetch: Callable[[int], int],
         request_cls: type[cpb.TsoRequest],
+        idle: Callable[[], bool] = lambda: True,
     ) -> None:
         self._open_stream = open_stream
         self._unary_fetch = unary_fetch
         self._request_cls = request_cls
+        self._idle = idle
+        self._pid = os.getpid()
+        self._mu = threading.Lock()  # the stream's opening and closing (fetch and a fork's pause)
         self._queue: queue.SimpleQueue[cpb.TsoRequest | None] | None = None  # None ends it
         self._responses: TsoResponses | None = None
+        _STREAMS.add(self)
 
     def _requests(self, q: queue.SimpleQueue[cpb.TsoRequest | None]) -> Iterator[cpb.TsoRequest]:
         while True:
@@ -118,19 +134,57 @@ class TsoStreamFetcher:
 
     def fetch(self, count: int) -> int:
         try:
-            q, responses = self._queue, self._responses
-            if q is None or responses is None:  # (both are set, or neither)
-                q = self._queue = queue.SimpleQueue()
-                responses = self._responses = self._open_stream(self._requests(q))
-            q.put(self._request_cls(count=count))
+            with self._mu:
+                q, responses = self._queue, self._responses
+                if q is None or responses is None:  # (both are set, or neither)
+                    q = self._queue = queue.SimpleQueue()
+                    responses = self._responses = self._open_stream(self._requests(q))
+                q.put(self._request_cls(count=count))
             return next(responses).first
-        except (grpc.RpcError, StopIteration):
+        except (grpc.RpcError, StopIteration):  # broken, or cancelled by a fork's pause
             self.close()
             return self._unary_fetch(count)
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """End the stream (the next fetch opens a new one); whether one was open."""
+        with self._mu:
+            return self._close()
+
+    def _close(self) -> bool:
+        was_open = self._responses is not None
         if self._queue is not None:
             self._queue.put(None)
         if self._responses is not None:
             self._responses.cancel()
         self._queue = self._responses = None
+        return was_open
+
+    def pause_for_fork(self, deadline: float) -> None:
+        """Close the stream and wait (until ``deadline``, monotonic) for gRPC to finish it."""
+        if self._pid != os.getpid():  # a parent's, inherited: not ours to touch
+            return
+        if not self._mu.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return
+        try:
+            was_open = self._close()
+        finally:
+            self._mu.release()
+        while was_open and not self._idle() and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+
+def _pause_streams_for_fork() -> None:
+    """Before a fork: close every TSO stream of this process, so that no thread of ours is
+    inside gRPC's core when the child is made.
+
+    An open stream keeps a gRPC thread polling in the core; gRPC's fork handlers then give up
+    and log "fork_posix.cc ... Other threads are currently calling into gRPC, skipping fork()
+    handlers" on every fork, the Spark JVM's launch included (issue 12, item 7). The streams
+    reopen on their next use. Acts on this module's own streams only, and changes no gRPC
+    setting (issue 24, item 1): a process without a client pays nothing."""
+    deadline = time.monotonic() + FORK_PAUSE_WAIT_S
+    for stream in list(_STREAMS):
+        stream.pause_for_fork(deadline)
+
+
+os.register_at_fork(before=_pause_streams_for_fork)

@@ -150,7 +150,8 @@ class TableNotFound(NotFound):
         err = cls.__new__(cls)
         NotFound.__init__(err, message)
         m = re.match(r"table '([^']*)'", message)
-        err.table = m.group(1) if m else None
+        by_id = re.match(r"table id (\d+) ", message)
+        err.table = m.group(1) if m else int(by_id.group(1)) if by_id else None
         return err
 
 
@@ -223,12 +224,27 @@ class WriteConflict(TxnError):
         start_ts: int,
         conflict_start_ts: int,
         conflict_commit_ts: int,
+        where: str | None = None,
     ) -> None:
         self.key, self.primary, self.start_ts = key, primary, start_ts
         self.conflict_start_ts, self.conflict_commit_ts = conflict_start_ts, conflict_commit_ts
+        self.where = where
+        """The key as a person reads it (``table 'accounts' key (1,)``), when the raiser knew
+        the table's definition; else the message shows the key's bytes."""
         super().__init__(
-            f"write conflict on key {_fmt_key(key)}: txn start_ts={start_ts} meets a write "
-            f"start_ts={conflict_start_ts} commit_ts={conflict_commit_ts}"
+            f"write conflict on {where or 'key ' + _fmt_key(key)}: txn start_ts={start_ts} "
+            f"meets a write start_ts={conflict_start_ts} commit_ts={conflict_commit_ts}"
+        )
+
+    def named(self, where: str) -> WriteConflict:
+        """The same conflict, its key named ``where``."""
+        return WriteConflict(
+            self.key,
+            self.primary,
+            self.start_ts,
+            self.conflict_start_ts,
+            self.conflict_commit_ts,
+            where,
         )
 
 

@@ -97,11 +97,25 @@ def translate_rpc_error(e: grpc.RpcError) -> errors.SnapviewError:
 
 
 class RpcCaller:
-    """Invokes stub methods with retries, metadata and error translation."""
+    """Invokes stub methods with retries, metadata and error translation. ``on_error`` sees
+    every translated error before it is raised (``RemoteStore`` forgets a table id the server
+    no longer knows)."""
 
-    def __init__(self, policy: RetryPolicy, metadata: CallMetadata = ()) -> None:
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        metadata: CallMetadata = (),
+        on_error: Callable[[errors.SnapviewError], None] | None = None,
+    ) -> None:
         self.policy = policy
         self.metadata = metadata
+        self._on_error = on_error
+
+    def _error(self, e: grpc.RpcError) -> errors.SnapviewError:
+        err = translate_rpc_error(e)
+        if self._on_error is not None:
+            self._on_error(err)
+        return err
 
     def _retrying(self, attempts: int | None = None) -> Retrying:
         p = self.policy
@@ -120,7 +134,7 @@ class RpcCaller:
             return method(request, timeout=self.policy.rpc_timeout_s, metadata=self.metadata)
         except grpc.RpcError as e:
             if not _retryable(e) or self.policy.max_attempts <= 1:
-                raise translate_rpc_error(e) from None
+                raise self._error(e) from None
         try:
             for attempt in self._retrying(self.policy.max_attempts - 1):
                 with attempt:
@@ -128,7 +142,7 @@ class RpcCaller:
                         request, timeout=self.policy.rpc_timeout_s, metadata=self.metadata
                     )
         except grpc.RpcError as e:
-            raise translate_rpc_error(e) from None
+            raise self._error(e) from None
         raise AssertionError("unreachable: the retry loop returns or re-raises")
 
     def once(self, method: Callable[..., T], request: Message, timeout_s: float) -> T:
@@ -137,7 +151,7 @@ class RpcCaller:
         try:
             return method(request, timeout=timeout_s, metadata=self.metadata)
         except grpc.RpcError as e:
-            raise translate_rpc_error(e) from None
+            raise self._error(e) from None
 
     def stream(self, method: Callable[..., Iterable[T]], request: Message) -> list[T]:
         """A server-streaming call, collected; retried whole (the calls are read-only)."""
@@ -148,7 +162,7 @@ class RpcCaller:
                         method(request, timeout=self.policy.rpc_timeout_s, metadata=self.metadata)
                     )
         except grpc.RpcError as e:
-            raise translate_rpc_error(e) from None
+            raise self._error(e) from None
         raise AssertionError("unreachable: the retry loop returns or re-raises")
 
 
@@ -162,9 +176,27 @@ class RemoteStore:
         metadata: CallMetadata = (),
     ) -> None:
         self.stub = pb_grpc.KvStoreStub(channel)
-        self.rpc = RpcCaller(policy or RetryPolicy(), metadata)
+        self.rpc = RpcCaller(policy or RetryPolicy(), metadata, self._forget_dropped)
         self._tables: dict[str, TableInfo] = {}
         self._tables_by_id: dict[int, TableInfo] = {}
+
+    def _forget_dropped(self, err: errors.SnapviewError) -> None:
+        """The server knows no table of an id this client cached (another client dropped it,
+        and may have made a new table of the same name): forget it, so the next call by name
+        asks the server again instead of failing the same way for good (issue 24, item 7)."""
+        if isinstance(err, errors.TableNotFound) and isinstance(err.table, int):
+            stale = self._tables_by_id.pop(err.table, None)
+            if stale is not None and self._tables.get(stale.name) is stale:
+                del self._tables[stale.name]
+
+    def refreshed(self, stale: TableInfo, err: errors.TableNotFound) -> TableInfo | None:
+        """The table now named ``stale.name``, when ``err`` says ``stale`` (a cached definition)
+        was dropped and the name was taken by a new table since; None when ``err`` is about
+        something else. Raises TableNotFound naming the table if no table has that name now."""
+        if err.table != stale.id:
+            return None
+        fresh = self.describe_table(stale.name, refresh=True)
+        return fresh if fresh.id != stale.id else None
 
     # catalog
     def create_table(
@@ -218,6 +250,9 @@ class RemoteStore:
             raise errors.TableNotFound(table_id) from None
 
     def _remember(self, info: TableInfo) -> TableInfo:
+        old = self._tables.get(info.name)
+        if old is not None and old.id != info.id:  # dropped and made anew: the old id is gone
+            self._tables_by_id.pop(old.id, None)
         self._tables[info.name] = info
         self._tables_by_id[info.id] = info
         return info

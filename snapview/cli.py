@@ -957,11 +957,26 @@ def main(argv: list[str] | None = None) -> int:
     except SnapviewError as e:
         print(f"snapview: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # (an OSError: before it)
+        return _reader_went_away()
     except OSError as e:
         print(f"snapview: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_went_away() -> int:
+    """``snapview ... | head``: the reader closed the pipe. Exit quietly with 141 (128 + SIGPIPE),
+    as a shell tool killed by SIGPIPE would, without a traceback or an error line. stdout is
+    pointed at /dev/null first, so the interpreter's own flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout has no descriptor (replaced, closed): nothing to flush
+        pass
+    return 141
 
 
 if __name__ == "__main__":

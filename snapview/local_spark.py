@@ -8,6 +8,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pyspark is loaded when a session is asked for
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
 
@@ -52,17 +53,30 @@ def local_session(
     caller prints. One line remains, from the JVM itself before any configuration:
     ``WARNING: Using incubator modules: jdk.incubator.vector``."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j2_file()}")
-        .getOrCreate()
-    )
+    conf = SparkConf().setMaster(master).setAppName(app_name)
+    conf.set("spark.ui.enabled", "false")
+    conf.set("spark.ui.showConsoleProgress", "false")
+    conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    conf.set("spark.sql.session.timeZone", "UTC")
+    conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j2_file()}")
+    if SparkContext._active_spark_context is None and SparkContext._gateway is None:
+        _start_jvm(conf)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _start_jvm(conf: SparkConf) -> None:
+    """Start Spark's JVM and context as PySpark does, but without closing this process's file
+    descriptors in the child between fork and exec (``close_fds=False``; every descriptor
+    Python and gRPC open is close-on-exec anyway, PEP 446). PySpark forks with a ``preexec_fn``,
+    so gRPC's fork handlers run, and in the child they restart gRPC's poller, which then logged
+    "epoll_wait error: Bad file descriptor" now and then when the descriptors were closed under
+    it (issue 24, item 1: snapview no longer turns gRPC's fork support off for the process)."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    SparkContext(conf=conf, gateway=launch_gateway(conf, popen_kwargs={"close_fds": False}))

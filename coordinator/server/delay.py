@@ -51,6 +51,7 @@ from coordinator.server.registry import Registry, Topology
 from kvstore.mvcc.timestamp import compose
 from kvstore.storage import Reader
 from kvstore.store import LocalStore
+from kvstore.table_info import STATE
 
 
 @dataclass(frozen=True)
@@ -179,9 +180,12 @@ def delay_report(
                 reached = wall if seen == b else 0
             issued = barriers.wall_ms(b) if b else 0
             behind = barriers.count_after(b) if b else 0
+            lag_ms = max(0, newest_wall - issued) if b and issued else 0
             if not b and is_view and w is not None:
-                # A view with no version yet is behind every barrier since it was registered.
+                # A view with no version yet is behind every barrier since it was registered,
+                # and as late as the time since then (issue 24, item 13: not 0).
                 behind = barriers.count_after(compose(w.registered_wall_ms, 0))
+                lag_ms = max(0, newest_wall - w.registered_wall_ms) if behind else 0
             state = ""
             if w is not None:
                 last = EpochManager.last_committed_in(r, w.job)
@@ -195,11 +199,12 @@ def delay_report(
             out.append(
                 TableDelay(
                     table=name,
-                    kind="view" if is_view else "root",
+                    # as `snapview tables` names it: root, view or state
+                    kind="view" if is_view else (STATE if info.kind == STATE else "root"),
                     job=w.job if w else "",
                     barrier=b,
                     barriers_behind=behind,
-                    barrier_lag_ms=max(0, newest_wall - issued) if b and issued else 0,
+                    barrier_lag_ms=lag_ms,
                     e2e_delay_ms=e2e,
                     job_state=state,
                     path=path,

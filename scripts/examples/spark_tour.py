@@ -12,13 +12,13 @@ addr = sys.argv[1] if len(sys.argv) > 1 else "localhost:50051"
 client = coordinator.connect(addr)
 have = {t.name for t in client.tables()}
 if "accounts" not in have:
-    client.create_table("accounts", "id BIGINT, balance BIGINT", primary_key=["id"])
+    client.create_table("accounts", "id BIGINT, branch INT, balance BIGINT", primary_key=["id"])
 if "accounts_log" not in have:  # append-only: hidden row ids
     client.create_table("accounts_log", "id BIGINT, balance BIGINT", primary_key=[])
 t0 = client.tso()
 with client.transaction() as txn:
     for i in range(1, 6):
-        txn.put("accounts", {"id": i, "balance": 100 * i})
+        txn.put("accounts", {"id": i, "branch": i % 2, "balance": 100 * i})
 t1 = client.tso()
 
 # local[2]; Python workers run this interpreter; no UI or progress bars; Spark's logs at ERROR

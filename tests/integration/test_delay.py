@@ -205,3 +205,26 @@ def test_an_upstream_version_missing_at_the_barrier_falls_back_to_its_next(c, ca
     entry = next(p for p in rb.path if p.table == a)  # A arrived "last" (after B even)
     assert entry.barrier == t2 and rb.path[0].table == b and rb.path[0].own_ms == 0
     _check_sums(rb)
+
+
+def test_a_view_never_started_is_as_late_as_its_wait_and_state_tables_are_state(
+    fast, c, table_name, capsys
+):
+    """issue 24, item 13: a not_started view behind many barriers showed lag_ms 0, and a view's
+    state table was labelled root (``snapview tables`` says state)."""
+    src, view, st = (f"{table_name}_{s}" for s in ("src", "v", "v__sv_groups"))
+    c.create_table(src, "id BIGINT, v BIGINT", primary_key=["id"])
+    c.create_table(view, "id BIGINT, v BIGINT", primary_key=["id"], kind="view")
+    c.create_table(st, "g0 BIGINT, n BIGINT", primary_key=["g0"], kind="state")
+    c.jobs.register_job(f"{view}_job", view, [src], kind="view", query="SELECT * FROM src")
+    wait_for(
+        lambda: any(t.table == view and t.barriers_behind >= 5 for t in c.delay().tables),
+        10,
+        "5 barriers the view has not computed",
+    )
+    assert snapview_cli.main(["delay", "--coordinator", fast.address, "--format", "json"]) == 0
+    rows = {r["table"]: r for r in json.loads(capsys.readouterr().out)["tables"]}
+    assert rows[view]["job_state"] == "not_started"
+    assert rows[view]["barrier_lag_ms"] >= 400  # 5 barriers of 100 ms at least, not 0
+    assert rows[st]["kind"] == "state"
+    assert rows[src]["kind"] == "root"

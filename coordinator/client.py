@@ -132,7 +132,10 @@ PROBE_TIMEOUT_S = 1.5
 
 
 def _existed_at(info: TableInfo, at: int | None) -> None:
-    if at is not None and at < info.created_ts:
+    """Refuse a read of ``info`` at ``at`` when the name meant another table then: ``info`` was
+    created after ``at`` and a table of its name had been dropped before. (A table with no
+    predecessor is simply empty before it was created, as the store answers.)"""
+    if at is not None and info.recreated and at < info.created_ts:
         raise TableNotFound.from_message(
             f"table {info.name!r} did not exist at {with_wall(at)}: the table of that name was "
             f"created at {with_wall(info.created_ts)} (a table dropped before it is not readable)"
@@ -372,9 +375,11 @@ class Client:
         A client caches table ids; when another client drops ``table`` and makes a new one of
         that name, the server refuses the cached id (``table id N does not exist``). Then the
         definition is asked for again by name and ``call`` runs once more with the new table.
-        A read at ``at`` before the table now named ``table`` was created is refused with
-        TableNotFound saying so: the rows of a dropped table of that name are not the new
-        table's, and the new table had none then, so no answer there would be true."""
+        A read at ``at`` before the table now named ``table`` was created, when a table of that
+        name had been dropped before it (``TableInfo.recreated``), is refused with TableNotFound
+        saying so: the rows of the dropped table are not the new table's, and the new table had
+        none then, so no answer there would be true. A table with no predecessor reads as empty
+        before its creation (a stale snapshot of a new table)."""
         info = self.describe_table(table)
         _existed_at(info, at)
         try:

@@ -9,6 +9,7 @@ it (``kvstore.actions.fence.check_not_dropped``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import struct
@@ -16,7 +17,12 @@ import struct
 from kvstore.actions.resolve_locks import settle_txn
 from kvstore.errors import AlreadyExists, InvalidArgument, TableNotFound, cut
 from kvstore.group_commit import WriteContext
-from kvstore.meta_keys import DROPPED_TABLE_PREFIX, NEXT_TABLE_ID, dropped_table_key
+from kvstore.meta_keys import (
+    DROPPED_TABLE_PREFIX,
+    NEXT_TABLE_ID,
+    dropped_name_key,
+    dropped_table_key,
+)
 from kvstore.mvcc.keys import table_id_of, table_prefix
 from kvstore.mvcc.records import Lock
 from kvstore.schema import TableSchema, parse_ddl
@@ -126,6 +132,10 @@ def create_table_action(
     raw_id = ctx.reader.get("meta", NEXT_TABLE_ID)
     next_id = struct.unpack(">I", raw_id)[0] if raw_id else FIRST_TABLE_ID
     wanted = make_table_info(name, schema, primary_key, kind, hidden_row_id, next_id, created_ts)
+    if ctx.reader.get("meta", dropped_name_key(name)) is not None:
+        # Another table had this name before: a read of the name at a ts before created_ts
+        # would be a read of that one, which this table cannot answer (client.by_name).
+        wanted = dataclasses.replace(wanted, recreated=True)
     raw = ctx.reader.get("catalog", name.encode())
     if raw is not None:
         existing = TableInfo.from_json(raw)
@@ -179,6 +189,7 @@ def drop_table_action(ctx: WriteContext, name: str, if_exists: bool) -> bool:
     ctx.buf.delete("catalog", name.encode())
     tomb = json.dumps({"name": name, "id": info.id}).encode()
     ctx.buf.put("meta", dropped_table_key(prefix), tomb)
+    ctx.buf.put("meta", dropped_name_key(name), json.dumps({"name": name}).encode())
     return True
 
 

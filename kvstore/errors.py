@@ -141,7 +141,7 @@ class TableNotFound(NotFound):
             f"table {name!r} (id {table_id}) was dropped; a table created later under the same "
             "name is another table",
         )
-        err.table = name
+        err.table = table_id  # the id the request named: what a client's cache refreshes by
         return err
 
     @classmethod
@@ -150,8 +150,10 @@ class TableNotFound(NotFound):
         err = cls.__new__(cls)
         NotFound.__init__(err, message)
         m = re.match(r"table '([^']*)'", message)
-        by_id = re.match(r"table id (\d+) ", message)
-        err.table = m.group(1) if m else int(by_id.group(1)) if by_id else None
+        by_id = re.match(r"table id (\d+) ", message) or re.search(
+            r"\(id (\d+)\) was dropped", message
+        )
+        err.table = int(by_id.group(1)) if by_id else m.group(1) if m else None
         return err
 
 

@@ -28,6 +28,9 @@ class TableInfo:
     kind: str = "root"
     hidden_row_id: bool = False
     created_ts: int = 0
+    # A table of this name was dropped before this one was created: at a ts before created_ts
+    # the name meant that other table, so this one cannot answer a read there.
+    recreated: bool = False
 
     def __reduce__(self):
         # Pickle the definition only (Spark ships readers to executors); codecs are rebuilt.
@@ -41,6 +44,7 @@ class TableInfo:
                 self.kind,
                 self.hidden_row_id,
                 self.created_ts,
+                self.recreated,
             ),
         )
 
@@ -75,6 +79,7 @@ class TableInfo:
                 "kind": self.kind,
                 "hidden_row_id": self.hidden_row_id,
                 "created_ts": self.created_ts,
+                "recreated": self.recreated,
             }
         ).encode()
 
@@ -89,6 +94,7 @@ class TableInfo:
             d["kind"],
             d["hidden_row_id"],
             d["created_ts"],
+            d.get("recreated", False),  # absent in catalogs written before it existed
         )
 
 

@@ -184,12 +184,20 @@ def table_to_pb(t: TableInfo) -> pb.TableInfo:
         kind=t.kind,
         hidden_row_id=t.hidden_row_id,
         created_ts=t.created_ts,
+        recreated=t.recreated,
     )
 
 
 def table_from_pb(t: pb.TableInfo) -> TableInfo:
     return TableInfo(
-        t.name, t.id, t.schema, tuple(t.primary_key), t.kind, t.hidden_row_id, t.created_ts
+        t.name,
+        t.id,
+        t.schema,
+        tuple(t.primary_key),
+        t.kind,
+        t.hidden_row_id,
+        t.created_ts,
+        t.recreated,
     )
 
 

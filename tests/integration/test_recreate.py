@@ -68,6 +68,20 @@ def test_a_read_before_the_new_table_existed_is_refused_not_mixed(client, other,
     assert a.read(table_name).to_pylist() == [{"id": 2, "v": 2}]  # and the latest is the new one
 
 
+def test_a_table_with_no_predecessor_reads_empty_before_it_was_made(client, other, table_name):
+    """Only a name that meant another table is refused before its creation: a new name is
+    simply empty then (a stale snapshot of a table just made), and ``recreated`` tells them
+    apart on every client."""
+    a, b = client, other
+    before = a.tso()
+    a.create_table(table_name, SCHEMA, primary_key=["id"])
+    assert not a.describe_table(table_name).recreated
+    assert a.read(table_name, at=before).num_rows == 0
+    assert a.get(table_name, {"id": 1}, at=before) is None
+    _recreate(b, table_name, [])
+    assert b.describe_table(table_name).recreated
+
+
 def test_a_transaction_that_began_before_the_recreate_applies_nothing(client, other, table_name):
     a, b = client, other
     _make(a, table_name)

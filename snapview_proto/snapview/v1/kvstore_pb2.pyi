@@ -357,7 +357,7 @@ class GcResponse(_message.Message):
     def __init__(self, versions_removed: _Optional[int] = ...) -> None: ...
 
 class TableInfo(_message.Message):
-    __slots__ = ("name", "id", "schema", "primary_key", "kind", "hidden_row_id", "created_ts")
+    __slots__ = ("name", "id", "schema", "primary_key", "kind", "hidden_row_id", "created_ts", "recreated")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -365,6 +365,7 @@ class TableInfo(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     HIDDEN_ROW_ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_TS_FIELD_NUMBER: _ClassVar[int]
+    RECREATED_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: int
     schema: str
@@ -372,7 +373,8 @@ class TableInfo(_message.Message):
     kind: str
     hidden_row_id: bool
     created_ts: int
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., schema: _Optional[str] = ..., primary_key: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., hidden_row_id: _Optional[bool] = ..., created_ts: _Optional[int] = ...) -> None: ...
+    recreated: bool
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., schema: _Optional[str] = ..., primary_key: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., hidden_row_id: _Optional[bool] = ..., created_ts: _Optional[int] = ..., recreated: _Optional[bool] = ...) -> None: ...
 
 class CreateTableRequest(_message.Message):
     __slots__ = ("name", "schema", "primary_key", "kind", "if_not_exists", "hidden_row_id")

@@ -4,7 +4,7 @@ from spark_sink import EpochWriter
 q = df.writeStream.foreachBatch(EpochWriter(addr, table="events", mode="append")).start()
 EpochWriter(addr, table="events", mode="append").load(df)   # a one-off load: its own epoch
 
-spark_sink.register(spark)   # format("snapview") with writers, for writeStream
+spark_sink.register(spark)   # format("snapview") with writers, for write and writeStream
 
 from spark_sink import MaterializedView   # a SQL query kept as a consistent view
 job = (MaterializedView.builder(spark).coordinator(addr).query(sql).target("v")

@@ -161,7 +161,7 @@ def main() -> int:
                     plain_empty(empty, b)
                     tp.append(time.perf_counter() - t0)
                     t0 = time.perf_counter()
-                    # a batch id of its own per run: a repeated one would be skipped, not committed
+                    # outside a stream every call is its own epoch (design.md §6.2)
                     w(empty, run * 1000 + b)
                     te.append(time.perf_counter() - t0)
                 res.setdefault("epoch_ms", []).append(statistics.median(te) * 1e3)

@@ -2,8 +2,9 @@
 
 from spark_sink import EpochWriter
 q = df.writeStream.foreachBatch(EpochWriter(addr, table="events", mode="append")).start()
+EpochWriter(addr, table="events", mode="append").load(df)   # a one-off load: its own epoch
 
-spark_sink.register(spark)   # format("snapview") with writers, for writeStream
+spark_sink.register(spark)   # format("snapview") with writers, for write and writeStream
 
 from spark_sink import MaterializedView   # a SQL query kept as a consistent view
 job = (MaterializedView.builder(spark).coordinator(addr).query(sql).target("v")
@@ -14,7 +15,7 @@ from pyspark.sql import SparkSession
 
 import spark_source
 from spark_sink.datasource import SnapviewSinkDataSource
-from spark_sink.epoch_writer import EpochWriter
+from spark_sink.epoch_writer import EpochWrite, EpochWriter
 from spark_sink.materialized_view import MaterializedView, MaterializedViewBuilder, ViewJob
 from spark_sink.view_maintenance import ViewProgress
 from spark_source import RegisteredTables, register_tables
@@ -26,6 +27,7 @@ def register(spark: SparkSession) -> None:
 
 
 __all__ = [
+    "EpochWrite",
     "EpochWriter",
     "MaterializedView",
     "MaterializedViewBuilder",

@@ -2,9 +2,11 @@
 Spark's data source writer protocol.
 
 Spark gives the writer no hook before a batch's tasks start, so the tasks open the epoch: each
-asks the coordinator for the epoch of (query id, batch id) under this writer's owner id. The
-first opens it, the rest (and retried tasks) attach to the same attempt; an attempt left by a
-crashed run (another owner) is rolled back and reopened. The driver then commits the epoch.
+asks the coordinator for the epoch of the batch's key under this writer's owner id. The first
+opens it, the rest (and retried tasks) attach to the same attempt; an attempt left by a crashed
+run (another owner) is rolled back and reopened. The driver then commits the epoch.
+``EpochTaskWriter`` is that protocol, shared with the batch writer (spark_sink.batch_writer);
+the stream's key is (query id, batch id).
 """
 
 from __future__ import annotations
@@ -38,7 +40,13 @@ class EpochMessage(WriterCommitMessage):
     skipped: bool = False
 
 
-class SnapviewStreamWriter(DataSourceStreamArrowWriter):
+class EpochTaskWriter:
+    """The tasks-open, driver-commits epoch protocol of ``format("snapview")``'s writers.
+
+    Every task opens (or attaches to) the epoch of ``batch_key()`` under this writer's owner id
+    and prewrites its partition into it; the driver commits the one attempt the tasks wrote
+    into (``commit_epoch``). A subclass supplies the key and Spark's commit/abort methods."""
+
     def __init__(self, opts: SourceOptions, info: TableInfo) -> None:
         self.opts, self.info = opts, info
         self.job = opts.job or info.name
@@ -49,9 +57,13 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
     def _client(self) -> Client:
         return client_for(self.opts.connection)
 
+    def batch_key(self) -> str:
+        """The key of the epoch this task writes into (called in the task)."""
+        raise NotImplementedError
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> EpochMessage:
         tc = task_context()
-        batch = f"{tc.getLocalProperty(QUERY_ID_PROPERTY)}:{tc.getLocalProperty(BATCH_ID_PROPERTY)}"
+        batch = self.batch_key()
         client = self._client()
         attempt = EpochAttempt.open(
             client, self.job, ttl_ms=DEFAULT_TTL_MS, batch=batch, owner=self.owner
@@ -70,21 +82,33 @@ class SnapviewStreamWriter(DataSourceStreamArrowWriter):
         rows, high = write_batches(target, iterator, tc.partitionId())
         return EpochMessage(attempt.epoch, attempt.start_ts, rows, high)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+    def commit_epoch(self, messages: list[WriterCommitMessage | None], batch: str | int) -> None:
+        """Commit the attempt the tasks wrote into (nothing if every task skipped a committed
+        epoch, or there were no tasks). Tasks that wrote into different attempts (the first was
+        rolled back under them) fail the commit: the caller's abort then rolls them back."""
         done = [m for m in messages if isinstance(m, EpochMessage) and not m.skipped]
         if not done:
             return
         attempts = {(m.epoch, m.start_ts) for m in done}
         if len(attempts) != 1:
             raise FailedPrecondition(
-                f"job {self.job!r} batch {batchId}: tasks wrote into "
+                f"job {self.job!r} batch {batch}: tasks wrote into "
                 f"different epoch attempts {sorted(attempts)}"
             )
         epoch, start_ts = attempts.pop()
         client = self._client()
         rows, high = sum(m.rows for m in done), max(m.high for m in done)
-        meta = feed_metadata(client, self.job, batchId, rows, high)
+        meta = feed_metadata(client, self.job, batch, rows, high)
         EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).commit(meta)
+
+
+class SnapviewStreamWriter(EpochTaskWriter, DataSourceStreamArrowWriter):
+    def batch_key(self) -> str:
+        tc = task_context()
+        return f"{tc.getLocalProperty(QUERY_ID_PROPERTY)}:{tc.getLocalProperty(BATCH_ID_PROPERTY)}"
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        self.commit_epoch(messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Roll the batch's epoch back, best effort. A task stopped mid-write (``q.stop()``, a

@@ -39,7 +39,7 @@ def epoch_to_pb(e: EpochRecord, rebuild: int = 0) -> pb.EpochInfo:
         primary_key=e.primary_key,
         attempt=e.attempt,
         metadata=e.metadata,
-        batch=e.batch,
+        batch=e.batch,  # auto-numbered epochs: which batch, under which owner
         owner=e.owner,
     )
 

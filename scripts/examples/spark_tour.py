@@ -71,5 +71,19 @@ with tempfile.TemporaryDirectory() as path:
     q.stop()
 print("accounts_log rows:", client.read("accounts_log").num_rows)
 
+# a one-off load: save() is one epoch, exactly once, and every save() is its own epoch (from
+# Python: EpochWriter(addr, table="accounts_log", mode="append").load(df)); Spark's
+# .mode("append") writes as the option mode says; .mode("overwrite") is refused
+(
+    spark.createDataFrame([(6, 600), (7, 700)], "id BIGINT, balance BIGINT")
+    .write.format("snapview")
+    .option("coordinator", addr)
+    .option("table", "accounts_log")
+    .option("mode", "append")
+    .mode("append")
+    .save()
+)
+print("accounts_log rows after the load:", client.read("accounts_log").num_rows)
+
 spark.stop()
 client.close()

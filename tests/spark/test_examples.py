@@ -147,4 +147,5 @@ def test_spark_tour_runs(ex_server):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "accounts_log rows: 5" in out.stdout
+    assert "accounts_log rows after the load: 7" in out.stdout  # the batch writer's epoch
     assert out.stdout.count("insert") == 5  # the net changes in (t0, t1]: five new accounts

@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import logging
 import threading
+from contextlib import contextmanager
 
 import pytest
 from pyspark.errors import PySparkException
@@ -28,6 +30,7 @@ from coordinator.jobs import EpochState
 from kvstore.errors import SnapviewError
 from kvstore.mvcc.records import LockOp
 from spark_sink import EpochWriter
+from spark_sink.epoch_writer import QUERY_ID_PROPERTY
 from spark_sink.partition_writer import EpochTarget, Heartbeat
 from tests.conftest import snapview_reader, wait_for
 
@@ -130,34 +133,74 @@ def test_a_second_writer_job_for_a_table_is_refused(spark, server, client, table
     assert client.read(table_name).to_pylist() == [{"id": 1, "v": "a"}]
 
 
+@contextmanager
+def in_stream(spark, query_id: str):
+    """Run the body as foreachBatch does: with Spark's query id set on this thread (Spark sets
+    it on the thread that runs a micro-batch; only a restart after a crash replays a batch)."""
+    sc = spark.sparkContext
+    sc.setLocalProperty(QUERY_ID_PROPERTY, query_id)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty(QUERY_ID_PROPERTY, None)
+
+
 def test_replayed_committed_batch_is_skipped(spark, server, client, table_name):
-    """The same batch id of the same query, after its commit, writes nothing again."""
+    """In a stream, the same batch id of the same query, after its commit, writes nothing
+    again, and the call says it was a replay."""
     client.create_table(table_name, "id BIGINT, v STRING", primary_key=[])
     w = EpochWriter(server.address, table=table_name, mode="append")
     df = spark.createDataFrame([(i, "r") for i in range(10)], "id BIGINT, v STRING")
-    w(df, 0)
-    first = w.last_epoch
-    w(df, 0)
-    assert w.last_epoch.epoch == first.epoch and w.last_epoch.commit_ts == first.commit_ts
+    with in_stream(spark, "q-replay"):
+        w(df, 0)
+        done, first = w.last_write, w.last_epoch
+        w(df, 0)
+        again = w.last_write
+    assert done is not None and not done.replayed and done.rows == 10 and done.batch == "q-replay:0"
+    assert again is not None and again.replayed and again.rows == 0
+    assert again.epoch.epoch == first.epoch and again.epoch.commit_ts == first.commit_ts
     assert client.read(table_name).num_rows == 10
 
 
-def test_batch_left_in_prewrite_is_rolled_back_and_redone(spark, server, client, table_name):
-    """A crashed run's PREWRITE attempt of the batch is rolled back; the replay redoes it."""
-    client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
-    info = client.describe_table(table_name)
-    crashed = client.jobs.open_transaction(table_name, 0, batch="batch:0", owner="crashed-run")
-    junk = info.key_codec.encode({"id": 666})
-    client.store.prewrite(
-        [(LockOp.PUT, junk, info.row_codec.encode({"id": 666, "v": "junk"}))],
-        crashed.primary_key,
-        crashed.start_ts,
-        60_000,
-    )
-    w = EpochWriter(server.address, table=table_name)
-    w(spark.createDataFrame([(1, "ok")], "id BIGINT, v STRING"), 0)
-    assert w.last_epoch.epoch == crashed.epoch and w.last_epoch.attempt == 2
-    assert [(r["id"], r["v"]) for r in client.read(table_name).to_pylist()] == [(1, "ok")]
+def test_one_off_loads_each_land(spark, server, client, table_name):
+    """Outside a stream every call is its own epoch: the one-off load ``writer(df, 0)`` twice
+    (as docs/cluster.md showed it), ``writer(df)`` and ``writer.load(df)`` all land."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=[])
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "id BIGINT, v STRING")
+    for _ in range(2):
+        EpochWriter(server.address, table=table_name, mode="append")(df, 0)
+    assert sorted(r["id"] for r in client.read(table_name).to_pylist()) == [1, 1, 2, 2]
+    w = EpochWriter(server.address, table=table_name, mode="append")
+    w(df, 0)
+    first = w.last_write
+    w(df)
+    writes = [first, w.last_write, w.load(df)]
+    assert [x.replayed for x in writes] == [False] * 3 and [x.rows for x in writes] == [2] * 3
+    assert len({x.epoch.epoch for x in writes}) == 3
+    assert sorted(r["id"] for r in client.read(table_name).to_pylist()) == [1] * 5 + [2] * 5
+
+
+def test_repeated_dedup_key_is_skipped_and_reported(spark, server, client, table_name, caplog):
+    """A load that names a dedup key is deduplicated against the job's newest epoch: the
+    repeat writes nothing, returns ``replayed`` and logs a WARNING naming job and key."""
+    client.create_table(table_name, "id BIGINT, v STRING", primary_key=[])
+    df = spark.createDataFrame([(1, "a")], "id BIGINT, v STRING")
+    w = EpochWriter(server.address, table=table_name, mode="append")
+    first = w.load(df, dedup_key="2026-07-01")
+    with caplog.at_level(logging.WARNING, logger="spark_sink.epoch_writer"):
+        again = EpochWriter(server.address, table=table_name, mode="append").load(
+            df, dedup_key="2026-07-01"
+        )
+    assert not first.replayed and again.replayed and again.rows == 0
+    assert again.epoch.epoch == first.epoch.epoch and again.batch == "dedup:2026-07-01"
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned and "dedup:2026-07-01" in warned[0].getMessage()
+    assert repr(table_name) in warned[0].getMessage()
+    assert client.read(table_name).num_rows == 1
+    assert not w.load(df, dedup_key="2026-07-02").replayed
+    assert client.read(table_name).num_rows == 2
+    with pytest.raises(SnapviewError, match="dedup_key"):
+        w.load(df, dedup_key="")
 
 
 def test_bad_row_fails_batch_and_names_column_and_value(spark, server, client, table_name):

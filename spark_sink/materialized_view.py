@@ -44,7 +44,7 @@ from coordinator.errors import BarrierNotReached, SecondWriter
 from coordinator.jobs import JobState
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.schema import parse_ddl
-from spark_sink.ivm.plan import Unsupported
+from spark_sink.ivm.plan import ConversionFailed, Unsupported
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.plan_check import analyze as analyze_incremental
 from spark_sink.ivm.state import ensure as ensure_state_tables
@@ -71,6 +71,35 @@ AUTO = "auto"
 CHOICES = (AUTO, INCREMENTAL, FULL_RECOMPUTE)
 
 log = logging.getLogger("snapview.view")
+
+
+def normalized_query(sql: str) -> str:
+    """``sql`` with every run of whitespace outside quotes ('...', "...", `...`) made one
+    space, and none at the ends: two spellings of the same query compare equal, two queries
+    that differ in a string literal do not."""
+    out: list[str] = []
+    quote = ""
+    space = escaped = False
+    for ch in sql.strip():
+        if quote:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+            continue
+        if ch.isspace():
+            space = True
+            continue
+        if space:
+            out.append(" ")
+            space = False
+        out.append(ch)
+        if ch in "'\"`":
+            quote = ch
+    return "".join(out)
 
 
 def _interval(text: str | float | int) -> str:
@@ -216,7 +245,7 @@ class MaterializedView:
         ts = client.tso()
         with client.lease(ts, ttl_s=60, holder=f"build of view {self.target}"):
             self.shape, df = self._analyze(client, ts)
-            self.key_why = self._check_key(df)
+            self.key_why = self._reattached(client) or self._check_key(df)
         self.plan, self.fallback = self._choose_strategy(client)
         self.strategy_name = INCREMENTAL if self.plan is not None else FULL_RECOMPUTE
         self._prepare_target(client)
@@ -249,13 +278,25 @@ class MaterializedView:
                 self.shape.one_row,
             )
             return plan, ""
-        except Unsupported as e:
+        except SnapviewError:
+            raise  # the server's answer (or no answer): not a property of the query
+        except Exception as e:  # noqa: BLE001 - see below
+            # Unsupported names the construct outside the class; any other error is ours (a
+            # construct the analysis meant to handle and could not): under auto it is a reason
+            # to recompute in full, never a failed build.
+            why = (
+                str(e)
+                if isinstance(e, Unsupported)
+                else (f"an internal error in the incremental analysis: {type(e).__name__}: {e}")
+            )
+            if not isinstance(e, Unsupported) or isinstance(e, ConversionFailed):
+                log.warning("view %r: %s", self.target, why, exc_info=e)
             if o["strategy"] == INCREMENTAL:
                 raise InvalidArgument(
-                    f"view {self.target!r}: strategy incremental: {e} (use strategy auto or "
+                    f"view {self.target!r}: strategy incremental: {why} (use strategy auto or "
                     "full_recompute)"
-                ) from None
-            return None, str(e)
+                ) from e
+            return None, why
 
     def _analyze(self, client, ts: int):
         o = self.options
@@ -300,6 +341,44 @@ class MaterializedView:
             )
         return f"{why}; unique in the query's result at build"
 
+    def _reattached(self, client) -> str:
+        """Why the key check is skipped ("" when it is not): the view already exists as this
+        same job (registered with the same target and, whitespace aside, the same query) and
+        its table has the query's columns and key. The check ran at the build that created it,
+        and a key that became non-unique since fails that barrier's epoch; a restarted script
+        re-attaches without running the whole query again (issue 24, item 12)."""
+        o = self.options
+        if self.shape.one_row or o["drop_old_table"] or o["force_new_table"]:
+            return ""
+        job = {j.job: j for j in client.jobs.list_jobs()}.get(self.job)
+        if job is None or job.kind != "view" or job.sink != self.target:
+            return ""
+        if normalized_query(job.query) != normalized_query(o["query"]):
+            return ""
+        if self._target_mismatch(client) != "":
+            return ""
+        return (
+            f"{'given by primary_key' if o['primary_key'] else 'the default: the first column'}"
+            f"; job {self.job} is registered with the same query, key and table: the key check "
+            "of its first build stands (not run again)"
+        )
+
+    def _target_mismatch(self, client) -> str | None:
+        """None: no target table; "": it has the query's columns and key; else how it differs."""
+        shape = self.shape
+        if self.target not in {t.name for t in client.tables()}:
+            return None
+        want = client.describe_table(self.target, refresh=True)
+        cols = [(c.name, c.type.ddl()) for c in want.table_schema.visible_columns]
+        need = [(c.name, c.type.ddl()) for c in parse_ddl(shape.ddl, self.target)]
+        pk = () if want.hidden_row_id else tuple(want.primary_key)
+        if cols == need and pk == shape.primary_key:
+            return ""
+        return (
+            f"the existing table has columns {cols} and key {list(pk)}, the query produces "
+            f"{need} with key {list(shape.primary_key)}"
+        )
+
     def _prepare_target(self, client) -> None:
         o, shape = self.options, self.shape
         existing = {t.name: t for t in client.tables()}.get(self.target)
@@ -322,15 +401,10 @@ class MaterializedView:
         if existing is None:
             client.create_table(self.target, shape.ddl, list(shape.primary_key), kind="view")
             return
-        want = client.describe_table(self.target, refresh=True)
-        cols = [(c.name, c.type.ddl()) for c in want.table_schema.visible_columns]
-        need = [(c.name, c.type.ddl()) for c in parse_ddl(shape.ddl, self.target)]
-        pk = () if want.hidden_row_id else tuple(want.primary_key)
-        if cols != need or pk != shape.primary_key:
+        differs = self._target_mismatch(client)
+        if differs:
             raise SchemaMismatch(
-                f"view {self.target!r}: the existing table has columns {cols} and key "
-                f"{list(pk)}, the query produces {need} with key {list(shape.primary_key)} "
-                "(set drop_old_table to replace it)"
+                f"view {self.target!r}: {differs} (set drop_old_table to replace it)"
             )
 
     def explain(self) -> str:
@@ -427,8 +501,82 @@ class MaterializedView:
         return ViewJob(self, self._make_strategy(client_for(self.coordinator, self.token)))
 
 
+# A job retries a transient failure (``is_transient``) this many times in a row, waiting
+# FIRST_RETRY_S, then twice as long each time up to MAX_RETRY_S; a committed barrier resets the
+# count. ``snapview views run`` restarts a job that still fails, without a bound.
+TRANSIENT_RETRIES = 5
+FIRST_RETRY_S = 1.0
+MAX_RETRY_S = 30.0
+
+# Words of a Spark or Py4J error that say the failure is the machine's, not the query's: a
+# Python worker that did not start or connect in time, a lost executor or connection, a task
+# that failed for one of those. Compared in lower case.
+_TRANSIENT_TEXT = (
+    "python worker failed to connect back",
+    "python worker exited unexpectedly",
+    "failed to connect to",
+    "connection reset",
+    "connection refused",
+    "broken pipe",
+    "executor lost",
+    "executorlostfailure",
+    "socket timeout",
+    "sockettimeoutexception",
+    "timed out waiting",
+    "deadline exceeded",
+    "statuscode.unavailable",
+    "statuscode.deadline_exceeded",
+)
+# ... and words that make it permanent whatever else it says: the query or a table is wrong,
+# or the job may not do what it does. Checked first.
+_PERMANENT_TEXT = (
+    "analysisexception",
+    "tablenotfound",
+    "table_or_view_not_found",
+    "schemamismatch",
+    "invalidargument",
+    "permissiondenied",
+    "permission_denied",
+    "unauthenticated",
+    "evalerror",
+)
+_TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED")
+
+
+def is_transient(error: BaseException | None) -> bool:
+    """Whether a view job that stopped with ``error`` may succeed if it simply runs again.
+
+    Transient: the server unreachable or slow (UNAVAILABLE, DEADLINE_EXCEEDED after the
+    client's own retries), a Percolator conflict (ABORTED: the epoch is redone), a Py4J or Spark
+    failure of the machine (a Python worker that failed to connect back, a lost executor or
+    connection). Permanent: every other snapview error (a dropped table, an invalid query or
+    value, a refused token), Spark's analysis errors, and any other Python error (a bug: running
+    it again fails again)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, SnapviewError):
+            return str(getattr(error, "code", "")) in _TRANSIENT_CODES
+        if isinstance(error, TimeoutError | ConnectionError):
+            return True
+        module = type(error).__module__
+        if module.startswith(("py4j", "pyspark")) or type(error).__name__.endswith("RpcError"):
+            text = f"{type(error).__name__}: {error}".lower()
+            if any(w in text for w in _PERMANENT_TEXT):
+                return False
+            return any(w in text for w in _TRANSIENT_TEXT)
+        error = error.__cause__ or error.__context__
+    return False
+
+
 class ViewJob:
-    """A running MaterializedView: ``stop()``, ``await_barrier(ts, timeout)``, ``progress()``."""
+    """A running MaterializedView: ``stop()``, ``await_barrier(ts, timeout)``, ``progress()``.
+
+    A transient failure (``is_transient``) does not end it: the job logs it (logger
+    ``snapview.view``) and starts its stream again after a back-off, up to TRANSIENT_RETRIES
+    times in a row; it resumes at the coordinator's record, so no barrier is skipped or done
+    twice. A permanent failure, or one more transient failure than that, stops the job; its
+    liveness then shows FAILED with the error."""
 
     def __init__(self, view: MaterializedView, strategy: FullRecompute | Incremental) -> None:
         self.view = view
@@ -443,27 +591,113 @@ class ViewJob:
         self._lock = threading.Lock()
         self.error: BaseException | None = None
         self._stopping = False
+        self._stop_event = threading.Event()
+        self._restart_lock = threading.Lock()  # stop() and a restart never interleave
+        self.retries = 0  # transient failures retried since the last committed barrier
+        self.restarts = 0  # streams started again after a transient failure, in all
+        self.query = self._start_query()
+        self._supervisor = threading.Thread(
+            target=self._supervise, name=f"view-job-{view.job}", daemon=True
+        )
+        self._supervisor.start()
+        self._reporter = JobReporter(
+            client_for(view.coordinator, view.token),
+            view.job,
+            is_active=self.is_active,
+            error=self.failure_text,
+            on_unregistered=self._on_dropped,
+        )
+
+    def _start_query(self):
+        view = self.view
         reader = (
             stream_session(view.spark)
             .readStream.format(JobBarrierSource.name())
             .options(**as_settings(view.coordinator, view.token).spark_options())
             .option("job", view.job)
         )
-        self.query = (
+        return (
             reader.load()
             .writeStream.foreachBatch(self._on_batch)
-            .trigger(processingTime=o["trigger_interval"])
-            .option("checkpointLocation", cp)
+            .trigger(processingTime=view.options["trigger_interval"])
+            .option("checkpointLocation", self.checkpoint_location)
             .queryName(f"snapview_view_{view.target}")
             .start()
         )
-        self._reporter = JobReporter(
-            client_for(view.coordinator, view.token),
-            view.job,
-            is_active=lambda: self.query.isActive,
-            error=self.failure_text,
-            on_unregistered=self._on_dropped,
-        )
+
+    def is_active(self) -> bool:
+        """Whether the job runs: its stream is active, or the job is deciding whether a failure
+        is transient or waiting to start the stream again after one."""
+        if self.query.isActive:
+            return True
+        return not self._stopping and self._supervisor.is_alive()
+
+    def _failure(self) -> BaseException | None:
+        if self.error is not None:
+            return self.error
+        try:
+            return self.query.exception()
+        except Exception as e:  # noqa: BLE001 - the stream's own error could not be read
+            return e
+
+    def _supervise(self) -> None:
+        """Wait for the stream to end; start it again after a transient failure."""
+        done_before = self.strategy.progress.barriers
+        while not self._stopping:
+            query = self.query
+            try:
+                query.awaitTermination()
+            except Exception:  # noqa: BLE001, S110 - the error is read below, from the query
+                pass
+            if self._stopping:
+                return
+            err = self._failure()
+            if err is None:
+                return  # stopped without an error (by Spark or by stop())
+            if self.strategy.progress.barriers > done_before:
+                self.retries = 0  # it made progress since the last failure
+            text = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            if not is_transient(err):
+                log.error("view %r: job stopped by a permanent failure: %s", self.view.job, text)
+                return
+            if self.retries >= TRANSIENT_RETRIES:
+                log.error(
+                    "view %r: job stopped: %d transient failures in a row, the last: %s",
+                    self.view.job,
+                    self.retries + 1,
+                    text,
+                )
+                return
+            wait = min(FIRST_RETRY_S * 2**self.retries, MAX_RETRY_S)
+            self.retries += 1
+            log.warning(
+                "view %r: transient failure (%s); starting again in %.1f s (retry %d of %d)",
+                self.view.job,
+                text,
+                wait,
+                self.retries,
+                TRANSIENT_RETRIES,
+            )
+            if self._stop_event.wait(wait):
+                return
+            done_before = self.strategy.progress.barriers
+            with self._restart_lock:
+                if self._stopping:
+                    return
+                try:
+                    # A fresh strategy, as a new start makes: nothing an interrupted epoch left
+                    # in memory carries over (its counters do).
+                    client = client_for(self.view.coordinator, self.view.token)
+                    fresh = self.view._make_strategy(client)
+                    fresh.progress = self.strategy.progress
+                    self.strategy = fresh
+                    self.error = None
+                    self.query = self._start_query()
+                except Exception as e:  # noqa: BLE001 - one more failure, classified above
+                    log.warning("view %r: cannot start again: %s", self.view.job, e)
+                    self.error = e
+                    continue
+                self.restarts += 1
 
     def failure_text(self) -> str:
         """Why the job stopped with an error, in one line ("" while it runs or after a clean
@@ -476,6 +710,7 @@ class ViewJob:
     def _on_dropped(self) -> None:
         """The coordinator unregistered the job (its table was dropped): stop maintaining it."""
         self._stopping = True
+        self._stop_event.set()
         self.query.stop()
 
     def _on_batch(self, df: DataFrame, batch_id: int) -> None:
@@ -508,7 +743,7 @@ class ViewJob:
             job=self.view.job,
             target=self.view.target,
             strategy=self.strategy.name,
-            active=self.query.isActive,
+            active=self.is_active(),
             committed_barrier=last,
             first_barrier=p.first_barrier,
             last_barrier=p.last_barrier,
@@ -538,7 +773,7 @@ class ViewJob:
                     return b
             except BarrierNotReached:
                 pass
-            if not self.query.isActive:
+            if not self.is_active():
                 if self.error is not None:
                     raise self.error
                 raise RuntimeError(f"view job {self.view.job!r} stopped: {self.query.exception()}")
@@ -555,7 +790,9 @@ class ViewJob:
         Interrupting Spark mid-trigger is safe (an unfinished epoch is redone on restart), but
         Spark 4.3 then logs a StackOverflowError from its stream thread; waiting for the trigger
         to end avoids that noise."""
-        self._stopping = True  # batches from now on return at once
+        with self._restart_lock:  # no restart begins after this
+            self._stopping = True  # batches from now on return at once
+        self._stop_event.set()
         deadline = time.monotonic() + timeout
         if self._lock.acquire(timeout=timeout):  # the barrier in progress has finished
             self._lock.release()
@@ -564,6 +801,7 @@ class ViewJob:
                 break
             time.sleep(0.01)
         self.query.stop()
+        self._supervisor.join(timeout=max(0.0, deadline - time.monotonic()) + 5)
         err = self.failure_text()
         self._reporter.close(JobState.FAILED if err else JobState.STOPPED, err)
         if self._tmp is not None:

@@ -11,6 +11,8 @@ recompute under ``auto``. The differential tests compare every result with Spark
 
 from __future__ import annotations
 
+import calendar
+import datetime as dt
 import math
 import re
 from collections.abc import Callable
@@ -18,7 +20,17 @@ from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 from kvstore.errors import InvalidArgument
-from spark_sink.ivm.plan import AggCall, AggRef, Call, Col, Expr, GroupRef, Lit, Unsupported
+from spark_sink.ivm.plan import (
+    AggCall,
+    AggRef,
+    CalendarInterval,
+    Call,
+    Col,
+    Expr,
+    GroupRef,
+    Lit,
+    Unsupported,
+)
 
 Row = tuple
 Fn = Callable[[Row], Any]
@@ -174,6 +186,42 @@ def _cast(dtype: str, src: str) -> Callable[[Any], Any]:
     raise Unsupported(f"a cast from {src} to {dtype} is not maintained incrementally")
 
 
+def plus_months(v: dt.date | dt.datetime, months: int) -> dt.date | dt.datetime:
+    """``v`` moved by ``months`` calendar months, the day clamped to the last of the month (as
+    Java's ``plusMonths``, which Spark uses: Jan 31 + 1 month is Feb 28 or 29)."""
+    y, m = divmod(v.month - 1 + months, 12)
+    year, month = v.year + y, m + 1
+    if not 1 <= year <= 9999:
+        raise EvalError(f"date arithmetic: year {year} is out of range")
+    return v.replace(year=year, month=month, day=min(v.day, calendar.monthrange(year, month)[1]))
+
+
+def _datetime_op(op: str) -> Callable[[Any, Any], Any]:
+    """Date and timestamp arithmetic as Spark does it in the UTC session: ``date_add`` and
+    ``date_sub`` (a date and an integer of days), ``add_months`` (a date or timestamp and a
+    number of months: ``add_months`` or a year-month INTERVAL), ``ts_add`` (a timestamp and a
+    day-time INTERVAL or a CalendarInterval: months, then days, then microseconds)."""
+
+    def run(a, b):
+        if a is None or b is None:
+            return None
+        try:
+            if op == "date_add":
+                return a + dt.timedelta(days=int(b))
+            if op == "date_sub":
+                return a - dt.timedelta(days=int(b))
+            if op == "add_months":
+                return plus_months(a, int(b))
+            if isinstance(b, CalendarInterval):
+                moved = plus_months(a, b.months) if b.months else a
+                return moved + dt.timedelta(days=b.days, microseconds=b.micros)
+            return a + b
+        except OverflowError as e:
+            raise EvalError(f"{op}: {a} and {b}: out of range ({e})") from None
+
+    return run
+
+
 def compile_expr(e: Expr, pos: dict[int, int], env: dict | None = None) -> Fn:
     """A function of a row (a tuple; column id -> index in ``pos``) computing ``e``.
     GroupRef/AggRef read ``env['groups']`` / ``env['aggs']`` positions of the row instead."""
@@ -236,6 +284,10 @@ def compile_expr(e: Expr, pos: dict[int, int], env: dict | None = None) -> Fn:
         a, b = args
         arith = _arith(op, dtype)
         return lambda r: arith(a(r), b(r))
+    if op in ("date_add", "date_sub", "add_months", "ts_add"):
+        a, b = args
+        f_dt = _datetime_op(op)
+        return lambda r: f_dt(a(r), b(r))
     if op == "neg":
         (a,) = args
         return lambda r: None if (x := a(r)) is None else fit(-x, dtype, "negation")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -255,8 +256,55 @@ _CAST_TYPES = (
 )
 
 
+@dataclass(frozen=True)
+class CalendarInterval:
+    """A value of Spark's legacy INTERVAL type (``make_interval``): months, days and
+    microseconds, added to a timestamp in that order."""
+
+    months: int
+    days: int
+    micros: int
+
+
+class ConversionFailed(Unsupported):
+    """An internal error while converting Catalyst's plan (a construct this module meant to
+    handle but could not): ``str(e)`` names the construct and the error. Under ``auto`` the view
+    falls back to full recompute with this reason; it never crashes ``build()``."""
+
+
+def _describe(j: JObject) -> str:
+    """A Catalyst expression or plan node for an error message: its SQL (cut), else its class."""
+    try:
+        text = str(j.sql())
+    except Exception:  # noqa: BLE001 - only for a message: the class name is enough
+        text = ""
+    kind = _name(j)
+    if len(text) > 200:
+        text = text[:200] + "..."
+    return f"{text} ({kind})" if text else kind
+
+
+@contextmanager
+def _internal_errors_name(construct: Callable[[], str]) -> Iterator[None]:
+    """Turn any error but Unsupported raised inside into ConversionFailed naming
+    ``construct()`` (the innermost construct: an outer one lets ConversionFailed through)."""
+    try:
+        yield
+    except Unsupported:
+        raise
+    except Exception as e:  # noqa: BLE001 - any internal error names its construct
+        raise ConversionFailed(
+            f"an internal error converting {construct()}: {type(e).__name__}: {e}"
+        ) from e
+
+
 def literal_value(j: JObject) -> Any:
-    """A Catalyst Literal's value as the Python value our rows carry."""
+    """A Catalyst Literal's value as the Python value our rows carry: int (BIGINT, INT,
+    SMALLINT, TINYINT), float (DOUBLE, FLOAT), Decimal (DECIMAL of any precision, at its scale),
+    str, bool, bytes (BINARY), datetime.date (DATE), an aware UTC datetime.datetime (TIMESTAMP
+    and TIMESTAMP_NTZ, as the store reads a TIMESTAMP column), datetime.timedelta (a day-time
+    INTERVAL), int months (a year-month INTERVAL), CalendarInterval (the legacy INTERVAL), and
+    None for a NULL of any type."""
     v = j.value()
     t = str(j.dataType().simpleString())
     if v is None:
@@ -264,10 +312,12 @@ def literal_value(j: JObject) -> Any:
     if t == "string":
         return str(v.toString())
     if t.startswith("decimal"):
-        return decimal.Decimal(str(v.toJavaBigDecimal().toPlainString()))
+        # py4j hands a java.math.BigDecimal over as a Python Decimal (scale kept).
+        big = v.toJavaBigDecimal()
+        return big if isinstance(big, decimal.Decimal) else decimal.Decimal(str(big.toString()))
     if t == "date":
         return EPOCH_DAY + dt.timedelta(days=int(v))
-    if t.startswith("timestamp"):
+    if t in ("timestamp", "timestamp_ntz"):
         return EPOCH_TS + dt.timedelta(microseconds=int(v))
     if t in ("bigint", "int", "smallint", "tinyint"):
         return int(v)
@@ -275,7 +325,30 @@ def literal_value(j: JObject) -> Any:
         return float(v)
     if t == "boolean":
         return bool(v)
+    if t == "binary":
+        return bytes(v)
+    if t.startswith("interval year") or t == "interval month":
+        return int(v)  # months
+    if t.startswith("interval") and t != "interval":
+        return dt.timedelta(microseconds=int(v))  # day-time: microseconds
+    if t == "interval":
+        from py4j.java_gateway import get_field  # type: ignore[import-untyped]  # JVM fields
+
+        return CalendarInterval(*(int(get_field(v, f)) for f in ("months", "days", "microseconds")))
     raise Unsupported(f"a literal of type {t} is not maintained incrementally")
+
+
+# Date and timestamp arithmetic (the session's time zone is UTC: a day is 24 hours).
+_DATETIME = {
+    "DateAdd": "date_add",
+    "DateSub": "date_sub",
+    "AddMonths": "add_months",
+    "DateAddYMInterval": "add_months",
+    "TimestampAddYMInterval": "add_months",
+    "TimestampAddInterval": "ts_add",
+    "TimeAdd": "ts_add",
+}
+_UTC = ("UTC", "Etc/UTC", "Z", "+00:00", "GMT")
 
 
 class _Converter:
@@ -288,6 +361,12 @@ class _Converter:
         self._agg_keys: list = []  # the Catalyst AggregateExpressions behind self.aggs
 
     def expr(self, j: JObject) -> Expr:
+        """Our expression for Catalyst expression ``j``; Unsupported naming the construct,
+        ConversionFailed (naming it too) for an internal error."""
+        with _internal_errors_name(lambda: f"expression {_describe(j)}"):
+            return self._expr(j)
+
+    def _expr(self, j: JObject) -> Expr:
         if self.groups is not None:
             for i, g in enumerate(self.groups):
                 if j.semanticEquals(g):
@@ -328,6 +407,14 @@ class _Converter:
             if any(_name(i) != "Literal" for i in items):
                 raise Unsupported("IN with a non-literal list is not maintained incrementally")
             return Call("in", (self.expr(j.value()), *(self.expr(i) for i in items)), dtype)
+        if kind in _DATETIME:
+            tz = j.timeZoneId() if kind.startswith(("Timestamp", "Time")) else None
+            if tz is not None and tz.isDefined() and str(tz.get()) not in _UTC:
+                raise Unsupported(
+                    f"{j.prettyName()} in time zone {tz.get()} is not maintained incrementally"
+                )
+            operands = tuple(self.expr(c) for c in _seq(j.children()))
+            return Call(_DATETIME[kind], operands, dtype)
         if kind == "InSet":
             raise Unsupported("IN with a very long list (InSet) is not maintained incrementally")
         if kind == "Coalesce":
@@ -402,6 +489,13 @@ def _refs(j) -> set[int]:
 
 
 def _node(j, tables_of) -> Node:
+    """Our tree for Catalyst plan node ``j``; an internal error names the node
+    (ConversionFailed)."""
+    with _internal_errors_name(lambda: f"plan node {_name(j)}"):
+        return _node_of(j, tables_of)
+
+
+def _node_of(j, tables_of) -> Node:
     kind = _name(j)
     if kind in ("DataSourceV2ScanRelation", "DataSourceV2Relation"):
         rel = j.relation() if kind == "DataSourceV2ScanRelation" else j

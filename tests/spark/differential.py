@@ -9,6 +9,7 @@ Used by tests/spark/test_incremental.py (a short run) and ``make differential`` 
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import random
 from collections import Counter
@@ -19,7 +20,7 @@ SCHEMAS = {
     "customers": ("id BIGINT, region STRING, tier INT", ["id"]),
     "orders": (
         "id BIGINT, customer BIGINT, item STRING, qty INT, amount DECIMAL(10,2), price DOUBLE, "
-        "note STRING",
+        "note STRING, placed DATE, at TIMESTAMP, tag BINARY",
         ["id"],
     ),
     "shipments": ("id BIGINT, order_id BIGINT, carrier STRING, weight INT", ["id"]),
@@ -168,6 +169,30 @@ CASES = [
         ("case and coalesce in group keys", "casts", "double avg"),
     ),
     ViewCase(
+        "v_literals",
+        "SELECT id, amount * 1.5 AS a15, 1 - amount / 1000 AS disc, amount - 0.01 AS less, "
+        "date_add(placed, 30) AS due, placed - INTERVAL '1' MONTH AS month_before, "
+        "at + INTERVAL '90' MINUTE AS later, at + INTERVAL '1-1' YEAR TO MONTH AS next_year, "
+        "at + make_interval(0, 1, 0, 2, 3, 0, 0.5) AS odd, tag, "
+        "CAST(NULL AS DECIMAL(38,10)) AS no_amount, CAST(NULL AS DATE) AS no_day, "
+        "CAST(NULL AS TIMESTAMP) AS no_at, CAST(NULL AS BINARY) AS no_tag, "
+        "CASE WHEN amount > 500 THEN 12345678901234567890.123456789 END AS huge "
+        "FROM orders WHERE amount >= 10 AND placed >= DATE '2024-01-20' "
+        "AND at < TIMESTAMP '2024-03-01 12:00:00' AND tag <> X'01' "
+        "AND amount < 99999999999999999999999999999.99 AND price <> 1e300",
+        ("id",),
+        ("DECIMAL, DATE, TIMESTAMP, BINARY and INTERVAL literals", "NULL of each type"),
+    ),
+    ViewCase(
+        "v_literal_groups",
+        "SELECT customer, SUM(amount * (1 - 0.05)) AS net, COUNT(*) AS n, "
+        "SUM(CASE WHEN placed < DATE '2024-02-01' THEN amount ELSE 0.00 END) AS early, "
+        "MAX(at) AS last_at, MIN(tag) AS first_tag, MIN(placed) AS first_day "
+        "FROM orders WHERE tag IS NULL OR tag <> X'00' GROUP BY customer",
+        ("customer",),
+        ("literals inside aggregates", "min/max of DATE, TIMESTAMP and BINARY"),
+    ),
+    ViewCase(
         "v_author_posts",
         "SELECT c.id, c.region, (SELECT COUNT(*) FROM orders o WHERE o.customer = c.id) AS n "
         "FROM customers c",
@@ -175,6 +200,9 @@ CASES = [
         ("correlated scalar subquery",),
     ),
 ]
+
+# Literals of every type Spark produces, and date/timestamp arithmetic (issue 24, item 6).
+LITERALS = [c for c in CASES if c.name in ("v_literals", "v_literal_groups")]
 
 # A view over a view (v_groups): built after it.
 OVER_VIEW = ViewCase(
@@ -197,6 +225,9 @@ class Workload:
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
+        # The date, timestamp and binary columns draw from their own generator, so the other
+        # columns' sequence is the same as before they existed.
+        self.rng_dt = random.Random(seed + 7919)
         self.orders: dict[int, dict] = {}
         self.shipments: dict[int, dict] = {}
         self.customers: dict[int, dict] = {}
@@ -213,6 +244,21 @@ class Workload:
             "amount": None if r.random() < 0.1 else Decimal(r.randint(0, 99999)) / 100,
             "price": r.choice([0.5, 1.25, 2.0, 3.75, 10.0, 0.1, 0.7, 123456.789, 3.3e9]),
             "note": None if r.random() < 0.5 else r.choice(["gift", "rush"]),
+            **self._dated(),
+        }
+
+    def _dated(self) -> dict:
+        r = self.rng_dt
+        day = dt.date(2024, 1, 1) + dt.timedelta(days=r.randrange(60))
+        at = dt.datetime(2024, 1, 29, tzinfo=dt.UTC) + dt.timedelta(
+            minutes=r.randrange(60 * 24 * 62), microseconds=r.randrange(1_000_000)
+        )
+        return {
+            "placed": None if r.random() < 0.1 else day,
+            "at": None if r.random() < 0.1 else at,
+            "tag": None
+            if r.random() < 0.1
+            else bytes([r.randrange(4), r.randrange(256)][: r.randint(1, 2)]),
         }
 
     def _customer(self, cid: int) -> dict:
@@ -273,7 +319,10 @@ class Workload:
                     oid = r.choice(list(self.orders))
                     o = dict(self.orders[oid])
                     field = r.choice(["customer", "qty", "amount", "note", "price"])
-                    o[field] = self._order(oid)[field]
+                    fresh = self._order(oid)
+                    o[field] = fresh[field]
+                    if field == "amount":  # the other columns' generator is left as it was
+                        o.update({k: fresh[k] for k in ("placed", "at", "tag")})
                     self.orders[oid] = o
                     ops.append(("put", "orders", o))
                 elif x < 0.62:
@@ -340,6 +389,8 @@ def apply(client, txns: list[list[tuple]]) -> None:
 
 
 def _norm(v):
+    if isinstance(v, dt.datetime):  # Spark's collect() gives naive local time, the store UTC
+        return ("t", v.astimezone(dt.UTC))
     if isinstance(v, float):
         return ("f", round(v, 6) if math.isfinite(v) else v)
     if isinstance(v, Decimal):

@@ -82,11 +82,13 @@ def run_differential(spark, server, c, cases, rounds: int, seed: int, strategy="
 SUPPORTED = D.CASES
 
 
-# The catalog in two runs of the workload (each within the per-test timeout): the views of
-# part 1 of the issue (and the view over one of them), then those of part 2.
+# The catalog in three runs of the workload (each within the per-test timeout): the views of
+# part 1 of the issue (and the view over one of them), those of part 2, and the literals of
+# every type (issue 24, item 6).
 PARTS = {
     "joins_and_sums": [*SUPPORTED[:9], D.OVER_VIEW],
-    "outer_minmax_distinct_union": SUPPORTED[9:],
+    "outer_minmax_distinct_union": [c for c in SUPPORTED[9:] if c not in D.LITERALS],
+    "literals": D.LITERALS,
 }
 
 
@@ -325,3 +327,77 @@ def _put_all(c, table: str, rows: list[dict]) -> None:
     with c.transaction() as t:
         for r in rows:
             t.put(table, r)
+
+
+def _decimal_view(spark, address: str, target: str, strategy: str) -> MaterializedView:
+    return (
+        MaterializedView.builder(spark)
+        .coordinator(address)
+        .query("SELECT id, amount FROM dec_src WHERE amount >= 10")
+        .target(target)
+        .primary_key("id")
+        .strategy(strategy)
+        .build()
+    )
+
+
+def test_a_decimal_literal_is_maintained_incrementally(spark, ivm_server, ic):
+    """``WHERE amount >= 10`` on a DECIMAL(12,2) column (issue 24, item 6: build() raised
+    AttributeError on the literal): incremental under auto and incremental, equal to Spark."""
+    from decimal import Decimal
+
+    ic.create_table("dec_src", "id BIGINT, amount DECIMAL(12,2)", primary_key=["id"])
+    with ic.transaction() as t:
+        for i in range(8):
+            t.put("dec_src", {"id": i, "amount": Decimal(i * 3) + Decimal("0.99")})
+    views = [
+        _decimal_view(spark, ivm_server.address, "dec_auto", "auto"),
+        _decimal_view(spark, ivm_server.address, "dec_strict", "incremental"),
+    ]
+    for v in views:
+        assert "strategy: incremental" in v.explain(), v.explain()
+        v.maintain_available(until=ic.tso(), timeout=60)
+    with ic.transaction() as t:
+        t.put("dec_src", {"id": 1, "amount": Decimal("10.00")})  # crosses into the view
+        t.put("dec_src", {"id": 7, "amount": Decimal("9.99")})  # crosses out
+        t.put("dec_src", {"id": 20, "amount": None})
+    for v in views:
+        v.maintain_available(until=ic.tso(), timeout=60)
+        assert v._strategy.progress.last_strategy == "delta"
+    snap = ic.snapshot(["dec_src"], wait_s=30)
+    query = "SELECT id, amount FROM dec_src WHERE amount >= 10"
+    want = {r["id"]: r["amount"] for r in D.SparkBatch(spark).result(ic, query, snap, ["dec_src"])}
+    assert Decimal("10.00") in want.values() and 7 not in want
+    for name in ("dec_auto", "dec_strict"):
+        got = {r["id"]: r["amount"] for r in ic.snapshot([name]).read(name).to_pylist()}
+        assert got == want, name
+
+
+def test_an_internal_error_in_plan_conversion_falls_back_under_auto(
+    spark, ivm_server, ic, monkeypatch
+):
+    """A fault planted in the literal converter: under auto the view is a full recompute whose
+    explain() gives the reason (the construct and the error), and it is maintained; under
+    incremental build() refuses, naming the construct."""
+    from decimal import Decimal
+
+    from spark_sink.ivm import plan
+
+    if "dec_src" not in {t.name for t in ic.tables()}:
+        ic.create_table("dec_src", "id BIGINT, amount DECIMAL(12,2)", primary_key=["id"])
+    with ic.transaction() as t:
+        t.put("dec_src", {"id": 100, "amount": Decimal("50.00")})
+
+    def broken(j):
+        raise RuntimeError("planted fault")
+
+    monkeypatch.setattr(plan, "literal_value", broken)
+    auto = _decimal_view(spark, ivm_server.address, "dec_fault_auto", "auto")
+    text = auto.explain()
+    assert "strategy: full_recompute (asked: auto)" in text, text
+    assert "an internal error converting expression" in text and "planted fault" in text, text
+    auto.maintain_available(until=ic.tso(), timeout=60)
+    rows = ic.snapshot(["dec_fault_auto"]).read("dec_fault_auto").to_pylist()
+    assert {r["id"]: r["amount"] for r in rows}[100] == Decimal("50.00")
+    with pytest.raises(InvalidArgument, match=r"strategy incremental: an internal error .*planted"):
+        _decimal_view(spark, ivm_server.address, "dec_fault_strict", "incremental")

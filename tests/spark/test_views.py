@@ -377,3 +377,137 @@ def test_drop_old_table_and_a_key_that_is_not_unique(spark, views_server, vc):
         job.stop()
     with pytest.raises(coordinator.BarrierNotReached):
         vc.snapshot(["dup_view"])  # nothing was written
+
+
+def _spark_jobs_of_build(spark, builder, group: str):
+    """(the view, the Spark job ids its build() ran): the build runs in this thread under job
+    group ``group``."""
+    sc = spark.sparkContext
+    sc.setLocalProperty("spark.jobGroup.id", group)
+    try:
+        view = builder.build()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return view, list(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_rebuilt_view_reattaches_without_the_key_check(spark, views_server, vc):
+    """build() of a view that exists as the same job, query (spelled with other whitespace),
+    key and table runs no Spark job (issue 24, item 12: the key check ran the whole query
+    again); the view keeps working; a changed query checks its key again."""
+    vc.create_table("ra_a", "id BIGINT, k BIGINT, v INT", primary_key=["id"])
+    vc.create_table("ra_b", "k BIGINT, name STRING", primary_key=["k"])
+    with vc.transaction() as t:
+        for i in range(30):
+            t.put("ra_a", {"id": i, "k": i % 5, "v": i})
+        for k in range(5):
+            t.put("ra_b", {"k": k, "name": f"n{k}"})
+    sql = "SELECT a.id, a.v, b.name FROM ra_a a JOIN ra_b b ON a.k = b.k WHERE a.v > {}"
+
+    def builder(query: str):
+        return (
+            MaterializedView.builder(spark)
+            .coordinator(views_server.address)
+            .query(query)
+            .target("ra_view")
+            .primary_key("id")
+            .strategy("full_recompute")
+        )
+
+    first, jobs = _spark_jobs_of_build(spark, builder(sql.format(3)), "ra-first")
+    assert jobs, "the first build checks the key with a Spark job"
+    assert "unique in the query's result at build" in first.explain()
+    first.maintain_available(until=vc.tso(), timeout=60)
+    respelled = "  " + sql.format(3).replace(" JOIN ", "\n   JOIN  ") + "\n"
+    again, jobs = _spark_jobs_of_build(spark, builder(respelled), "ra-again")
+    assert jobs == [], f"the second build ran Spark jobs {jobs}"
+    assert "the key check of its first build stands" in again.explain()
+    with vc.transaction() as t:
+        t.put("ra_a", {"id": 100, "k": 2, "v": 50})
+    again.maintain_available(until=vc.tso(), timeout=60)
+    rows = vc.snapshot(["ra_view"]).read("ra_view").to_pylist()
+    assert sorted(r["id"] for r in rows) == [*range(4, 30), 100]
+    changed, jobs = _spark_jobs_of_build(spark, builder(sql.format(10)), "ra-changed")
+    assert jobs and "unique in the query's result at build" in changed.explain()
+
+
+def test_transient_and_permanent_failures_are_told_apart():
+    """The classification ViewJob retries by (issue 24, item 11)."""
+    from py4j.protocol import Py4JError
+
+    from kvstore.errors import SnapviewError, TableNotFound, Unauthenticated, Unavailable
+    from spark_sink.materialized_view import is_transient
+
+    deadline = SnapviewError("Deadline Exceeded")
+    deadline.code = "DEADLINE_EXCEEDED"
+    worker = Py4JError("org.apache.spark.SparkException: Python worker failed to connect back.")
+    assert is_transient(Unavailable("server away")) and is_transient(deadline)
+    assert is_transient(worker)
+    wrapped = RuntimeError("batch failed")
+    wrapped.__cause__ = worker
+    assert is_transient(wrapped)
+    assert not is_transient(TableNotFound("orders"))
+    assert not is_transient(Unauthenticated("bad token"))
+    assert not is_transient(Py4JError("AnalysisException: [TABLE_OR_VIEW_NOT_FOUND] x"))
+    assert not is_transient(AttributeError("a bug"))
+
+
+def test_a_view_job_rides_out_a_transient_failure_and_stops_on_a_permanent_one(
+    spark, views_server, vc, monkeypatch, caplog
+):
+    """A transient error planted in one epoch: the job logs it, starts its stream again and
+    the view stays equal to its query; a permanent error stops the job, reported FAILED with
+    the error (issue 24, item 11: a script's job died on the first transient Spark error)."""
+    import logging
+
+    from coordinator.jobs import JobState
+    from kvstore.errors import InvalidArgument, Unavailable
+    from spark_sink import materialized_view as mv
+    from spark_sink.view_maintenance import FullRecompute
+
+    monkeypatch.setattr(mv, "FIRST_RETRY_S", 0.2)
+    vc.create_table("tr_src", "id BIGINT, v INT", primary_key=["id"])
+    with vc.transaction() as t:
+        for i in range(5):
+            t.put("tr_src", {"id": i, "v": i})
+    job = (
+        MaterializedView.builder(spark)
+        .coordinator(views_server.address)
+        .query("SELECT id, v * 2 AS v2 FROM tr_src")
+        .target("tr_view")
+        .strategy("full_recompute")
+        .trigger_interval("100 milliseconds")
+        .build()
+        .start()
+    )
+    try:
+        job.await_barrier(vc.tso(), timeout=60)
+        real = FullRecompute.maintain
+        planted: list[Exception] = [Unavailable("planted: the server is away")]
+
+        def flaky(self, barrier, reads):
+            if planted:
+                raise planted.pop()
+            return real(self, barrier, reads)
+
+        monkeypatch.setattr(FullRecompute, "maintain", flaky)
+        caplog.set_level(logging.WARNING, logger="snapview.view")
+        with vc.transaction() as t:
+            t.put("tr_src", {"id": 10, "v": 7})
+        job.await_barrier(vc.tso(), timeout=60)
+        assert job.restarts == 1 and not planted
+        assert any("transient failure" in r.getMessage() for r in caplog.records)
+        rows = vc.snapshot(["tr_view"]).read("tr_view").to_pylist()
+        assert {r["id"]: r["v2"] for r in rows} == {0: 0, 1: 2, 2: 4, 3: 6, 4: 8, 10: 14}
+
+        planted.append(InvalidArgument("planted: a value the query cannot take"))
+        wait_for(lambda: not job.is_active(), 30, "the job to stop")
+        assert job.restarts == 1 and "planted: a value" in job.failure_text()
+
+        def reported():
+            info = {j.job: j for j in vc.jobs.list_jobs()}["tr_view"]
+            return info.state is JobState.FAILED and "planted: a value" in info.last_error
+
+        wait_for(reported, 30, "the job reported FAILED")
+    finally:
+        job.stop()

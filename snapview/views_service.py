@@ -91,7 +91,7 @@ def serve(
 def _step(w: _Watched, now: float, say: Callable[[str], None]) -> None:
     if w.dropped:
         return
-    if w.job is not None and w.job.query.isActive:
+    if w.job is not None and w.job.is_active():  # active, or riding out a transient failure
         if now - w.started > HEALTHY_AFTER_S:
             w.backoff = min(w.backoff, FIRST_BACKOFF_S)
         return

@@ -182,7 +182,7 @@ class Gen:
             names = list(m.views) if kind != "view_build" else list(VIEWS)
             if kind in ("view_stop", "view_kill", "view_wait"):
                 names = [v for v in m.views if m.views[v].job is not None]
-            if kind == "view_start":
+            if kind in ("view_start", "view_step"):
                 names = [v for v in m.views if m.views[v].job is None]
             return Op(kind, {"view": r.choice(names)}) if names else None
         return Op(kind)  # gc_wait, cli_pipe, stream_stop

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from tests.lifecycle.ops import Op
 
@@ -28,13 +29,19 @@ def shrink(
 
     deadline = time.monotonic() + cfg.shrink_s
     trials = 0
+    # A trial runs `snapview check` only when that is what failed (a subprocess per check).
+    trial_cfg = replace(cfg, run_check=invariant in ("check", "error:final check"))
 
     def fails(candidate: list[Op]) -> bool:
         nonlocal trials
         trials += 1
-        res = execute(candidate, cfg, spark_factory)
+        t0 = time.monotonic()
+        res = execute(candidate, trial_cfg, spark_factory)
         same = res.failure is not None and res.failure.invariant == invariant
-        log(f"  shrink trial {trials}: {len(candidate)} ops -> {'fails' if same else 'passes'}")
+        verdict = "fails" if same else "passes"
+        log(
+            f"  shrink trial {trials}: {len(candidate)} ops -> {verdict} ({time.monotonic() - t0:.1f}s)"
+        )
         return same
 
     best = list(ops)

@@ -35,6 +35,7 @@ KNOWN_OPEN: dict[str, str] = {
     "view:v_dec": "item 6: a DECIMAL literal crashes an incremental view's build()",
     "recreate_view": "item 4: a view recreated under a dropped one's name inherits its epochs",
     "drop_running_view": "item 9: a drop under running view jobs leaves orphaned records",
+    "cli_pipe": "item 13: `snapview tables | true` prints '[Errno 32] Broken pipe'",
 }
 
 SERVER_OP_DEADLINE_S = 60.0
@@ -60,6 +61,7 @@ class Config:
     plant: str = ""
     shrink_s: float = 120.0
     spark_every: int = 0  # >0: at most one Spark op per this many steps (short runs)
+    run_check: bool = True  # `snapview check` after CHECK_AFTER ops and every check_every steps
 
     @property
     def skipped(self) -> frozenset[str]:
@@ -175,7 +177,8 @@ def execute(
                     INVARIANTS_DEADLINE_S,
                     "invariants",
                 )
-                if op.kind in CHECK_AFTER or (i + 1) % cfg.check_every == 0:
+                due = op.kind in CHECK_AFTER or (i + 1) % cfg.check_every == 0
+                if cfg.run_check and due:
                     with_deadline(lambda: invariants.check_clean(w), 120, "snapview check")
             except BaseException as e:  # noqa: BLE001 - every failure is a violation
                 if isinstance(e, KeyboardInterrupt):
@@ -183,10 +186,11 @@ def execute(
                 res.failure = _as_violation(e, where)
                 log(f"[{i:4d}] FAILED: {res.failure}")
                 return res
-        try:
-            with_deadline(lambda: invariants.check_clean(w), 120, "snapview check")
-        except BaseException as e:  # noqa: BLE001
-            res.failure = _as_violation(e, "final check")
+        if cfg.run_check:
+            try:
+                with_deadline(lambda: invariants.check_clean(w), 120, "snapview check")
+            except BaseException as e:  # noqa: BLE001
+                res.failure = _as_violation(e, "final check")
         return res
     finally:
         res.elapsed_s = time.monotonic() - t0

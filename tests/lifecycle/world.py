@@ -72,7 +72,13 @@ class World:
             if self.spark_factory is None:
                 raise RuntimeError("this walk has no SparkSession (spark ops are off)")
             self._spark = self.spark_factory()
-        return self._spark
+        # Ops run in watchdog threads. Spark looks a Python data source up in the calling
+        # thread's active session, and a thread other than the session's creator has none:
+        # writeStream.format("snapview") then fails with DATA_SOURCE_NOT_FOUND (found by this
+        # walk; reported with issue 24). Set it for this thread, as a threaded driver must.
+        s = self._spark
+        s._jvm.org.apache.spark.sql.SparkSession.setActiveSession(s._jsparkSession)  # type: ignore[attr-defined]
+        return s
 
     def path(self, *parts: str) -> str:
         p = os.path.join(self.root, *parts)

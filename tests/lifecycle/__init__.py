@@ -19,7 +19,9 @@ Every item of issue 24 is a step (or a situation, a tag of ``ops.tags``) the wal
     load twice (repeat_load)                      5  every one-off load writes
     view_build / view_step of v_dec               6  a DECIMAL literal in an incremental view
     a client used before a recreate (stale_client) 7 a long-lived client survives a recreate
-    stream_stop, then the gc_hold invariant       8  a stopped stream stops holding GC
+    stream_stop, then the gc_hold invariant       8  a stopped stream stops holding GC (the walk
+                                                     stops between batches; a mid-batch stop is
+                                                     not generated yet)
     drop under a running view (drop_running_view) 9  no orphaned records; check stays clean
     batch_write                                   10 df.write.format("snapview").save()
     view_kill, view_start                         11 a killed job restarts and resumes

@@ -204,8 +204,8 @@ def tags(op: Op, m: Model) -> set[str]:
         out.add("repeat_load")
     if "client" in a and "table" in a and m.stale(a["client"], a["table"]):
         out.add("stale_client")
-    if op.kind == "drop" and a["cascade"]:
-        gone = [a["table"], *m.downstream(a["table"])]
+    if op.kind == "drop":
+        gone = [a["table"], *(m.downstream(a["table"]) if a["cascade"] else [])]
         if any(v in m.views and m.views[v].job is not None for v in gone):
             out.add("drop_running_view")
     return out

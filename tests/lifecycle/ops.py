@@ -173,6 +173,8 @@ class Gen:
             rows = _rows(r, ids, 3)
             if kind == "batch_write":  # fresh keys: append and upsert agree
                 rows = [[base + i, *row[1:]] for i, row in enumerate(rows)]
+            # One row per key: a write of two rows for one key is refused (KeyPrewrittenTwice).
+            rows = list({row[0]: row for row in rows}.values())
             return Op(kind, {"table": r.choice(roots), "rows": rows})
         if kind == "stream_start":
             return Op(kind, {"fresh_checkpoint": r.random() < 0.4})

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := kvstore coordinator spark_source spark_sink snapview
 
-.PHONY: test demo proto lint typecheck fmt bench chaos differential soak cluster install-check clean
+.PHONY: test demo proto lint typecheck fmt bench chaos differential soak lifecycle cluster install-check clean
 
 # The generated protobuf code (snapview_proto/) is committed: installing needs no code generator.
 $(STAMP): pyproject.toml requirements.lock
@@ -64,6 +64,14 @@ differential: $(STAMP)
 soak: $(STAMP)
 	SNAPVIEW_SOAK_S=$${SNAPVIEW_SOAK_S:-300} $(PY) -m pytest -q -s -o timeout=3600 \
 		tests/spark/test_gc_soak.py -k stops_growing
+
+# The long lifecycle walk (tests/lifecycle, docs/design.md section 9): a seeded random walk over
+# what users do (tables, views, loads, streams, restarts, forks, revisions, GC) checked against
+# a model after every step; stops by itself after LIFECYCLE_S seconds (default 30 minutes).
+# SEED=n for another seed; a failure prints the seed and the shrunk sequence to replay.
+# `make test` runs a short seeded one (tests/lifecycle/test_walk.py).
+lifecycle: $(STAMP)
+	LIFECYCLE_S=$${LIFECYCLE_S:-1800} SEED=$${SEED:-1} $(PY) -m tests.lifecycle
 
 # View jobs on a real Spark standalone cluster (docs/cluster.md): a master and two workers from
 # the pip package's spark-class on 127.0.0.1, `snapview serve` with TLS and a token, executors

@@ -6,8 +6,9 @@ Actions: ``panic`` (SIGKILL this process, as a crash would), ``panic_group`` (SI
 group of this process's session leader, then this process's own group: a Spark task taking down
 the local-mode query it belongs to, whose Python workers sit in a group of their own),
 ``sleep(ms)``,
-``error`` (raise FailPointError). A ``N%`` prefix fires with that probability (seeded by
-SNAPVIEW_FAILPOINTS_SEED). Disarmed, ``fail_point`` is one dict truth test.
+``error`` (raise FailPointError), ``on`` (nothing: a planted fault the code asks for with
+``armed(name)``, e.g. ``drop.keep_job_records=on``). A ``N%`` prefix fires with that probability
+(seeded by SNAPVIEW_FAILPOINTS_SEED). Disarmed, ``fail_point`` is one dict truth test.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 
 from kvstore.errors import SnapviewError
 
-_SPEC = re.compile(r"^(?:(\d+(?:\.\d+)?)%)?(panic_group|panic|error|sleep\((\d+)\))$")
+_SPEC = re.compile(r"^(?:(\d+(?:\.\d+)?)%)?(panic_group|panic|error|on|sleep\((\d+)\))$")
 
 
 class FailPointError(SnapviewError):
@@ -35,7 +36,7 @@ def parse(spec: str) -> dict[str, tuple[float, str, int]]:
         m = _SPEC.match(action.strip())
         if not name.strip() or not m:
             raise ValueError(
-                f"bad fail point {part!r}: want name=[N%]panic|panic_group|error|sleep(ms)"
+                f"bad fail point {part!r}: want name=[N%]panic|panic_group|error|on|sleep(ms)"
             )
         prob = float(m.group(1)) / 100 if m.group(1) else 1.0
         kind = "sleep" if m.group(3) else m.group(2)
@@ -67,8 +68,19 @@ def fail_point(name: str) -> None:
                 pass
     elif kind == "sleep":
         time.sleep(ms / 1000)
+    elif kind == "on":
+        return
     else:
         raise FailPointError(f"fail point {name} injected an error")
+
+
+def armed(name: str) -> bool:
+    """Whether the fail point ``name`` fires now (a planted fault: the caller does the wrong
+    thing on purpose); always False when disarmed."""
+    if not _ARMED:
+        return False
+    armed = _ARMED.get(name)
+    return armed is not None and (armed[0] >= 1.0 or _RNG.random() < armed[0])
 
 
 def arm(spec: str) -> None:

@@ -47,6 +47,7 @@ except ImportError:  # run as a script
     from common import local_stack
 
 UPSERTS = ("insert", "update_postimage")
+DELETES_CDF = ("delete", "update_preimage")
 DELETES, UPSERTS_PART = 0, 1  # a version's two parts, in the order they are applied
 
 
@@ -102,10 +103,12 @@ def _cdf_change(dt, version: int, key: list[str]) -> Change:
     schema = _empty(dt).schema  # the table's columns, as its snapshots type them
     keep = rows.select(schema.names).cast(schema)
     ups = keep.filter(pc.is_in(kind, pa.array(UPSERTS)))
-    dels = keep.filter(pc.equal(kind, "delete"))
+    # An update's pre-image is a delete too: its key goes unless the post-image keeps it (an
+    # update of a key column moves the row), and an append-only table refuses it.
+    dels = keep.filter(pc.is_in(kind, pa.array(DELETES_CDF)))
     if key and dels.num_rows and ups.num_rows:
-        # An overwrite deletes every row and inserts the new ones, some under the same key: that
-        # key's net change is its upsert, so it is not deleted first.
+        # An update, or an overwrite (every row deleted, the new ones inserted, some under the
+        # same key): a key's net change is its upsert, so it is not deleted first.
         upserted = set(zip(*(ups[k].to_pylist() for k in key), strict=True))
         mask = [t not in upserted for t in zip(*(dels[k].to_pylist() for k in key), strict=True)]
         dels = dels.filter(pa.array(mask, pa.bool_()))

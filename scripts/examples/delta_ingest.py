@@ -66,7 +66,7 @@ def batch_id(version: int, part: int) -> int:
 
 
 def _bid(info) -> int:
-    # EpochWriter names an epoch's batch "<query id>:<batch id>" ("batch:<id>" outside a stream)
+    # EpochWriter names a keyed one-off load's batch "dedup:<key>" (``_write`` passes the id)
     return int(info.batch.rpartition(":")[2])
 
 
@@ -149,9 +149,10 @@ def changes(path: str, after_version: int, key: list[str]):
 
 
 def _write(writer, spark, rows: pa.Table, bid: int) -> None:
-    # The one call into the sink: the Delta version, as a batch id, makes the epoch's replay
-    # detection ours (a batch already committed is skipped, a dead attempt at it redone).
-    writer(spark.createDataFrame(rows), bid)
+    # The one call into the sink: the Delta version, as a dedup key, makes the epoch's replay
+    # detection ours (a batch already committed is skipped, a dead attempt at it redone). A
+    # one-off load without a key would be a new epoch every time (EpochWriter.load).
+    writer.load(spark.createDataFrame(rows), dedup_key=bid)
 
 
 def ingest(spark, address: str, path: str, table: str, job: str | None = None, out=print) -> int:

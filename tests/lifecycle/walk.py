@@ -27,16 +27,7 @@ from tests.lifecycle.world import Violation, World
 
 # Op kinds and situations (ops.tags) today's code gets wrong, by issue 24 item. The walk does not
 # generate them; empty this once the items are fixed.
-KNOWN_OPEN: dict[str, str] = {
-    "fork": "item 1: a child forked after the parent connected hangs in connect()",
-    "stale_client": "item 7: a long-lived client gets TableNotFound after a recreate",
-    "batch_write": "item 10: df.write.format('snapview').save() is not implemented",
-    "repeat_load": "item 5: a second one-off EpochWriter load (batch 0) writes nothing",
-    "view:v_dec": "item 6: a DECIMAL literal crashes an incremental view's build()",
-    "recreate_view": "item 4: a view recreated under a dropped one's name inherits its epochs",
-    "drop_running_view": "item 9: a drop under running view jobs leaves orphaned records",
-    "cli_pipe": "item 13: `snapview tables | true` prints '[Errno 32] Broken pipe'",
-}
+KNOWN_OPEN: dict[str, str] = {}
 
 SERVER_OP_DEADLINE_S = 60.0
 SPARK_OP_DEADLINE_S = 300.0

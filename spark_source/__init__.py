@@ -18,21 +18,18 @@ from spark_source.options import CHANGE_TYPE, COMMIT_TS, SourceOptions
 from spark_source.tables import RegisteredTables, register_tables
 from spark_source.worker_python import ensure_worker_python
 
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-
 
 def register(spark: SparkSession, snapview: type[DataSource] = SnapviewDataSource) -> None:
     """Make ``format("snapview")`` available in ``spark`` (read side).
 
-    Also turns on Python data source filter pushdown for the session (off by default in Spark
-    4.3, where a reader that accepts filters is refused without it), so primary-key filters
-    narrow the key ranges read.
+    Leaves the session's Python data source filter pushdown setting alone: the source takes no
+    filters (see readers.SnapshotReader), so with pushdown off (Spark 4.3's default) Spark plans
+    each loaded DataFrame's read once and every query of it reads one snapshot.
 
     First makes sure Spark's Python workers can import snapview (spark_source.worker_python):
     with PYSPARK_PYTHON unset they run this interpreter; a PYSPARK_PYTHON that cannot import
     snapview raises InvalidArgument at once, before anything is registered."""
     ensure_worker_python(spark)
-    spark.conf.set(PUSHDOWN_CONF, "true")
     register_source(spark, snapview)  # spark_sink passes its subclass, with writers
     register_source(spark, BarrierDataSource)
 

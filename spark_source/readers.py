@@ -7,17 +7,17 @@ snapshot) and read on executors, which reach the store over gRPC.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from coordinator.errors import LeaseNotFound
 from kvstore.table_info import TableInfo
 from spark_source.arrow_rows import changes_to_arrow, snapshot_as_changes
 from spark_source.connection import client_for
-from spark_source.key_ranges import KeyRange, full_range, push_key_filters
+from spark_source.key_ranges import KeyRange, full_range
 from spark_source.options import SourceOptions
 
 
@@ -26,9 +26,6 @@ class RangePartition(InputPartition):
     ranges: list[tuple[bytes, bytes]]  # [start, end) key ranges read in order
     ts: int
     as_changes: bool = False  # emit rows as inserts at ts (a stream's initial snapshot)
-
-
-POINTS_PER_PARTITION = 256
 
 
 @dataclass
@@ -72,12 +69,7 @@ def plan_ranges(
     """Cut key ranges into partitions of about opts.rows_per_partition rows each."""
     client = client_for(opts.connection)
     parts: list[RangePartition] = []
-    points = [(r.start, r.end) for r in ranges if r.point]  # lookups need no split
-    for i in range(0, len(points), POINTS_PER_PARTITION):
-        parts.append(RangePartition(points[i : i + POINTS_PER_PARTITION], ts, as_changes))
     for r in ranges:
-        if r.point:
-            continue
         bounds, _ = client.store.split_range(
             r.start, r.end, opts.rows_per_partition, opts.max_partitions
         )
@@ -112,21 +104,22 @@ def read_changes(
 
 
 class SnapshotReader(DataSourceReader):
-    """``spark.read.format("snapview")``: the table as of one timestamp, in key-range partitions.
-    Filters on a single-column primary key (=, <, <=, >, >=, IN) narrow the ranges read."""
+    """``spark.read.format("snapview")``: the whole table as of one timestamp, in key-range
+    partitions.
+
+    No ``pushFilters``: Spark 4.3 plans a Python source's read (this reader's partitions and
+    ``read``) once per loaded DataFrame and reuses that plan for every later query of it, and a
+    query whose filters it pushes down plans anew and replaces the plan for all of them (every scan
+    of the DataFrame in one query included). A reader narrowed by one query's filters would then
+    return only those rows to every other query. So every plan covers the whole table, and Spark
+    evaluates the filters."""
 
     def __init__(self, opts: SourceOptions, info: TableInfo, ts: int) -> None:
         self.opts, self.info, self.ts = opts, info, ts
-        self.ranges = [full_range(info)]
         self.lease = take_batch_lease(opts, ts)
 
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        self.ranges, remaining = push_key_filters(self.info, filters)
-        return remaining
-
     def partitions(self) -> list[RangePartition]:
-        # Filters that exclude every key leave no range: one empty partition keeps Spark happy.
-        return plan_ranges(self.opts, self.ranges, self.ts) or [RangePartition([], self.ts)]
+        return plan_ranges(self.opts, [full_range(self.info)], self.ts)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)  # one of partitions()

@@ -7,9 +7,10 @@
 
 Each name becomes a temporary view of the session over ``format("snapview")``. Decisions:
 
-- ``consistent=False`` (the default): each query reads each table's latest state when Spark
-  plans it (what ``spark.read.format("snapview")`` without ``at`` does); two tables in one query
-  may come from different moments.
+- ``consistent=False`` (the default): each table is read as of the first query that reads it
+  after the call, and later queries see that state too: a temporary view keeps its loaded
+  DataFrame, whose read Spark 4.3 plans once (docs/design.md §6.1). Two tables may come from
+  different moments; calling ``register_tables`` again reads newer ones.
 - ``consistent=True``: every name reads at one barrier, the newest that all of them have (the
   coordinator's consistent snapshot, ``client.snapshot(names)``): a root table at the barrier, a
   view at its commit for it. The temp views are pinned there, so a whole notebook reads that one

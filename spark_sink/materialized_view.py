@@ -462,6 +462,9 @@ class MaterializedView:
         while True:
             plan = client.jobs.plan_barriers(self.job, limit=1)
             after = plan.last_committed
+            follow = getattr(self._strategy, "follow", None)
+            if follow is not None:  # a job started from this view may have gone on meanwhile
+                follow(after)
             if until and after >= until:
                 return done
             plans = client.jobs.plan_barriers(self.job, limit=256, after=after).barriers

@@ -80,6 +80,22 @@ class EpochEvents(Protocol):
     def aborted(self, rec: EpochRecord) -> None: ...
 
 
+AFTER_EPOCH_FIELD = "after_epoch"
+
+
+def expected_previous(metadata: str) -> int | None:
+    """The epoch a commit says it was computed after (``after_epoch`` in its metadata: a view's
+    delta step), or None when it makes no such claim. The commit is refused unless that epoch is
+    still the job's newest committed one (optimistic concurrency on the job's progress)."""
+    if AFTER_EPOCH_FIELD not in metadata:
+        return None
+    try:
+        value = json.loads(metadata).get(AFTER_EPOCH_FIELD)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 class EpochManager:
     """``barriers`` (optional) makes a MaterializedView job's epochs barriers: opening an epoch
     that is not an issued barrier is refused, and committing one records the view's version at
@@ -323,8 +339,19 @@ class EpochManager:
                 )
             commit_ts = self.tso.now()
 
+            after = expected_previous(metadata)
+
             def act(ctx: WriteContext) -> EpochRecord:
                 refuse_if_dropped(ctx.reader, job, epoch)  # a drop since the get above
+                last = self._job(ctx.reader, job)["last_committed"]
+                if after is not None and after != last:
+                    # The epoch is a change computed from epoch `after`'s state, and another
+                    # run of the job (a stale cache, a second driver) committed past it: applying
+                    # it would apply changes twice or skip some. Redone from what is committed.
+                    raise Aborted(
+                        f"job {job!r} epoch {epoch}: computed as the change after epoch {after}, "
+                        f"but the job's newest committed epoch is {last}; open the epoch again"
+                    )
                 if self.barriers is not None:
                     # Before the primary commits: it looks at the epoch's indexed locks.
                     self.barriers.record_view_barrier(

@@ -66,6 +66,13 @@ def last_committed(client: Client, job: str) -> EpochMetadata | None:
     return EpochMetadata.from_json(info.metadata) if info.metadata else None
 
 
+def _after(meta: EpochMetadata) -> dict[str, int]:
+    """``{"after_epoch": B}``: the barrier (the epoch) ``meta`` was committed for, which the
+    next delta claims to follow; empty for metadata that names none."""
+    b = meta.fields.get("barrier")
+    return {"after_epoch": b} if isinstance(b, int) and not isinstance(b, bool) else {}
+
+
 class Incremental:
     """Maintain a view by delta rules (see the module docstring and docs/design.md §6.4)."""
 
@@ -92,6 +99,15 @@ class Incremental:
     @staticmethod
     def why() -> str:
         return "the query is in the class maintained by delta rules"
+
+    def follow(self, last_committed: int) -> None:
+        """Forget the cached last epoch unless it is ``last_committed``, the job's newest
+        committed epoch as the coordinator says: another run of the job (a started job of the
+        same view, another driver) may have committed since this strategy cached it, and a delta
+        from a stale epoch would read changes it has applied already."""
+        cached = 0 if self._last is None else _after(self._last).get("after_epoch", -1)
+        if self._last_known and cached != last_committed:
+            self._last_known = False
 
     # ------------------------------------------------------------------ one barrier
 
@@ -163,6 +179,10 @@ class Incremental:
                     "step": "build" if build else "delta",
                     "why": why,
                     "changed_keys": keys,
+                    # A delta is the change after `last`'s barrier: the coordinator refuses the
+                    # commit if another run of the job committed past it meanwhile (a stale
+                    # cache here), and the retry re-reads what is committed.
+                    **({} if build or last is None else _after(last)),
                     "cost": self.cost.as_field(),
                     **counts,
                     # Seconds per step so far (the commit's own comes after): the coordinator

@@ -140,3 +140,20 @@ def test_stale_attempt_is_settled_through_its_primary(tmp_path):
         c.close()
     finally:
         srv.stop()
+
+
+def test_a_commit_computed_after_a_stale_epoch_is_refused(client, table_name):
+    """A delta names the epoch it was computed after (``after_epoch``); if the job committed
+    past it meanwhile (another run of the job), the commit is refused with Aborted and nothing
+    of it is visible, so a change is never applied twice."""
+    job = f"{table_name}-after"
+    first = client.jobs.open_transaction(job, 1)
+    client.jobs.commit_transaction(job, 1, first.start_ts, '{"after_epoch": 0}')
+    second = client.jobs.open_transaction(job, 2)
+    client.jobs.commit_transaction(job, 2, second.start_ts, '{"after_epoch": 1}')
+    stale = client.jobs.open_transaction(job, 3)
+    with pytest.raises(Aborted, match="after epoch 1.*newest committed epoch is 2"):
+        client.jobs.commit_transaction(job, 3, stale.start_ts, '{"after_epoch": 1}')
+    assert client.jobs.get_epoch(job, 3).state is not EpochState.COMMITTED
+    again = client.jobs.open_transaction(job, 3)
+    assert client.jobs.commit_transaction(job, 3, again.start_ts, '{"after_epoch": 2}').committed

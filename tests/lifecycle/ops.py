@@ -25,6 +25,7 @@ import coordinator
 from kvstore.errors import (
     AlreadyExists,
     FailedPrecondition,
+    NotFound,
     SnapshotTooOld,
     TableNotFound,
 )
@@ -268,6 +269,20 @@ def op_drop(w: World, m: Model, table: str, cascade: bool, client: int = 0) -> s
         raise Violation("wrong_outcome", f"drop {table}: the server says it did not exist")
     gone = [table, *m.downstream(table)]
     running = [m.views[v] for v in gone if v in m.views and m.views[v].job is not None]
+    for v in gone:  # item 4: a dropped view's job and its epochs go with it
+        mv = m.views[v].mv if v in m.views else None
+        job = getattr(mv, "job", None)
+        if job is None:
+            continue
+        try:
+            e = c.jobs.get_epoch(job, 0)
+        except NotFound:
+            continue
+        raise Violation(
+            "drop_leaves_records",
+            f"drop {table}: job {job!r} of dropped view {v} still answers with epoch {e.epoch} "
+            f"({e.state.name})",
+        )
     m.drop(table, by_client=client)
     for v in running:  # their jobs learn of the drop by themselves; make sure they are gone
         _stop_view_job(v, hard=False)

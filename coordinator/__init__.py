@@ -20,6 +20,7 @@ from coordinator.errors import (
 from coordinator.revisions import Revision
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
+from coordinator.tso_client import prepare_fork
 from kvstore.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -61,4 +62,5 @@ __all__ = [
     "ValueTooLarge",
     "WriteConflict",
     "connect",
+    "prepare_fork",
 ]

@@ -95,7 +95,7 @@ class TsoResponses(Protocol):
     def cancel(self) -> bool: ...
 
 
-# How long a fork waits for gRPC to finish a paused TSO stream (see _pause_streams_for_fork).
+# How long a fork waits for gRPC to finish a paused TSO stream (see prepare_fork).
 FORK_PAUSE_WAIT_S = 0.5
 _STREAMS: weakref.WeakSet[TsoStreamFetcher] = weakref.WeakSet()
 
@@ -173,18 +173,18 @@ class TsoStreamFetcher:
             time.sleep(0.001)
 
 
-def _pause_streams_for_fork() -> None:
-    """Before a fork: close every TSO stream of this process, so that no thread of ours is
-    inside gRPC's core when the child is made.
+def prepare_fork() -> None:
+    """Optional, for a program that forks after connecting and wants gRPC quiet: close every
+    TSO stream of this process so that no thread of ours is inside gRPC's core when the child is
+    made. The streams reopen on their next use.
 
     An open stream keeps a gRPC thread polling in the core; gRPC's fork handlers then give up
     and log "fork_posix.cc ... Other threads are currently calling into gRPC, skipping fork()
-    handlers" on every fork, the Spark JVM's launch included (issue 12, item 7). The streams
-    reopen on their next use. Acts on this module's own streams only, and changes no gRPC
-    setting (issue 24, item 1): a process without a client pays nothing."""
+    handlers" (at INFO) on the fork. That line is harmless: a forked child works either way
+    (``kvstore.fork_safe_channel``). snapview registers no fork handler itself (a library must
+    not change what fork does for its importers, issue 24 item 1); a program that wants it calls
+    this before forking, or registers it: ``os.register_at_fork(before=coordinator.prepare_fork)``.
+    It acts on this module's own streams only and waits at most FORK_PAUSE_WAIT_S."""
     deadline = time.monotonic() + FORK_PAUSE_WAIT_S
     for stream in list(_STREAMS):
         stream.pause_for_fork(deadline)
-
-
-os.register_at_fork(before=_pause_streams_for_fork)

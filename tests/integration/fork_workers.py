@@ -9,10 +9,14 @@ and exits 0 only if every child finished with 0 within 10 s.
 """
 
 import multiprocessing
+import os
 import sys
 import time
 
 import coordinator
+
+# The program's own choice (snapview registers no fork handler): quiet gRPC's fork handlers.
+os.register_at_fork(before=coordinator.prepare_fork)
 
 ADDRESS, TABLE = sys.argv[1], sys.argv[2]
 parent = coordinator.connect(ADDRESS)
@@ -21,8 +25,6 @@ with parent.transaction() as txn:
 
 
 def work(i: int) -> None:
-    import os
-
     client = parent if i == 5 else coordinator.connect(ADDRESS)
     with client.transaction() as txn:
         txn.put(TABLE, {"id": i, "pid": os.getpid()})

@@ -37,6 +37,7 @@ def test_coordinator_exports_are_pinned():
             "ValueTooLarge",
             "WriteConflict",
             "connect",
+            "prepare_fork",
         ]
     )
     for name in coordinator.__all__:

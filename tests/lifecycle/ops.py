@@ -321,8 +321,14 @@ def op_churn(w: World, m: Model, table: str, client: int, n: int) -> str | None:
         return "skipped"
     c = w.client(client)
     big = [[1_000_000 + i, i % 4, i, "1.00"] for i in range(n)]
-    _commit_txn(c, table, big, [])
-    _commit_txn(c, table, [], [r[0] for r in big])
+    before = dict(m.tables[table].rows)
+    put_ts = _commit_txn(c, table, big, [])
+    # Two transactions: a barrier between them sees the rows, so the model has both states.
+    if put_ts is not None:
+        m.tables[table].commit(put_ts, put_ts, {**before, **_as_rows(big)})
+    del_ts = _commit_txn(c, table, [], [r[0] for r in big])
+    if del_ts is not None:
+        m.tables[table].commit(del_ts, del_ts, before)
     m.seen(client, table)
     return None
 

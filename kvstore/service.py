@@ -7,6 +7,7 @@ codes (see grpc_errors). The service holds no state of its own.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, Protocol
 
 import grpc
 
@@ -15,7 +16,7 @@ from kvstore.errors import InvalidArgument, RequestTooLarge, TxnError
 from kvstore.grpc_errors import generic_handler
 from kvstore.limits import MAX_REQUEST_BYTES, MAX_REQUEST_MUTATIONS
 from kvstore.mvcc.records import Mutation
-from kvstore.store import LocalStore, check_range_count
+from kvstore.store import Guard, LocalStore, check_range_count
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.KvStore"
@@ -42,9 +43,24 @@ def check_request_size(method: str, mutations: list[Mutation]) -> None:
         )
 
 
+class CallerRoles(Protocol):
+    """What the service asks of the server's roles (coordinator.server.roles.Roles)."""
+
+    def is_admin(self, context: Any) -> bool: ...
+
+
 class KvStoreService:
-    def __init__(self, store: LocalStore) -> None:
+    """``roles``: the server's tokens; a caller without the admin role has its Commit, Rollback
+    and ResolveLocks checked against the transaction's primary ("checked"), an admin's only
+    where an epoch or a revision owns the transaction ("raw"; kvstore.actions.txn_guard).
+    Without roles (a server without tokens) every caller is admin."""
+
+    def __init__(self, store: LocalStore, roles: CallerRoles | None = None) -> None:
         self.store = store
+        self.roles = roles
+
+    def _guard(self, ctx: Any) -> Guard:
+        return "raw" if self.roles is None or self.roles.is_admin(ctx) else "checked"
 
     def handler(self) -> grpc.GenericRpcHandler:
         return generic_handler(SERVICE_NAME, pb.DESCRIPTOR.services_by_name["KvStore"], self)
@@ -70,7 +86,7 @@ class KvStoreService:
     def Commit(self, req: pb.CommitRequest, ctx: grpc.ServicerContext) -> pb.CommitResponse:
         check_key_count("Commit", len(req.keys))
         try:
-            self.store.commit(req.start_ts, req.commit_ts, list(req.keys))
+            self.store.commit(req.start_ts, req.commit_ts, list(req.keys), guard=self._guard(ctx))
         except TxnError as e:
             return pb.CommitResponse(error=wire.key_error_to_pb(e))
         return pb.CommitResponse()
@@ -78,7 +94,7 @@ class KvStoreService:
     def Rollback(self, req: pb.RollbackRequest, ctx: grpc.ServicerContext) -> pb.RollbackResponse:
         check_key_count("Rollback", len(req.keys))
         try:
-            self.store.rollback(req.start_ts, list(req.keys))
+            self.store.rollback(req.start_ts, list(req.keys), guard=self._guard(ctx))
         except TxnError as e:
             return pb.RollbackResponse(error=wire.key_error_to_pb(e))
         return pb.RollbackResponse()
@@ -98,7 +114,7 @@ class KvStoreService:
         self, req: pb.ResolveLocksRequest, ctx: grpc.ServicerContext
     ) -> pb.ResolveLocksResponse:
         try:
-            n = self.store.resolve_locks(req.start_ts, req.commit_ts)
+            n = self.store.resolve_locks(req.start_ts, req.commit_ts, guard=self._guard(ctx))
         except TxnError as e:
             return pb.ResolveLocksResponse(error=wire.key_error_to_pb(e))
         return pb.ResolveLocksResponse(resolved_keys=n)

@@ -17,11 +17,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from operator import itemgetter
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 
 from kvstore import actions, planning
+from kvstore.actions import txn_guard
 from kvstore.actions.gc import GcCursor, GcStep
 from kvstore.catalog import (
     SYSTEM_TABLE_ID,
@@ -62,6 +63,9 @@ from kvstore.validation import (
 )
 
 T = TypeVar("T")
+# How a Commit/Rollback/ResolveLocks from outside the server is checked (actions.txn_guard):
+# None for the server's own calls.
+Guard = Literal["checked", "raw"] | None
 DropGuard = Callable[[WriteContext, str, bool], tuple[list[str], list[str]]]
 DEFAULT_LOCK_TTL_MS = 3000
 MAX_LOCK_TTL_MS = 3_600_000
@@ -382,21 +386,40 @@ class LocalStore:
         fail_point("store.prewrite.done")  # here the prewrite committed, in one phase
         return commit_ts
 
-    def commit(self, start_ts: int, commit_ts: int, keys: list[bytes]) -> None:
+    def commit(
+        self, start_ts: int, commit_ts: int, keys: list[bytes], *, guard: Guard = None
+    ) -> None:
         """Commit ``keys`` of txn ``start_ts`` at ``commit_ts`` (idempotent). A commit_ts above
-        what the TSO has issued is refused (INVALID_ARGUMENT)."""
+        what the TSO has issued is refused (INVALID_ARGUMENT). ``guard`` ("checked" or "raw")
+        is for a call from outside the server: see kvstore.actions.txn_guard."""
         self._check_ts(start_ts=start_ts, commit_ts=commit_ts)
         if commit_ts <= start_ts:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
         self._check_keys("key", keys)
         self._check_issued(start_ts=start_ts, commit_ts=commit_ts)
-        self.committer.run(lambda ctx: actions.commit(ctx, keys, start_ts, commit_ts), len(keys))
 
-    def rollback(self, start_ts: int, keys: list[bytes]) -> None:
+        def act(ctx: WriteContext) -> None:
+            if guard:
+                txn_guard.check_call(
+                    ctx, txn_guard.COMMIT, start_ts, keys, commit_ts, raw=guard == "raw"
+                )
+            actions.commit(ctx, keys, start_ts, commit_ts)
+
+        self.committer.run(act, len(keys))
+
+    def rollback(self, start_ts: int, keys: list[bytes], *, guard: Guard = None) -> None:
+        """Roll back txn ``start_ts`` on ``keys`` (all or none; see actions.rollback_key);
+        ``guard`` as for ``commit``."""
         self._check_ts(start_ts=start_ts)
         self._check_keys("key", keys)
         self._check_issued(start_ts=start_ts)
-        self.committer.run(lambda ctx: actions.rollback(ctx, keys, start_ts), len(keys))
+
+        def act(ctx: WriteContext) -> None:
+            if guard:
+                txn_guard.check_call(ctx, txn_guard.ROLLBACK, start_ts, keys, raw=guard == "raw")
+            actions.rollback(ctx, keys, start_ts)
+
+        self.committer.run(act, len(keys))
 
     def check_txn_status(
         self, primary: bytes, lock_ts: int, rollback_if_not_exist: bool = False
@@ -408,7 +431,10 @@ class LocalStore:
             lambda ctx: actions.check_txn_status(ctx, primary, lock_ts, now, rollback_if_not_exist)
         )
 
-    def resolve_locks(self, start_ts: int, commit_ts: int) -> int:
+    def resolve_locks(self, start_ts: int, commit_ts: int, *, guard: Guard = None) -> int:
+        """Commit (commit_ts > 0) or roll back every lock of txn ``start_ts``; how many.
+        ``guard`` as for ``commit`` (checked once, in the first step: a primary's decision is
+        final, so later steps agree with it as the first did)."""
         self._check_issued(start_ts=start_ts)
         if commit_ts:
             self._check_issued(commit_ts=commit_ts)
@@ -417,11 +443,16 @@ class LocalStore:
         # In steps of bounded writes, so resolving a large transaction never holds the writer
         # for long (the primary decided the fate: a half-resolved txn reads the same).
         total, more = 0, True
+
+        def step(ctx: WriteContext) -> tuple[int, bool]:
+            if guard and not total:
+                txn_guard.check_call(
+                    ctx, txn_guard.RESOLVE, start_ts, [], commit_ts, raw=guard == "raw"
+                )
+            return actions.resolve_locks_step(ctx, start_ts, commit_ts, RESOLVE_STEP)
+
         while more:
-            n, more = self.committer.run(
-                lambda ctx: actions.resolve_locks_step(ctx, start_ts, commit_ts, RESOLVE_STEP),
-                RESOLVE_STEP,
-            )
+            n, more = self.committer.run(step, RESOLVE_STEP)
             total += n
         return total
 

@@ -96,7 +96,7 @@ def _client_args(
         dest="token_file",
         default=env.get("SNAPVIEW_TOKEN_FILE") or None,
         metavar="FILE",
-        help="file holding the server's shared token (default: $SNAPVIEW_TOKEN_FILE)",
+        help="file holding the server's admin or read token (default: $SNAPVIEW_TOKEN_FILE)",
     )
     p.add_argument(
         "--tls-ca",
@@ -151,7 +151,13 @@ def add_serve(sub: Subparsers) -> None:
         "--auth-token-file",  # the older name
         dest="token_file",
         metavar="FILE",
-        help="require the shared token in this file",
+        help="require a token: the admin token (full access) is in this file",
+    )
+    s.add_argument(
+        "--read-token-file",
+        metavar="FILE",
+        help="also accept the read token in this file (reads, leases, jobs' calls; no drop, "
+        "GC, revise; docs/design.md §8); needs --token-file",
     )
     s.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback bind without TLS or token"
@@ -525,6 +531,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             auth_token_file=args.token_file,
+            read_token_file=args.read_token_file,
             insecure=args.insecure,
             sync=not args.no_sync,
             map_size=args.map_size_mb << 20,

@@ -2,15 +2,16 @@
 
 The process owns its data dir exclusively (an flock on ``DATA_DIR/serve.lock``), so two servers
 can never hand out timestamps from the same TSO state. It speaks gRPC health checking and server
-reflection. Security: optional TLS (``--tls-cert``/``--tls-key``) and a shared token
-(``--token-file``: clients send ``authorization: Bearer TOKEN``; health checks need none).
+reflection. Security: optional TLS (``--tls-cert``/``--tls-key``) and tokens (``--token-file``,
+the admin token, and ``--read-token-file``, the read token: clients send ``authorization: Bearer
+TOKEN``; health checks need none; what each role may call: coordinator.server.roles).
 A bind to anything but loopback is refused unless one of them is set or ``--insecure`` is given.
 
 The gRPC server is asyncio (``grpc.aio``) on an event loop in a thread of its own, so that the
 number of open streams costs no threads: request work runs in a bounded thread pool (the loop's
 default executor, ``ServeConfig.workers`` threads) only while a request is being worked on,
-and the TSO stream is served on the loop (see kvstore.grpc_errors). A call without the token is
-refused at once, before any message of it is read. One connection may hold at most
+and the TSO stream is served on the loop (see kvstore.grpc_errors). A call without a token (or
+with one whose role may not call the method) is refused at once, before any message of it is read. One connection may hold at most
 ``MAX_STREAMS_PER_CONNECTION`` calls at a time, the server ``ServeConfig.max_rpcs``; calls past
 that get RESOURCE_EXHAUSTED.
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import hmac
 import ipaddress
 import logging
 import os
@@ -34,7 +34,7 @@ import socket
 import ssl
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -52,6 +52,7 @@ from coordinator.server.metrics import ServerMetrics, gc_source, revision_source
 from coordinator.server.owned_holds import DEFAULT_HOLD_TTL_S
 from coordinator.server.registry import Registry
 from coordinator.server.revisions import RevisionManager
+from coordinator.server.roles import RoleInterceptor, Roles
 from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
 from coordinator.server.service import VERSION, CoordinatorService
 from coordinator.server.snapshot_planner import SnapshotPlanner
@@ -73,7 +74,6 @@ MAX_SEND_BYTES = 256 << 20
 MAX_STREAMS_PER_CONNECTION = 256
 # Calls in progress on the whole server; past it a new call gets RESOURCE_EXHAUSTED at once.
 MAX_CONCURRENT_RPCS = 16384
-_HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
 
 @dataclass
@@ -84,7 +84,8 @@ class ServeConfig:
     barrier_interval_s: float = 1.0
     tls_cert: str | None = None
     tls_key: str | None = None
-    auth_token_file: str | None = None
+    auth_token_file: str | None = None  # the admin token (full access)
+    read_token_file: str | None = None  # the read token (coordinator.server.roles)
     insecure: bool = False
     sync: bool = True
     map_size: int = DEFAULT_MAP_SIZE
@@ -160,42 +161,6 @@ def _check_tls(cert: str, key: str) -> tuple[bytes, bytes]:
     return cert_pem, key_pem
 
 
-class _TokenInterceptor(grpc.aio.ServerInterceptor):
-    """Lets a call through only with ``authorization: Bearer TOKEN`` (health checks need none).
-    Any other call is answered UNAUTHENTICATED at once: the refusal is a stream handler, so
-    it reads no request message first, and a client that opens a stream and sends nothing is
-    turned away as fast as one that sends garbage."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
-
-        async def deny(requests: Any, context: grpc.aio.ServicerContext) -> None:
-            await context.abort(
-                grpc.StatusCode.UNAUTHENTICATED,
-                "missing or wrong auth token (send 'authorization: Bearer TOKEN')",
-            )
-
-        self._deny = grpc.stream_stream_rpc_method_handler(deny)
-
-    def authorized(self, metadata: Any) -> bool:
-        for key, value in metadata or ():
-            if key == "authorization":
-                got = value.encode() if isinstance(value, str) else bytes(value)
-                return hmac.compare_digest(got, self._expected)
-        return False
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        if details.method.startswith(_HEALTH_PREFIX) or self.authorized(
-            details.invocation_metadata
-        ):
-            return await continuation(details)
-        return self._deny
-
-
 class SnapviewServer:
     """A running ``snapview serve``; ``port`` is the bound port (useful with port 0), and
     ``metrics_address`` the URL of its Prometheus metrics (None without ``metrics_port``).
@@ -208,12 +173,8 @@ class SnapviewServer:
         # 1. Everything that can be checked without touching the data dir.
         if (cfg.tls_cert is None) != (cfg.tls_key is None):
             raise InvalidArgument("--tls-cert and --tls-key go together")
-        token = None
-        if cfg.auth_token_file:
-            with open(cfg.auth_token_file) as f:
-                token = f.read().strip()
-            if not token:
-                raise InvalidArgument(f"auth token file {cfg.auth_token_file} is empty")
+        self.roles = Roles.load(cfg.auth_token_file, cfg.read_token_file)
+        token = self.roles is not None
         loopback = is_loopback(cfg.host)
         if not loopback and not (cfg.tls_cert or token or cfg.insecure):
             raise FailedPrecondition(
@@ -242,7 +203,7 @@ class SnapviewServer:
         try:
             # 2. The port: a busy one fails here, before the data dir exists.
             _check_port(cfg.host, cfg.port)
-            self.grpc: grpc.aio.Server = self._run(self._new_server(token))
+            self.grpc: grpc.aio.Server = self._run(self._new_server(self.roles))
             addr = bind_address(cfg.host, cfg.port)
             try:
                 if creds is not None:
@@ -296,9 +257,9 @@ class SnapviewServer:
             self._metrics_http.server_close()
             self._metrics_http = None
 
-    async def _new_server(self, token: str | None) -> grpc.aio.Server:
+    async def _new_server(self, roles: Roles | None) -> grpc.aio.Server:
         return grpc.aio.server(
-            interceptors=[_TokenInterceptor(token)] if token else [],
+            interceptors=[RoleInterceptor(roles)] if roles else [],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_SEND_BYTES),
@@ -341,7 +302,7 @@ class SnapviewServer:
             ) from e
         self.grpc.add_generic_rpc_handlers(
             [
-                KvStoreService(self.store).handler(),
+                KvStoreService(self.store, roles=self.roles).handler(),
                 CoordinatorService(
                     self.store,
                     self.tso,
@@ -353,6 +314,7 @@ class SnapviewServer:
                     gc=self.gc,
                     revisions=self.revisions,
                     tso_executor=self._tso_pool,
+                    roles=self.roles,
                 ).handler(),
             ]
         )

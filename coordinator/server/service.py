@@ -16,6 +16,7 @@ from coordinator.server.leases import Lease
 from coordinator.server.meta import EpochRecord, JobRecord
 from coordinator.server.registry import Registry, check_not_reserved
 from coordinator.server.revisions import RevisionManager, RevisionRecord
+from coordinator.server.roles import Roles, caller_is_admin, redact_gc_status
 from coordinator.server.snapshot_planner import SnapshotPlanner, TableRead
 from coordinator.server.tso import TimestampOracle
 from kvstore.errors import InvalidArgument
@@ -96,6 +97,7 @@ class CoordinatorService:
         gc: GcManager,
         revisions: RevisionManager,
         tso_executor: Executor | None = None,
+        roles: Roles | None = None,
     ) -> None:
         self.store, self.tso, self.epochs, self.data_dir = store, tso, epochs, data_dir
         # Where a timestamp that cannot be had on the loop is allocated: best a pool of its own,
@@ -104,6 +106,7 @@ class CoordinatorService:
         self.instance_id = instance_id
         self.registry, self.planner, self.gc = registry, planner, gc
         self.revisions = revisions
+        self.roles = roles  # None: no tokens, every caller is admin
         self.started = time.monotonic()
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -299,6 +302,12 @@ class CoordinatorService:
         return pb.ReleaseLeaseResponse(existed=self.gc.release_lease(req.id))
 
     def GcStatus(self, req: pb.GcStatusRequest, ctx: grpc.ServicerContext) -> pb.GcStatusResponse:
+        resp = self._gc_status()
+        if not caller_is_admin(self.roles, ctx):
+            redact_gc_status(resp)  # a lease id is its taker's capability
+        return resp
+
+    def _gc_status(self) -> pb.GcStatusResponse:
         st = self.gc.status()
         p = st.progress
         return pb.GcStatusResponse(

@@ -13,6 +13,7 @@ import pytest
 from kvstore.errors import Aborted, NotFound
 from kvstore.mvcc.records import LockOp
 from tests.conftest import cli, connected, serve, wait_for
+from tests.integration.test_epochs import commit_behind_the_server
 
 EPOCH_TTL_S = 1.0
 LOCK_TTL_MS = 500  # shorter than the server's TTL: the server's binds
@@ -88,12 +89,13 @@ def test_a_renewed_epoch_keeps_holding(c, table_name):
     assert _rows(c, job) == {1: 1}
 
 
-def test_a_lapsed_epoch_whose_primary_committed_stays_committed(c, table_name):
+def test_a_lapsed_epoch_whose_primary_committed_stays_committed(srv, c, table_name):
     """Settling goes through the primary: an epoch whose primary committed (its writer died
     right after) is recorded COMMITTED, never rolled back; exactly once."""
     job = _sink(c, table_name)
     e = _open(c, job, "q1:0", "run-1", [(1, 7)])
-    c.store.commit(e.start_ts, c.tso(), [e.primary_key])  # the moment of truth, then silence
+    # the moment of truth, then silence (behind the server: no RPC decides an epoch)
+    commit_behind_the_server(srv.data_dir, e.start_ts, c.tso(), e.primary_key)
     wait_for(
         lambda: c.jobs.get_epoch(job, e.epoch).committed, 10 * EPOCH_TTL_S, "the epoch settled"
     )

@@ -56,9 +56,16 @@ from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
 from coordinator.server.service import VERSION, CoordinatorService
 from coordinator.server.snapshot_planner import SnapshotPlanner
 from coordinator.server.tso import TimestampOracle
-from kvstore.direct import write_instance_id
+from kvstore.direct import INSTANCE_FILE, write_instance_id
 from kvstore.errors import FailedPrecondition, InvalidArgument, SnapviewError
 from kvstore.limits import MAX_MESSAGE_BYTES
+from kvstore.private_files import (
+    check_entry,
+    check_private_dir,
+    make_private_dirs,
+    open_private,
+    tighten,
+)
 from kvstore.service import SERVICE_NAME as KV_SERVICE
 from kvstore.service import KvStoreService
 from kvstore.storage import DEFAULT_MAP_SIZE
@@ -313,13 +320,17 @@ class SnapviewServer:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _open_data_dir(self, cfg: ServeConfig) -> None:
-        top = os.path.abspath(cfg.data_dir)
-        while not os.path.exists(os.path.dirname(top)) and os.path.dirname(top) != top:
-            top = os.path.dirname(top)
-        if not os.path.exists(top):
-            self._created = top
-        os.makedirs(cfg.data_dir, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(cfg.data_dir, "serve.lock"), os.O_RDWR | os.O_CREAT)
+        # The data dir is the server's alone (kvstore.private_files): made 0700, its files 0600;
+        # a link, another user's, or one open to others is refused before anything is written.
+        self._created = make_private_dirs(cfg.data_dir)
+        check_private_dir(cfg.data_dir)
+        lmdb_path = os.path.join(cfg.data_dir, "lmdb")
+        check_entry(lmdb_path, directory=True)
+        for entry in (INSTANCE_FILE, "serve.lock", "lmdb/data.mdb", "lmdb/lock.mdb"):
+            check_entry(os.path.join(cfg.data_dir, entry))
+        self._lock_fd = open_private(
+            os.path.join(cfg.data_dir, "serve.lock"), os.O_RDWR | os.O_CREAT
+        )
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -330,7 +341,7 @@ class SnapviewServer:
             ) from None
         self.instance_id = uuid.uuid4().hex
         write_instance_id(cfg.data_dir, self.instance_id)
-        lmdb_path = os.path.join(cfg.data_dir, "lmdb")
+        tighten(lmdb_path, directory=True)  # an older snapview made it 0755
         try:
             self._open_store(cfg, lmdb_path)
         except SnapviewError:

@@ -15,7 +15,12 @@ refused at once, before any message of it is read. One connection may hold at mo
 that get RESOURCE_EXHAUSTED.
 
 With ``metrics_port`` set it also serves Prometheus metrics over plain HTTP at
-``http://HOST:PORT/metrics`` on the same host (coordinator.server.metrics; docs/metrics.md).
+``http://HOST:PORT/metrics`` on the same host (coordinator.server.metrics; docs/metrics.md),
+behind the token if the server has one, with bounded, timed-out connections
+(coordinator.server.metrics_http).
+
+The data dir is the server's user's alone (kvstore.private_files): 0700 directories and 0600 files,
+and a data dir that is a link, another user's or open to others is refused.
 
 Start-up checks the configuration, the TLS files and the ports before it creates the data dir,
 and removes a data dir it created if a later step fails: a failed start leaves nothing behind.
@@ -42,13 +47,15 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
 from coordinator.server.metrics import ServerMetrics, gc_source, revision_source
+from coordinator.server.metrics_http import IDLE_TIMEOUT_S as METRICS_TIMEOUT_S
+from coordinator.server.metrics_http import MetricsHTTPServer
 from coordinator.server.owned_holds import DEFAULT_HOLD_TTL_S
 from coordinator.server.registry import Registry
 from coordinator.server.revisions import RevisionManager
@@ -103,6 +110,7 @@ class ServeConfig:
     # holding the safepoint and the GC tick settles it (coordinator.server.owned_holds).
     epoch_ttl_s: float = DEFAULT_HOLD_TTL_S
     metrics_port: int | None = None  # Prometheus /metrics over HTTP: None off, 0 a free port
+    metrics_timeout_s: float = METRICS_TIMEOUT_S  # a metrics connection idle this long is closed
 
 
 def is_loopback(host: str) -> bool:
@@ -124,6 +132,12 @@ def bind_address(host: str, port: int) -> str:
     """``HOST:PORT`` for gRPC, an IPv6 address in brackets (``[::1]:50051``)."""
     host = host.strip("[]")
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def metrics_tokens(token: str | None) -> tuple[str, ...]:
+    """The bearer tokens ``/metrics`` accepts; none (a server without a token): it is open.
+    Metrics name tables and jobs, which the read token may see."""
+    return (token,) if token else ()
 
 
 def _one_line(exc: BaseException) -> str:
@@ -215,6 +229,10 @@ class SnapviewServer:
         # 1. Everything that can be checked without touching the data dir.
         if (cfg.tls_cert is None) != (cfg.tls_key is None):
             raise InvalidArgument("--tls-cert and --tls-key go together")
+        if not cfg.metrics_timeout_s > 0:
+            raise InvalidArgument(
+                f"--metrics-timeout must be positive, not {cfg.metrics_timeout_s}"
+            )
         token = None
         if cfg.auth_token_file:
             with open(cfg.auth_token_file) as f:
@@ -235,7 +253,7 @@ class SnapviewServer:
         self.cfg = cfg
         self._lock_fd: int | None = None
         self._created: str | None = None  # the outermost directory this start created
-        self._metrics_http: Any = None  # the /metrics HTTP server (prometheus_client's)
+        self._metrics_http: MetricsHTTPServer | None = None  # serves /metrics
         self.metrics_address: str | None = None
         self.metrics: ServerMetrics | None = None
         # Served from the moment the port is bound; the families arrive with the store.
@@ -261,7 +279,7 @@ class SnapviewServer:
             if self.port == 0:
                 raise FailedPrecondition(f"cannot bind {addr}")
             self.address = bind_address(cfg.host, self.port)
-            self._start_metrics_http(cfg, loopback)
+            self._start_metrics_http(cfg, loopback, token)
             if not loopback and not (cfg.tls_cert or token):
                 log.warning(
                     "serving on %s, which is not loopback, with --insecure: no TLS and no "
@@ -274,33 +292,41 @@ class SnapviewServer:
             self._abandon()
             raise
 
-    def _start_metrics_http(self, cfg: ServeConfig, loopback: bool) -> None:
+    def _start_metrics_http(self, cfg: ServeConfig, loopback: bool, token: str | None) -> None:
         """Bind and serve /metrics (a busy port fails here, before the data dir exists)."""
         if cfg.metrics_port is None:
             return
         host = cfg.host.strip("[]")
+        tokens = metrics_tokens(token)
         try:
-            self._metrics_http, _ = start_http_server(
-                cfg.metrics_port, addr=host, registry=self.metrics_registry
+            self._metrics_http = MetricsHTTPServer(
+                host,
+                cfg.metrics_port,
+                self.metrics_registry,
+                tokens=tokens,
+                idle_timeout_s=cfg.metrics_timeout_s,
             )
         except OSError as e:
             raise FailedPrecondition(
                 f"cannot bind the metrics port {bind_address(host, cfg.metrics_port)}: "
                 f"{e.strerror or _one_line(e)}"
             ) from None
+        self._metrics_http.start()
         port = self._metrics_http.server_port
         self.metrics_address = f"http://{bind_address(host, port)}/metrics"
         if not loopback:
             log.warning(
-                "metrics at %s are plain HTTP without a token: anyone who can reach the port "
-                "can read table and job names and progress",
+                "metrics at %s are plain HTTP %s",
                 self.metrics_address,
+                "(the token crosses the network unencrypted)"
+                if tokens
+                else "without a token: anyone who can reach the port can read table and job "
+                "names and progress",
             )
 
     def _stop_metrics_http(self) -> None:
         if self._metrics_http is not None:
-            self._metrics_http.shutdown()
-            self._metrics_http.server_close()
+            self._metrics_http.stop()
             self._metrics_http = None
 
     async def _new_server(self, token: str | None) -> grpc.aio.Server:

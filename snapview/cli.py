@@ -141,8 +141,16 @@ def add_serve(sub: Subparsers) -> None:
         "--metrics-port",
         type=int,
         metavar="PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, same host); "
-        "0 picks a free port (default: off)",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, same host; "
+        "with --token-file they need 'Authorization: Bearer TOKEN'); 0 picks a free port "
+        "(default: off)",
+    )
+    s.add_argument(
+        "--metrics-timeout",
+        type=parse_duration,
+        default="10s",
+        metavar="DURATION",
+        help="close a metrics connection that sends or reads nothing for this long",
     )
     s.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve TLS")
     s.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
@@ -539,6 +547,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             gc_interval_s=args.gc_interval,
             epoch_ttl_s=args.epoch_ttl,
             metrics_port=args.metrics_port,
+            metrics_timeout_s=args.metrics_timeout,
         )
     )
     server.start()

@@ -138,6 +138,10 @@ class Roles:
         read = _read_token(read_token_file, "read token file") if read_token_file else None
         return cls(admin, read)
 
+    def tokens(self) -> tuple[str, ...]:
+        """Every role's token (for entry points that take any of them, as ``/metrics`` does)."""
+        return tuple(b.decode()[len("Bearer ") :] for b in self._bearer.values())
+
     def role_of_bearer(self, value: str | bytes) -> str | None:
         """The role an ``authorization`` header value grants, or None."""
         got = value.encode() if isinstance(value, str) else bytes(value)

@@ -16,7 +16,12 @@ with one whose role may not call the method) is refused at once, before any mess
 that get RESOURCE_EXHAUSTED.
 
 With ``metrics_port`` set it also serves Prometheus metrics over plain HTTP at
-``http://HOST:PORT/metrics`` on the same host (coordinator.server.metrics; docs/metrics.md).
+``http://HOST:PORT/metrics`` on the same host (coordinator.server.metrics; docs/metrics.md),
+behind the token if the server has one, with bounded, timed-out connections
+(coordinator.server.metrics_http).
+
+The data dir is the server's user's alone (kvstore.private_files): 0700 directories and 0600 files,
+and a data dir that is a link, another user's or open to others is refused.
 
 Start-up checks the configuration, the TLS files and the ports before it creates the data dir,
 and removes a data dir it created if a later step fails: a failed start leaves nothing behind.
@@ -42,13 +47,15 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
 from coordinator.server.metrics import ServerMetrics, gc_source, revision_source
+from coordinator.server.metrics_http import IDLE_TIMEOUT_S as METRICS_TIMEOUT_S
+from coordinator.server.metrics_http import MetricsHTTPServer
 from coordinator.server.owned_holds import DEFAULT_HOLD_TTL_S
 from coordinator.server.registry import Registry
 from coordinator.server.revisions import RevisionManager
@@ -57,9 +64,16 @@ from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
 from coordinator.server.service import VERSION, CoordinatorService
 from coordinator.server.snapshot_planner import SnapshotPlanner
 from coordinator.server.tso import TimestampOracle
-from kvstore.direct import write_instance_id
+from kvstore.direct import INSTANCE_FILE, write_instance_id
 from kvstore.errors import FailedPrecondition, InvalidArgument, SnapviewError
 from kvstore.limits import MAX_MESSAGE_BYTES
+from kvstore.private_files import (
+    check_entry,
+    check_private_dir,
+    make_private_dirs,
+    open_private,
+    tighten,
+)
 from kvstore.service import SERVICE_NAME as KV_SERVICE
 from kvstore.service import KvStoreService
 from kvstore.storage import DEFAULT_MAP_SIZE
@@ -97,6 +111,7 @@ class ServeConfig:
     # holding the safepoint and the GC tick settles it (coordinator.server.owned_holds).
     epoch_ttl_s: float = DEFAULT_HOLD_TTL_S
     metrics_port: int | None = None  # Prometheus /metrics over HTTP: None off, 0 a free port
+    metrics_timeout_s: float = METRICS_TIMEOUT_S  # a metrics connection idle this long is closed
 
 
 def is_loopback(host: str) -> bool:
@@ -118,6 +133,12 @@ def bind_address(host: str, port: int) -> str:
     """``HOST:PORT`` for gRPC, an IPv6 address in brackets (``[::1]:50051``)."""
     host = host.strip("[]")
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def metrics_tokens(roles: Roles | None) -> tuple[str, ...]:
+    """The bearer tokens ``/metrics`` accepts: the read and the admin token (metrics name tables
+    and jobs, which the read role may see); none on a server without tokens: it is open."""
+    return roles.tokens() if roles is not None else ()
 
 
 def _one_line(exc: BaseException) -> str:
@@ -173,6 +194,10 @@ class SnapviewServer:
         # 1. Everything that can be checked without touching the data dir.
         if (cfg.tls_cert is None) != (cfg.tls_key is None):
             raise InvalidArgument("--tls-cert and --tls-key go together")
+        if not cfg.metrics_timeout_s > 0:
+            raise InvalidArgument(
+                f"--metrics-timeout must be positive, not {cfg.metrics_timeout_s}"
+            )
         self.roles = Roles.load(cfg.auth_token_file, cfg.read_token_file)
         token = self.roles is not None
         loopback = is_loopback(cfg.host)
@@ -189,7 +214,7 @@ class SnapviewServer:
         self.cfg = cfg
         self._lock_fd: int | None = None
         self._created: str | None = None  # the outermost directory this start created
-        self._metrics_http: Any = None  # the /metrics HTTP server (prometheus_client's)
+        self._metrics_http: MetricsHTTPServer | None = None  # serves /metrics
         self.metrics_address: str | None = None
         self.metrics: ServerMetrics | None = None
         # Served from the moment the port is bound; the families arrive with the store.
@@ -233,28 +258,36 @@ class SnapviewServer:
         if cfg.metrics_port is None:
             return
         host = cfg.host.strip("[]")
+        tokens = metrics_tokens(self.roles)
         try:
-            self._metrics_http, _ = start_http_server(
-                cfg.metrics_port, addr=host, registry=self.metrics_registry
+            self._metrics_http = MetricsHTTPServer(
+                host,
+                cfg.metrics_port,
+                self.metrics_registry,
+                tokens=tokens,
+                idle_timeout_s=cfg.metrics_timeout_s,
             )
         except OSError as e:
             raise FailedPrecondition(
                 f"cannot bind the metrics port {bind_address(host, cfg.metrics_port)}: "
                 f"{e.strerror or _one_line(e)}"
             ) from None
+        self._metrics_http.start()
         port = self._metrics_http.server_port
         self.metrics_address = f"http://{bind_address(host, port)}/metrics"
         if not loopback:
             log.warning(
-                "metrics at %s are plain HTTP without a token: anyone who can reach the port "
-                "can read table and job names and progress",
+                "metrics at %s are plain HTTP %s",
                 self.metrics_address,
+                "(the token crosses the network unencrypted)"
+                if tokens
+                else "without a token: anyone who can reach the port can read table and job "
+                "names and progress",
             )
 
     def _stop_metrics_http(self) -> None:
         if self._metrics_http is not None:
-            self._metrics_http.shutdown()
-            self._metrics_http.server_close()
+            self._metrics_http.stop()
             self._metrics_http = None
 
     async def _new_server(self, roles: Roles | None) -> grpc.aio.Server:
@@ -274,13 +307,17 @@ class SnapviewServer:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _open_data_dir(self, cfg: ServeConfig) -> None:
-        top = os.path.abspath(cfg.data_dir)
-        while not os.path.exists(os.path.dirname(top)) and os.path.dirname(top) != top:
-            top = os.path.dirname(top)
-        if not os.path.exists(top):
-            self._created = top
-        os.makedirs(cfg.data_dir, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(cfg.data_dir, "serve.lock"), os.O_RDWR | os.O_CREAT)
+        # The data dir is the server's alone (kvstore.private_files): made 0700, its files 0600;
+        # a link, another user's, or one open to others is refused before anything is written.
+        self._created = make_private_dirs(cfg.data_dir)
+        check_private_dir(cfg.data_dir)
+        lmdb_path = os.path.join(cfg.data_dir, "lmdb")
+        check_entry(lmdb_path, directory=True)
+        for entry in (INSTANCE_FILE, "serve.lock", "lmdb/data.mdb", "lmdb/lock.mdb"):
+            check_entry(os.path.join(cfg.data_dir, entry))
+        self._lock_fd = open_private(
+            os.path.join(cfg.data_dir, "serve.lock"), os.O_RDWR | os.O_CREAT
+        )
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -291,7 +328,7 @@ class SnapviewServer:
             ) from None
         self.instance_id = uuid.uuid4().hex
         write_instance_id(cfg.data_dir, self.instance_id)
-        lmdb_path = os.path.join(cfg.data_dir, "lmdb")
+        tighten(lmdb_path, directory=True)  # an older snapview made it 0755
         try:
             self._open_store(cfg, lmdb_path)
         except SnapviewError:

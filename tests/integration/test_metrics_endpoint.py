@@ -17,6 +17,7 @@ from coordinator.server.metrics_http import MAX_CONNECTIONS
 from tests.conftest import serve, wait_for
 
 TOKEN = "s3cret-metrics-token"
+READ_TOKEN = "read-metrics-token"
 TIMEOUT_S = 1.0
 
 
@@ -30,10 +31,14 @@ def guarded(tmp_path_factory):
     d = tmp_path_factory.mktemp("guarded")
     tok = d / "token"
     tok.write_text(TOKEN + "\n")
+    read_tok = d / "read-token"
+    read_tok.write_text(READ_TOKEN + "\n")
     yield from serve(
         d / "data",
         "--token-file",
         str(tok),
+        "--read-token-file",
+        str(read_tok),
         "--metrics-port",
         "0",
         "--metrics-timeout",
@@ -76,8 +81,9 @@ def test_token_server_answers_401_without_the_token_and_200_with_it(guarded):
     assert status == 401, status
     assert "snapview_" not in text
     assert get(guarded.metrics_address, token="wrong")[0] == 401
-    status, text = get(guarded.metrics_address, token=TOKEN)
-    assert status == 200 and "snapview_server_info" in text
+    for token in (TOKEN, READ_TOKEN):  # the admin token, and the read token (roles)
+        status, text = get(guarded.metrics_address, token=token)
+        assert status == 200 and "snapview_server_info" in text
 
 
 def test_idle_connection_is_closed_after_the_timeout(guarded):

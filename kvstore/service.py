@@ -69,6 +69,10 @@ class KvStoreService:
         muts = wire.mutations_from_pb(req.mutations)
         if req.HasField("packed"):
             muts += wire.unpack_mutations(req.packed)
+        if not muts:
+            raise InvalidArgument(
+                "Prewrite needs at least one mutation: both mutations and packed are empty"
+            )
         check_request_size("Prewrite", muts)
         try:
             ts = self.store.prewrite(

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kvstore.errors import InvalidArgument, SnapviewError
+from snapview.terminal import shown
 
 if TYPE_CHECKING:  # the commands load what they use when they run
     from coordinator.client import Client
@@ -444,6 +445,12 @@ def add_revise(sub: Subparsers) -> None:
         help="how long to wait for the views downstream",
     )
     rv.add_argument("--who", default=None, help="who to record (default: user@host)")
+    rv.add_argument(
+        "--key",
+        default=None,
+        help="the revision key of a rollback (default: a fresh one): run again with the same "
+        "key, it prints the revision that key ran instead of running a second one",
+    )
     _client_args(rv)
     rv.set_defaults(func=cmd_revise)
 
@@ -971,12 +978,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except SnapviewError as e:
-        print(f"snapview: error: {e}", file=sys.stderr)
+        print(f"snapview: error: {shown(e)}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # (an OSError: before it)
         return _reader_went_away()
     except OSError as e:
-        print(f"snapview: error: {e}", file=sys.stderr)
+        print(f"snapview: error: {shown(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

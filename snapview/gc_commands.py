@@ -10,6 +10,7 @@ from typing import Any
 
 from coordinator.times import format_ts, with_wall
 from kvstore.mvcc.timestamp import physical_ms
+from snapview.terminal import shown
 
 
 def gc_report(st: Any) -> dict:
@@ -68,7 +69,7 @@ def format_gc_report(r: dict) -> list[str]:
     lines = [f"GC safepoint {with_wall(r['safepoint'])}{age}; {how}"]
     lines.append("held back by (oldest first; the first one binds):")
     for h in r["holds"]:
-        lines.append(f"  {h['kind']:9} {h['ts']:>20} {h['time']:29} {h['name']}")
+        lines.append(f"  {h['kind']:9} {h['ts']:>20} {h['time']:29} {shown(h['name'])}")
     if any(h["kind"] == "job" and "(open epoch" in h["name"] for h in r["holds"]):
         lines.append(
             "  (an open epoch lapses once its writer stops heartbeating for --epoch-ttl; "
@@ -80,7 +81,7 @@ def format_gc_report(r: dict) -> list[str]:
         for x in r["leases"]:
             lines.append(
                 f"  {x['id']:16} {x['ts']:>20} {x['time']:29} {x['expires_in_s']:>9.1f}s  "
-                f"{x['holder']}"
+                f"{shown(x['holder'])}"
             )
     else:
         lines.append("no reader leases")

@@ -65,6 +65,7 @@ def revision_to_pb(r: RevisionRecord, barrier: int = 0) -> pb.Revision:
         job=r.job,
         views=list(r.views),
         error=r.error,
+        key=r.key,
     )
 
 
@@ -341,7 +342,9 @@ class CoordinatorService:
 
     def Revise(self, req: pb.ReviseRequest, ctx: grpc.ServicerContext) -> pb.Revision:
         return self._revision_pb(
-            self.revisions.rollback(req.table, req.to_ts, req.to_barrier, req.dry_run, req.who)
+            self.revisions.rollback(
+                req.table, req.to_ts, req.to_barrier, req.dry_run, req.who, req.key
+            )
         )
 
     def BeginCorrections(

@@ -473,7 +473,7 @@ class GcStatusResponse(_message.Message):
     def __init__(self, enabled: _Optional[bool] = ..., safepoint: _Optional[int] = ..., retention_s: _Optional[float] = ..., interval_s: _Optional[float] = ..., holds: _Optional[_Iterable[_Union[GcHold, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., progress: _Optional[_Union[GcProgress, _Mapping]] = ..., now_ms: _Optional[int] = ...) -> None: ...
 
 class Revision(_message.Message):
-    __slots__ = ("id", "table", "kind", "state", "who", "started_wall_ms", "ended_wall_ms", "target_ts", "target_barrier", "start_ts", "commit_ts", "barrier", "restored", "removed", "mode", "job", "views", "error")
+    __slots__ = ("id", "table", "kind", "state", "who", "started_wall_ms", "ended_wall_ms", "target_ts", "target_barrier", "start_ts", "commit_ts", "barrier", "restored", "removed", "mode", "job", "views", "error", "key")
     ID_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -492,6 +492,7 @@ class Revision(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     VIEWS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
     id: int
     table: str
     kind: str
@@ -510,21 +511,24 @@ class Revision(_message.Message):
     job: str
     views: _containers.RepeatedScalarFieldContainer[str]
     error: str
-    def __init__(self, id: _Optional[int] = ..., table: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., who: _Optional[str] = ..., started_wall_ms: _Optional[int] = ..., ended_wall_ms: _Optional[int] = ..., target_ts: _Optional[int] = ..., target_barrier: _Optional[int] = ..., start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ..., barrier: _Optional[int] = ..., restored: _Optional[int] = ..., removed: _Optional[int] = ..., mode: _Optional[str] = ..., job: _Optional[str] = ..., views: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ...) -> None: ...
+    key: str
+    def __init__(self, id: _Optional[int] = ..., table: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., who: _Optional[str] = ..., started_wall_ms: _Optional[int] = ..., ended_wall_ms: _Optional[int] = ..., target_ts: _Optional[int] = ..., target_barrier: _Optional[int] = ..., start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ..., barrier: _Optional[int] = ..., restored: _Optional[int] = ..., removed: _Optional[int] = ..., mode: _Optional[str] = ..., job: _Optional[str] = ..., views: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class ReviseRequest(_message.Message):
-    __slots__ = ("table", "to_ts", "to_barrier", "dry_run", "who")
+    __slots__ = ("table", "to_ts", "to_barrier", "dry_run", "who", "key")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     TO_TS_FIELD_NUMBER: _ClassVar[int]
     TO_BARRIER_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     WHO_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
     table: str
     to_ts: int
     to_barrier: int
     dry_run: bool
     who: str
-    def __init__(self, table: _Optional[str] = ..., to_ts: _Optional[int] = ..., to_barrier: _Optional[int] = ..., dry_run: _Optional[bool] = ..., who: _Optional[str] = ...) -> None: ...
+    key: str
+    def __init__(self, table: _Optional[str] = ..., to_ts: _Optional[int] = ..., to_barrier: _Optional[int] = ..., dry_run: _Optional[bool] = ..., who: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class BeginCorrectionsRequest(_message.Message):
     __slots__ = ("table", "mode", "who", "lock_ttl_ms")

@@ -568,6 +568,8 @@ class Client:
         req = cpb.ReviseRequest(
             table=table, to_ts=to_ts or 0, to_barrier=to_barrier or 0, dry_run=dry_run, who=who
         )
+        if dry_run:  # writes nothing: retried (e.g. while the server is busy, ServerBusy)
+            return Revision.from_pb(self._rpc.unary(self._stub.Revise, req, REVISE_TIMEOUT_S))
         # Not retried: run again after writers committed, a rollback would undo their writes
         # too. An answer lost in transit is an error here; `revisions()` says what happened.
         return Revision.from_pb(self._rpc.once(self._stub.Revise, req, REVISE_TIMEOUT_S))

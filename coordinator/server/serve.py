@@ -58,6 +58,7 @@ from coordinator.server.snapshot_planner import SnapshotPlanner
 from coordinator.server.tso import TimestampOracle
 from kvstore.direct import write_instance_id
 from kvstore.errors import FailedPrecondition, InvalidArgument, SnapviewError
+from kvstore.heavy_calls import DEFAULT_MAX_HEAVY_CALLS, HeavyCalls
 from kvstore.limits import MAX_MESSAGE_BYTES
 from kvstore.service import SERVICE_NAME as KV_SERVICE
 from kvstore.service import KvStoreService
@@ -96,6 +97,7 @@ class ServeConfig:
     # holding the safepoint and the GC tick settles it (coordinator.server.owned_holds).
     epoch_ttl_s: float = DEFAULT_HOLD_TTL_S
     metrics_port: int | None = None  # Prometheus /metrics over HTTP: None off, 0 a free port
+    max_heavy_calls: int = DEFAULT_MAX_HEAVY_CALLS  # see kvstore.heavy_calls
 
 
 def is_loopback(host: str) -> bool:
@@ -214,6 +216,7 @@ class SnapviewServer:
                 token = f.read().strip()
             if not token:
                 raise InvalidArgument(f"auth token file {cfg.auth_token_file} is empty")
+        self._heavy_calls = HeavyCalls(cfg.max_heavy_calls)  # refuses a limit below 1
         loopback = is_loopback(cfg.host)
         if not loopback and not (cfg.tls_cert or token or cfg.insecure):
             raise FailedPrecondition(
@@ -378,6 +381,7 @@ class SnapviewServer:
 
     def _open_store(self, cfg: ServeConfig, lmdb_path: str) -> None:
         self.store = LocalStore(lmdb_path, map_size=cfg.map_size, sync=cfg.sync)
+        self.store.heavy_calls = self._heavy_calls
         try:
             # The TSO persists into the store, so it comes second; from here on the store refuses
             # timestamps it has not issued and runs lock TTLs on its clock (kvstore.clock).

@@ -29,7 +29,9 @@ HEAVY_CALL_WAIT_S = 1.0
 class HeavyCalls:
     """At most ``limit`` heavy calls at a time (see the module)."""
 
-    def __init__(self, limit: int = DEFAULT_MAX_HEAVY_CALLS, wait_s: float = HEAVY_CALL_WAIT_S):
+    def __init__(
+        self, limit: int = DEFAULT_MAX_HEAVY_CALLS, wait_s: float = HEAVY_CALL_WAIT_S
+    ) -> None:
         if limit < 1:
             raise InvalidArgument(f"--max-heavy-calls must be at least 1, got {limit}")
         self.limit = limit

@@ -71,8 +71,8 @@ DEFAULT_MAX_VALUE_BYTES = 4 << 20
 SCAN_CHUNK_ROWS = 8192
 # A change scan keeps at most this many chunks' worth of changed keys (and never more than
 # CHANGE_WINDOW_KEYS) between passes over the change index (see actions.scan_changes).
-CHANGE_WINDOW_CHUNKS = 32
-CHANGE_WINDOW_KEYS = 32 * SCAN_CHUNK_ROWS
+CHANGE_WINDOW_CHUNKS = 8
+CHANGE_WINDOW_KEYS = CHANGE_WINDOW_CHUNKS * SCAN_CHUNK_ROWS
 # Records a GC step examines: a step's delete write stays well under a millisecond or two.
 GC_STEP_RECORDS = 2048
 GC_PLAN_CHUNK = 256  # records planned between two GIL hand-overs (well under a millisecond)

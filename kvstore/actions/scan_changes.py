@@ -15,10 +15,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from kvstore.actions.get import get
+from kvstore.actions.get import get, get_versioned
 from kvstore.actions.scan import first_blocking_lock
 from kvstore.mvcc.keys import table_prefix
-from kvstore.mvcc.records import WriteKind
 from kvstore.results import ChangeRecord
 from kvstore.storage import Reader
 
@@ -79,10 +78,15 @@ def change_records(
     interval) in (from_ts, to_ts], in the order given; a key whose value is the same at both
     ends (inserted then deleted, or updated back) yields nothing. Raises KeyIsLocked for a key
     held by a lock with start_ts <= to_ts, as ``get`` does."""
-    return [
-        ChangeRecord(uk, old, new, _newest_change(reader, uk, to_ts))
-        for uk, old, new in _net_changes(reader, keys, from_ts, to_ts)
-    ]
+    out = []
+    for uk in keys:
+        # The newest Put/Delete at or below to_ts is the key's newest change in the interval
+        # (the change index holds exactly those commits): it gives the new image and commit_ts.
+        new, commit_ts = get_versioned(reader, uk, to_ts)  # checks the key's lock
+        old = get(reader, uk, from_ts)
+        if old != new:
+            out.append(ChangeRecord(uk, old, new, commit_ts))
+    return out
 
 
 def count_changes(reader: Reader, keys: list[bytes], from_ts: int, to_ts: int) -> tuple[int, int]:
@@ -105,15 +109,6 @@ def _net_changes(
         old = get(reader, uk, from_ts)
         if old != new:
             yield uk, old, new
-
-
-def _newest_change(reader: Reader, key: bytes, to_ts: int) -> int:
-    """The commit_ts of the newest Put/Delete of ``key`` at or below ``to_ts`` (the change
-    index holds exactly those commits, so for a changed key it lies in the interval)."""
-    for commit_ts, w in reader.iter_writes(key, to_ts):
-        if w.kind is WriteKind.PUT or w.kind is WriteKind.DELETE:
-            return commit_ts
-    return 0
 
 
 def scan_changes(reader: Reader, table_id: int, from_ts: int, to_ts: int) -> list[ChangeRecord]:

@@ -96,7 +96,7 @@ def test_chunked_change_scan_and_dry_run_match_the_model(client):
     assert sorted(ids(whole)) == expected
     assert [r.key for r in whole] == sorted(r.key for r in whole)
     assert all(start < r.commit_ts <= end for r in whole)
-    # chunk_rows 1 and 3: windows of 32 and 96 keys, so several passes over the change index.
+    # chunk_rows 1, 3 and 7: windows of 8, 24 and 56 keys, so several passes over the change index.
     for rows in (1, 3, 7):
         assert c.store.scan_changes(table, start, end, chunk_rows=rows) == whole, rows
     rev = c.revise(table, to_ts=start, dry_run=True, who="test")

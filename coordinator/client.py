@@ -590,6 +590,8 @@ class Client:
             who=who,
             key=key if key is not None else new_revision_key(),
         )
+        if dry_run:  # writes nothing: retried (e.g. while the server is busy, ServerBusy)
+            return Revision.from_pb(self._rpc.unary(self._stub.Revise, req, REVISE_TIMEOUT_S))
         # Retried only under its key: run again without it after writers committed, a
         # rollback would undo their writes too.
         return Revision.from_pb(call_revise(self, req, REVISE_TIMEOUT_S))

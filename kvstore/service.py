@@ -164,14 +164,16 @@ class KvStoreService:
     def ScanChanges(
         self, req: pb.ScanChangesRequest, ctx: grpc.ServicerContext
     ) -> Iterator[pb.ChangeChunk]:
-        try:
-            changes = self.store.scan_changes(req.table, req.from_ts, req.to_ts)
-        except TxnError as e:
-            yield pb.ChangeChunk(error=wire.key_error_to_pb(e))
-            return
-        step = req.chunk_rows or 8192
-        for i in range(0, len(changes), step):
-            yield pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in changes[i : i + step]])
+        # Streamed: the server holds a window of keys and one chunk, never the whole change;
+        # and at most --max-heavy-calls such calls at once (kvstore.heavy_calls).
+        with self.store.heavy_calls.hold("ScanChanges"):
+            try:
+                for chunk in self.store.scan_changes_chunks(
+                    req.table, req.from_ts, req.to_ts, req.chunk_rows
+                ):
+                    yield pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in chunk])
+            except TxnError as e:
+                yield pb.ChangeChunk(error=wire.key_error_to_pb(e))
 
     def ResolvedTs(
         self, req: pb.ResolvedTsRequest, ctx: grpc.ServicerContext

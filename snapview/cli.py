@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kvstore.errors import InvalidArgument, SnapviewError
+from kvstore.heavy_calls import DEFAULT_MAX_HEAVY_CALLS
 from snapview.terminal import shown
 
 if TYPE_CHECKING:  # the commands load what they use when they run
@@ -181,6 +182,14 @@ def add_serve(sub: Subparsers) -> None:
         type=int,
         default=64,
         help="initial LMDB map size in MiB; it grows by doubling when full",
+    )
+    s.add_argument(
+        "--max-heavy-calls",
+        type=int,
+        default=DEFAULT_MAX_HEAVY_CALLS,
+        metavar="N",
+        help="change scans and dry-run rollbacks run at once; more wait a second, then are "
+        "refused as busy (RESOURCE_EXHAUSTED, retried by clients) (default: %(default)s)",
     )
     s.add_argument(
         "--retention",
@@ -555,6 +564,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             epoch_ttl_s=args.epoch_ttl,
             metrics_port=args.metrics_port,
             metrics_timeout_s=args.metrics_timeout,
+            max_heavy_calls=args.max_heavy_calls,
         )
     )
     server.start()

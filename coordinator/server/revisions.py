@@ -366,8 +366,12 @@ class RevisionManager:
         target = self._target(table, to_ts, to_barrier)
         if dry_run:
             now = self.tso.now()
-            changes = self.store.scan_changes(table, target, now) if target < now else []
-            restored = sum(c.old is not None for c in changes)
+            restored = removed = 0
+            if target < now:
+                # Counted as the change is read: the difference is never held, only a window of
+                # its keys; and one of the server's --max-heavy-calls slots (kvstore.heavy_calls).
+                with self.store.heavy_calls.hold("Revise (dry run)"):
+                    restored, removed = self.store.count_changes(table, target, now)
             return RevisionRecord(
                 0,
                 table,
@@ -379,7 +383,7 @@ class RevisionManager:
                 target_ts=target,
                 target_barrier=to_barrier,
                 restored=restored,
-                removed=len(changes) - restored,
+                removed=removed,
                 views=self._downstream(table),
             )
         rec, fresh = self._begin_rollback(table, table_id, target, to_barrier, who, key)

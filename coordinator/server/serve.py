@@ -66,6 +66,7 @@ from coordinator.server.snapshot_planner import SnapshotPlanner
 from coordinator.server.tso import TimestampOracle
 from kvstore.direct import INSTANCE_FILE, write_instance_id
 from kvstore.errors import FailedPrecondition, InvalidArgument, SnapviewError
+from kvstore.heavy_calls import DEFAULT_MAX_HEAVY_CALLS, HeavyCalls
 from kvstore.limits import MAX_MESSAGE_BYTES
 from kvstore.private_files import (
     check_entry,
@@ -112,6 +113,7 @@ class ServeConfig:
     epoch_ttl_s: float = DEFAULT_HOLD_TTL_S
     metrics_port: int | None = None  # Prometheus /metrics over HTTP: None off, 0 a free port
     metrics_timeout_s: float = METRICS_TIMEOUT_S  # a metrics connection idle this long is closed
+    max_heavy_calls: int = DEFAULT_MAX_HEAVY_CALLS  # see kvstore.heavy_calls
 
 
 def is_loopback(host: str) -> bool:
@@ -200,6 +202,7 @@ class SnapviewServer:
             )
         self.roles = Roles.load(cfg.auth_token_file, cfg.read_token_file)
         token = self.roles is not None
+        self._heavy_calls = HeavyCalls(cfg.max_heavy_calls)  # refuses a limit below 1
         loopback = is_loopback(cfg.host)
         if not loopback and not (cfg.tls_cert or token or cfg.insecure):
             raise FailedPrecondition(
@@ -377,6 +380,7 @@ class SnapviewServer:
 
     def _open_store(self, cfg: ServeConfig, lmdb_path: str) -> None:
         self.store = LocalStore(lmdb_path, map_size=cfg.map_size, sync=cfg.sync)
+        self.store.heavy_calls = self._heavy_calls
         try:
             # The TSO persists into the store, so it comes second; from here on the store refuses
             # timestamps it has not issued and runs lock TTLs on its clock (kvstore.clock).

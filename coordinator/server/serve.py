@@ -48,6 +48,7 @@ from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
+from coordinator.server.leases import DEFAULT_MAX_LEASES, DEFAULT_MAX_LEASES_PER_HOLDER
 from coordinator.server.metrics import ServerMetrics, gc_source, revision_source
 from coordinator.server.owned_holds import DEFAULT_HOLD_TTL_S
 from coordinator.server.registry import Registry
@@ -96,6 +97,9 @@ class ServeConfig:
     # holding the safepoint and the GC tick settles it (coordinator.server.owned_holds).
     epoch_ttl_s: float = DEFAULT_HOLD_TTL_S
     metrics_port: int | None = None  # Prometheus /metrics over HTTP: None off, 0 a free port
+    # Reader leases live at once, in all and per holder (coordinator.server.leases).
+    max_leases: int = DEFAULT_MAX_LEASES
+    max_leases_per_holder: int = DEFAULT_MAX_LEASES_PER_HOLDER
 
 
 def is_loopback(host: str) -> bool:
@@ -409,6 +413,8 @@ class SnapviewServer:
                 retention_s=cfg.retention_s,
                 interval_s=cfg.gc_interval_s,
                 epochs=self.epochs,
+                max_leases=cfg.max_leases,
+                max_leases_per_holder=cfg.max_leases_per_holder,
             )
             self.revisions = RevisionManager(
                 self.store, self.tso, self.registry, self.barriers, self.epochs

@@ -504,9 +504,27 @@ class Client:
         req = cpb.ReleaseLeaseRequest(id=lease_id)
         return self._rpc.unary(self._stub.ReleaseLease, req).existed
 
-    def gc_status(self) -> cpb.GcStatusResponse:
-        """The GC safepoint, what holds it (oldest first), the live leases and GC progress."""
-        return self._rpc.unary(self._stub.GcStatus, cpb.GcStatusRequest())
+    def gc_status(
+        self, page_size: int = 0, page_token: str = "", holder: str = ""
+    ) -> cpb.GcStatusResponse:
+        """The GC safepoint, what holds it (oldest first), GC progress, the count of live leases
+        (``lease_count``: of ``holder`` if given; ``total_leases``: all) and one page of them
+        in id order: the first ``page_size`` (default 1,000, at most 10,000), or those after
+        ``page_token`` (a previous answer's ``next_page_token``, '' after the last page)."""
+        req = cpb.GcStatusRequest(page_size=page_size, page_token=page_token, holder=holder)
+        return self._rpc.unary(self._stub.GcStatus, req)
+
+    def iter_leases(self, holder: str = "", page_size: int = 0) -> Iterator[cpb.Lease]:
+        """Every live reader lease (of ``holder`` if given), in id order, a page at a time: a
+        lease live throughout comes exactly once, one taken or released meanwhile may or may
+        not."""
+        token = ""
+        while True:
+            st = self.gc_status(page_size, token, holder)
+            yield from st.leases
+            token = st.next_page_token
+            if not token:
+                return
 
     # ------------------------------------------------------------------ revisions
 

@@ -215,6 +215,20 @@ def add_serve(sub: Subparsers) -> None:
         help="an open epoch whose writer stopped renewing it (no heartbeat) for this long, or "
         "for its lock TTL if longer, stops holding the GC safepoint and is settled",
     )
+    s.add_argument(
+        "--max-leases",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="reader leases the server holds at once; one more is refused (RESOURCE_EXHAUSTED)",
+    )
+    s.add_argument(
+        "--max-leases-per-holder",
+        type=int,
+        default=1_000,
+        metavar="N",
+        help="reader leases one holder (its name) holds at once; one more is refused",
+    )
     s.set_defaults(func=cmd_serve)
 
 
@@ -412,9 +426,18 @@ def add_leases(sub: Subparsers) -> None:
         "leases",
         "the GC safepoint, what holds it back, and the reader leases",
         "The safepoint never passes: now minus --retention, a live reader lease, or the oldest\n"
-        "read ts a registered job still needs. A read below it fails with SnapshotTooOld.",
+        "read ts a registered job still needs. A read below it fails with SnapshotTooOld.\n"
+        "leases lists the first --limit leases (of --holder only, if given), a page at a time;\n"
+        "leases release ID gives lease ID back, whoever holds it (its reads may then fail with\n"
+        "SnapshotTooOld once the safepoint passes them).",
     )
     _client_args(ls)
+    ls.add_argument("action", nargs="?", choices=["list", "release"], default="list")
+    ls.add_argument("lease_id", nargs="?", metavar="ID", help="release: the lease's id")
+    ls.add_argument("--holder", default="", help="list: only this holder's leases")
+    ls.add_argument(
+        "--limit", type=int, default=100, metavar="N", help="list: at most N leases; 0: all"
+    )
     ls.set_defaults(func=cmd_leases)
 
 
@@ -565,6 +588,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             metrics_port=args.metrics_port,
             metrics_timeout_s=args.metrics_timeout,
             max_heavy_calls=args.max_heavy_calls,
+            max_leases=args.max_leases,
+            max_leases_per_holder=args.max_leases_per_holder,
         )
     )
     server.start()
@@ -933,10 +958,19 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_leases(args: argparse.Namespace) -> int:
-    from snapview.gc_commands import format_gc_report, gc_report
+    from snapview.gc_commands import fetch_leases, format_gc_report, gc_report, release_lease
 
+    if args.action == "release":
+        if not args.lease_id:
+            print("snapview: error: leases release needs an ID", file=sys.stderr)
+            return 2
+        with _connect(args) as c:
+            return release_lease(c, args.lease_id, args.format)
+    if args.lease_id:
+        print(f"snapview: error: leases list takes no ID, got {args.lease_id!r}", file=sys.stderr)
+        return 2
     with _connect(args) as c:
-        report = gc_report(c.gc_status())
+        report = gc_report(*fetch_leases(c, args.holder, args.limit))
     if args.format == "json":
         print(json.dumps(report))
     else:

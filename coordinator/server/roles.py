@@ -23,6 +23,7 @@ hides ids from the read role; ``redact_gc_status``).
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -220,12 +221,16 @@ HIDDEN_ID = "(hidden)"
 
 def redact_gc_status(resp: Any) -> None:
     """Hide lease ids in a GcStatusResponse (in place) for a caller without the admin role: a
-    lease id is the capability to renew and release the lease, so only its taker knows it."""
-    ids = {x.id for x in resp.leases if x.id}
+    lease id is the capability to renew and release the lease, so only its taker knows it. The
+    page token (the id to continue after) is dropped too: the read role sees one page of leases
+    (up to 10,000, the default server cap) and the totals; paging through all is the admin's."""
     for x in resp.leases:
         x.id = HIDDEN_ID
+    resp.next_page_token = ""
     for h in resp.holds:
-        # a lease's hold is named "HOLDER (ID)" (coordinator.server.gc)
-        head, sep, tail = h.name.rpartition(" (")
-        if h.kind == "lease" and sep and tail.endswith(")") and tail[:-1] in ids:
-            h.name = f"{head} ({HIDDEN_ID})"
+        # the leases' hold is named "HOLDER (ID)[ and N younger lease(s)]" (coordinator.server.gc)
+        if h.kind != "lease":
+            continue
+        m = re.fullmatch(r"(.*) \([^()]*\)( and \d+ younger lease\(s\))?", h.name, flags=re.S)
+        if m:
+            h.name = f"{m.group(1)} ({HIDDEN_ID}){m.group(2) or ''}"

@@ -53,6 +53,7 @@ from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
+from coordinator.server.leases import DEFAULT_MAX_LEASES, DEFAULT_MAX_LEASES_PER_HOLDER
 from coordinator.server.metrics import ServerMetrics, gc_source, revision_source
 from coordinator.server.metrics_http import IDLE_TIMEOUT_S as METRICS_TIMEOUT_S
 from coordinator.server.metrics_http import MetricsHTTPServer
@@ -114,6 +115,9 @@ class ServeConfig:
     metrics_port: int | None = None  # Prometheus /metrics over HTTP: None off, 0 a free port
     metrics_timeout_s: float = METRICS_TIMEOUT_S  # a metrics connection idle this long is closed
     max_heavy_calls: int = DEFAULT_MAX_HEAVY_CALLS  # see kvstore.heavy_calls
+    # Reader leases live at once, in all and per holder (coordinator.server.leases).
+    max_leases: int = DEFAULT_MAX_LEASES
+    max_leases_per_holder: int = DEFAULT_MAX_LEASES_PER_HOLDER
 
 
 def is_loopback(host: str) -> bool:
@@ -412,6 +416,8 @@ class SnapviewServer:
                 retention_s=cfg.retention_s,
                 interval_s=cfg.gc_interval_s,
                 epochs=self.epochs,
+                max_leases=cfg.max_leases,
+                max_leases_per_holder=cfg.max_leases_per_holder,
             )
             self.revisions = RevisionManager(
                 self.store, self.tso, self.registry, self.barriers, self.epochs

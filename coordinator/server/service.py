@@ -303,13 +303,13 @@ class CoordinatorService:
         return pb.ReleaseLeaseResponse(existed=self.gc.release_lease(req.id))
 
     def GcStatus(self, req: pb.GcStatusRequest, ctx: grpc.ServicerContext) -> pb.GcStatusResponse:
-        resp = self._gc_status()
+        resp = self._gc_status(req)
         if not caller_is_admin(self.roles, ctx):
             redact_gc_status(resp)  # a lease id is its taker's capability
         return resp
 
-    def _gc_status(self) -> pb.GcStatusResponse:
-        st = self.gc.status()
+    def _gc_status(self, req: pb.GcStatusRequest) -> pb.GcStatusResponse:
+        st = self.gc.status(req.page_size, req.page_token, req.holder)
         p = st.progress
         return pb.GcStatusResponse(
             enabled=st.enabled,
@@ -317,7 +317,11 @@ class CoordinatorService:
             retention_s=st.retention_s,
             interval_s=st.interval_s,
             holds=[pb.GcHold(kind=h.kind, name=h.name, ts=h.ts) for h in st.holds],
-            leases=[lease_to_pb(x) for x in st.leases],
+            leases=[lease_to_pb(x) for x in st.leases.leases],
+            lease_count=st.leases.count,
+            next_page_token=st.leases.next_after,
+            total_leases=st.lease_count,
+            oldest_lease_ts=st.oldest_lease_ts,
             progress=pb.GcProgress(
                 passes=p.passes,
                 steps=p.steps,

@@ -411,8 +411,14 @@ class ReleaseLeaseResponse(_message.Message):
     def __init__(self, existed: _Optional[bool] = ...) -> None: ...
 
 class GcStatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token", "holder")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    holder: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., holder: _Optional[str] = ...) -> None: ...
 
 class GcHold(_message.Message):
     __slots__ = ("kind", "name", "ts")
@@ -453,7 +459,7 @@ class GcProgress(_message.Message):
     def __init__(self, passes: _Optional[int] = ..., steps: _Optional[int] = ..., versions_removed: _Optional[int] = ..., records_examined: _Optional[int] = ..., records_deleted: _Optional[int] = ..., step_seconds: _Optional[float] = ..., pass_safepoint: _Optional[int] = ..., pass_phase: _Optional[str] = ..., last_pass_seconds: _Optional[float] = ..., last_pass_end_ms: _Optional[int] = ..., epoch_records_removed: _Optional[int] = ..., barriers_removed: _Optional[int] = ...) -> None: ...
 
 class GcStatusResponse(_message.Message):
-    __slots__ = ("enabled", "safepoint", "retention_s", "interval_s", "holds", "leases", "progress", "now_ms")
+    __slots__ = ("enabled", "safepoint", "retention_s", "interval_s", "holds", "leases", "progress", "now_ms", "lease_count", "next_page_token", "total_leases", "oldest_lease_ts")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     SAFEPOINT_FIELD_NUMBER: _ClassVar[int]
     RETENTION_S_FIELD_NUMBER: _ClassVar[int]
@@ -462,6 +468,10 @@ class GcStatusResponse(_message.Message):
     LEASES_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_LEASES_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_LEASE_TS_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     safepoint: int
     retention_s: float
@@ -470,7 +480,11 @@ class GcStatusResponse(_message.Message):
     leases: _containers.RepeatedCompositeFieldContainer[Lease]
     progress: GcProgress
     now_ms: int
-    def __init__(self, enabled: _Optional[bool] = ..., safepoint: _Optional[int] = ..., retention_s: _Optional[float] = ..., interval_s: _Optional[float] = ..., holds: _Optional[_Iterable[_Union[GcHold, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., progress: _Optional[_Union[GcProgress, _Mapping]] = ..., now_ms: _Optional[int] = ...) -> None: ...
+    lease_count: int
+    next_page_token: str
+    total_leases: int
+    oldest_lease_ts: int
+    def __init__(self, enabled: _Optional[bool] = ..., safepoint: _Optional[int] = ..., retention_s: _Optional[float] = ..., interval_s: _Optional[float] = ..., holds: _Optional[_Iterable[_Union[GcHold, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., progress: _Optional[_Union[GcProgress, _Mapping]] = ..., now_ms: _Optional[int] = ..., lease_count: _Optional[int] = ..., next_page_token: _Optional[str] = ..., total_leases: _Optional[int] = ..., oldest_lease_ts: _Optional[int] = ...) -> None: ...
 
 class Revision(_message.Message):
     __slots__ = ("id", "table", "kind", "state", "who", "started_wall_ms", "ended_wall_ms", "target_ts", "target_barrier", "start_ts", "commit_ts", "barrier", "restored", "removed", "mode", "job", "views", "error", "key")

@@ -47,6 +47,7 @@ def test_snapview_leases_escapes_holders_and_hold_names():
         enabled=True, safepoint=1 << 18, retention_s=1.0, interval_s=1.0, now_ms=10, progress=progress,
         holds=[SimpleNamespace(kind="lease", name=f"h{EVIL}", ts=1 << 18)],
         leases=[SimpleNamespace(id="ab", holder=f"h{EVIL}", ts=1 << 18, ttl_ms=1000, expires_ms=20)],
+        lease_count=1, total_leases=1, oldest_lease_ts=1 << 18, next_page_token="",
     )  # fmt: skip
     lines = format_gc_report(gc_report(st))
     _clean(lines)

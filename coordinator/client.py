@@ -25,10 +25,12 @@ from coordinator.lease import DEFAULT_LEASE_TTL_S, Lease
 from coordinator.revisions import (
     Revision,
     arrow_mutations,
+    call_revise,
     correctable_table,
     count_changes,
     default_who,
     dry_run_record,
+    new_revision_key,
     wait_revised,
     write_arrow_corrections,
 )
@@ -502,9 +504,27 @@ class Client:
         req = cpb.ReleaseLeaseRequest(id=lease_id)
         return self._rpc.unary(self._stub.ReleaseLease, req).existed
 
-    def gc_status(self) -> cpb.GcStatusResponse:
-        """The GC safepoint, what holds it (oldest first), the live leases and GC progress."""
-        return self._rpc.unary(self._stub.GcStatus, cpb.GcStatusRequest())
+    def gc_status(
+        self, page_size: int = 0, page_token: str = "", holder: str = ""
+    ) -> cpb.GcStatusResponse:
+        """The GC safepoint, what holds it (oldest first), GC progress, the count of live leases
+        (``lease_count``: of ``holder`` if given; ``total_leases``: all) and one page of them
+        in id order: the first ``page_size`` (default 1,000, at most 10,000), or those after
+        ``page_token`` (a previous answer's ``next_page_token``, '' after the last page)."""
+        req = cpb.GcStatusRequest(page_size=page_size, page_token=page_token, holder=holder)
+        return self._rpc.unary(self._stub.GcStatus, req)
+
+    def iter_leases(self, holder: str = "", page_size: int = 0) -> Iterator[cpb.Lease]:
+        """Every live reader lease (of ``holder`` if given), in id order, a page at a time: a
+        lease live throughout comes exactly once, one taken or released meanwhile may or may
+        not."""
+        token = ""
+        while True:
+            st = self.gc_status(page_size, token, holder)
+            yield from st.leases
+            token = st.next_page_token
+            if not token:
+                return
 
     # ------------------------------------------------------------------ revisions
 
@@ -518,6 +538,7 @@ class Client:
         mode: str = "upsert",
         dry_run: bool = False,
         who: str | None = None,
+        key: str | None = None,
     ) -> Revision:
         """Revise root table ``table`` in one new transaction and return its record.
 
@@ -529,7 +550,14 @@ class Client:
         revision's ``commit_ts``. Every view downstream reaches the revision at
         ``revision.barrier``; ``wait_revised`` waits for them. ``dry_run`` writes nothing and
         returns the counts. Refused: a view or state table (FailedPrecondition; rebuild it), a
-        target below the GC safepoint (SnapshotTooOld), a missing table (TableNotFound)."""
+        target below the GC safepoint (SnapshotTooOld), a missing table (TableNotFound).
+
+        A rollback runs under a revision ``key`` (default: a fresh one for this call): a call
+        whose answer is lost is asked again with the same key, and the server answers with the
+        revision it ran, never a second one; pass the same ``key`` again to get that revision
+        (a key whose revision was aborted is refused: use a new one). Once committed, a
+        revision is never reported as failed; RevisionOutcomeUnknown (naming the key or the id)
+        when its outcome could not be learned."""
         who = who if who is not None else default_who()
         given = sum(x is not None for x in (to_ts, to_barrier, corrections))
         if given != 1:
@@ -537,6 +565,13 @@ class Client:
                 f"table {table!r}: give exactly one of to_ts, to_barrier and corrections"
             )
         if corrections is not None:
+            if key is not None:
+                # Keys are kept for rollbacks only (the Revise call): a correction set is begun
+                # and committed by separate calls of this client, none of them repeated.
+                raise InvalidArgument(
+                    f"table {table!r}: a revision key applies to a rollback (to_ts or "
+                    "to_barrier), not to corrections"
+                )
             if hasattr(corrections, "sparkSession") and hasattr(corrections, "mapInArrow"):
                 # A Spark DataFrame: its rows are written by the executors. The writer lives
                 # with the other Spark writers (spark_sink), imported only here, where the
@@ -566,11 +601,18 @@ class Client:
                 return dry_run_record(self, table, mode, who, restored, removed)
             return write_arrow_corrections(self, table, corrections, mode, who)
         req = cpb.ReviseRequest(
-            table=table, to_ts=to_ts or 0, to_barrier=to_barrier or 0, dry_run=dry_run, who=who
+            table=table,
+            to_ts=to_ts or 0,
+            to_barrier=to_barrier or 0,
+            dry_run=dry_run,
+            who=who,
+            key=key if key is not None else new_revision_key(),
         )
-        # Not retried: run again after writers committed, a rollback would undo their writes
-        # too. An answer lost in transit is an error here; `revisions()` says what happened.
-        return Revision.from_pb(self._rpc.once(self._stub.Revise, req, REVISE_TIMEOUT_S))
+        if dry_run:  # writes nothing: retried (e.g. while the server is busy, ServerBusy)
+            return Revision.from_pb(self._rpc.unary(self._stub.Revise, req, REVISE_TIMEOUT_S))
+        # Retried only under its key: run again without it after writers committed, a
+        # rollback would undo their writes too.
+        return Revision.from_pb(call_revise(self, req, REVISE_TIMEOUT_S))
 
     def _begin_corrections(
         self, table: str, mode: str, who: str, lock_ttl_ms: int

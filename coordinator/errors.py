@@ -11,6 +11,7 @@ from kvstore.errors import (
     FailedPrecondition,
     NotFound,
     SnapviewError,
+    Unavailable,
     register_error,
 )
 
@@ -66,3 +67,11 @@ class JobDropped(NotFound):
     drops``): its epochs went with the table, and its writes are refused for good. NOT_FOUND, so
     callers that stop on an unregistered job (NotFound) stop on this too; registering the job
     again starts it anew, at epoch 1."""
+
+
+@register_error
+class RevisionOutcomeUnknown(Unavailable):
+    """A revision call ended without knowing whether the revision was applied (its message
+    names the revision, or the revision key, and how to look it up). It is applied wholly or
+    not at all, and the server settles which; asking again with the same revision key answers
+    with it. UNAVAILABLE: a client holding the key may ask again."""

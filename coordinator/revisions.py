@@ -14,7 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from coordinator.errors import RevisionNotReached, not_correctable, not_revisable
+from coordinator.errors import (
+    RevisionNotReached,
+    RevisionOutcomeUnknown,
+    not_correctable,
+    not_revisable,
+)
 from coordinator.jobs import EpochInfo
 from coordinator.times import with_wall
 from kvstore.errors import InvalidArgument, SchemaMismatch, SnapviewError
@@ -60,6 +65,7 @@ class Revision:
     job: str
     views: tuple[str, ...]
     error: str
+    key: str = ""  # the revision key it was run under ("" if none)
 
     @property
     def rows(self) -> int:
@@ -91,6 +97,7 @@ class Revision:
             job=m.job,
             views=tuple(m.views),
             error=m.error,
+            key=m.key,
         )
 
     def __str__(self) -> str:
@@ -111,6 +118,44 @@ class Revision:
         if self.error:
             out += f" ({self.error})"
         return out
+
+
+def new_revision_key() -> str:
+    """A fresh revision key: what ``Client.revise`` uses for one call and all its retries."""
+    import secrets
+
+    return secrets.token_hex(16)
+
+
+def call_revise(client: Client, req: cpb.ReviseRequest, timeout_s: float) -> cpb.Revision:
+    """Send ``req`` (a Revise); with a revision key, ask again with the same key while the
+    answer is UNAVAILABLE or lost (DEADLINE_EXCEEDED), for up to the client's retry budget:
+    the server answers a repeated key with the revision it ran, never a second one. Without a
+    key, one attempt. RevisionOutcomeUnknown, naming the key and how to look it up, when the
+    budget runs out without an answer."""
+    call = client._rpc.once
+    if not req.key or req.dry_run:
+        return call(client._stub.Revise, req, timeout_s)
+    p = client.retry
+    deadline = time.monotonic() + p.max_elapsed_s
+    wait = p.initial_backoff_s
+    while True:
+        try:
+            return call(client._stub.Revise, req, timeout_s)
+        except SnapviewError as e:
+            if e.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                raise
+            if time.monotonic() + wait >= deadline:
+                if isinstance(e, RevisionOutcomeUnknown):
+                    raise
+                raise RevisionOutcomeUnknown(
+                    f"table {req.table!r}: the revision with key {req.key} has an unknown "
+                    f"outcome ({type(e).__name__}: {e}); it is applied wholly or not at all. "
+                    f"Run it again with the same key (`snapview revise {req.table} ... --key "
+                    f"{req.key}`) to get it, or see `snapview revisions --table {req.table}`"
+                ) from e
+        time.sleep(wait)
+        wait = min(wait * 2, p.max_backoff_s)
 
 
 def check_mode(table: str, mode: str) -> None:

@@ -22,6 +22,7 @@ from kvstore.errors import InvalidArgument, KeyPrewrittenTwice, SnapviewError, T
 from kvstore.group_commit import WriteContext
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.records import Mutation
+from kvstore.private_files import write_private
 from kvstore.storage import Reader, Storage, WriteBuffer
 from kvstore.table_info import TableInfo
 from kvstore.validation import describe_key, repeated_key, validate_rows
@@ -34,12 +35,14 @@ class DirectUnavailable(SnapviewError):
 
 
 def write_instance_id(data_dir: str, instance_id: str) -> None:
-    with open(os.path.join(data_dir, INSTANCE_FILE), "w") as f:
-        f.write(instance_id)
+    """Record the server's instance id in its data dir (0600, never through a link: a process
+    of the server's user on its host reads it, ``same_instance``)."""
+    write_private(os.path.join(data_dir, INSTANCE_FILE), instance_id.encode())
 
 
 def same_instance(data_dir: str, instance_id: str) -> bool:
-    """Whether this process sees the server's data dir (same host, same files)."""
+    """Whether this process sees the server's data dir (same host, same files) and may read it
+    (a process of another user may not: it uses the RPC)."""
     try:
         with open(os.path.join(data_dir, INSTANCE_FILE)) as f:
             return f.read().strip() == instance_id

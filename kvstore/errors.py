@@ -305,6 +305,14 @@ class ResourceExhausted(RequestError):
 
 
 @register_error
+class ServerBusy(ResourceExhausted):
+    """The server runs as many heavy calls (change scans, dry-run rollbacks) as its
+    ``--max-heavy-calls`` allows and none ended within the wait; nothing was read. The message
+    names the limit. Transient: ``RemoteStore`` and the coordinator client retry it with
+    backoff, as they retry UNAVAILABLE."""
+
+
+@register_error
 class DiskFull(ResourceExhausted):
     """The filesystem holding the data dir is full: the write was not applied (nothing of its
     group was), reads keep working, and writes work again once space is freed. The message names

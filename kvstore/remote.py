@@ -1,6 +1,7 @@
 """RemoteStore: the LocalStore interface over gRPC, for processes that do not own the LMDB files.
 
-Transport trouble (UNAVAILABLE, DEADLINE_EXCEEDED) is retried with bounded exponential backoff
+Transport trouble (UNAVAILABLE, DEADLINE_EXCEEDED) and a server busy with its heavy calls
+(RESOURCE_EXHAUSTED marked ServerBusy) are retried with bounded exponential backoff
 (``RetryPolicy``); every store RPC is idempotent, so a retry after a lost answer is safe. Other
 status codes become the matching ``kvstore.errors`` exception, and Percolator outcomes in a
 response are raised as their TxnError.
@@ -53,7 +54,8 @@ _ERRORS: dict[grpc.StatusCode, type[errors.SnapviewError]] = {
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How a client retries transport failures. Nothing else is retried here.
+    """How a client retries transport failures and a server busy with its heavy calls
+    (ServerBusy). Nothing else is retried here.
 
     The defaults ride out a server restart (about 1.5 s) and a pause: waits start at 50 ms and
     never exceed 0.5 s, so a client notices a restarted server within half a second, for up to
@@ -72,7 +74,14 @@ class RetryPolicy:
 
 
 def _retryable(e: BaseException) -> bool:
-    return isinstance(e, grpc.RpcError) and e.code() in RETRYABLE
+    """Transport trouble, or a server busy with its heavy calls (kvstore.heavy_calls: a
+    RESOURCE_EXHAUSTED the server marks ServerBusy; any other RESOURCE_EXHAUSTED is final)."""
+    if not isinstance(e, grpc.RpcError):
+        return False
+    code = e.code()
+    return code in RETRYABLE or (
+        code is grpc.StatusCode.RESOURCE_EXHAUSTED and _class_from_trailer(e) is errors.ServerBusy
+    )
 
 
 def _class_from_trailer(e: grpc.RpcError) -> type[errors.RequestError] | None:
@@ -127,20 +136,23 @@ class RpcCaller:
             wait=wait_exponential(multiplier=p.initial_backoff_s, max=p.max_backoff_s),
         )
 
-    def unary(self, method: Callable[..., T], request: Message) -> T:
+    def unary(
+        self, method: Callable[..., T], request: Message, timeout_s: float | None = None
+    ) -> T:
+        """One call, retried (see RetryPolicy); each attempt's deadline is ``timeout_s``
+        (default the policy's rpc_timeout_s)."""
+        timeout = timeout_s or self.policy.rpc_timeout_s
         # The first attempt goes straight out: building a tenacity loop costs more than a
         # loopback RPC, and the retry machinery is only needed once a call has failed.
         try:
-            return method(request, timeout=self.policy.rpc_timeout_s, metadata=self.metadata)
+            return method(request, timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as e:
             if not _retryable(e) or self.policy.max_attempts <= 1:
                 raise self._error(e) from None
         try:
             for attempt in self._retrying(self.policy.max_attempts - 1):
                 with attempt:
-                    return method(
-                        request, timeout=self.policy.rpc_timeout_s, metadata=self.metadata
-                    )
+                    return method(request, timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as e:
             raise self._error(e) from None
         raise AssertionError("unreachable: the retry loop returns or re-raises")
@@ -396,9 +408,15 @@ class RemoteStore:
         info = self.describe_table(table)
         return self.scan(table_prefix(info.id), table_prefix(info.id + 1), version)
 
-    def scan_changes(self, table: str, from_ts: int, to_ts: int) -> list[ChangeRecord]:
+    def scan_changes(
+        self, table: str, from_ts: int, to_ts: int, chunk_rows: int = 0
+    ) -> list[ChangeRecord]:
+        """As LocalStore.scan_changes; the server streams it in chunks of ``chunk_rows``
+        (0: its default). Retried whole on transport trouble and while the server is busy
+        (ServerBusy: its heavy-call limit), within the RetryPolicy."""
         chunks = self.rpc.stream(
-            self.stub.ScanChanges, pb.ScanChangesRequest(table=table, from_ts=from_ts, to_ts=to_ts)
+            self.stub.ScanChanges,
+            pb.ScanChangesRequest(table=table, from_ts=from_ts, to_ts=to_ts, chunk_rows=chunk_rows),
         )
         out: list[ChangeRecord] = []
         for c in chunks:

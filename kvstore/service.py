@@ -7,6 +7,7 @@ codes (see grpc_errors). The service holds no state of its own.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, Protocol
 
 import grpc
 
@@ -15,7 +16,7 @@ from kvstore.errors import InvalidArgument, RequestTooLarge, TxnError
 from kvstore.grpc_errors import generic_handler
 from kvstore.limits import MAX_REQUEST_BYTES, MAX_REQUEST_MUTATIONS
 from kvstore.mvcc.records import Mutation
-from kvstore.store import LocalStore, check_range_count
+from kvstore.store import Guard, LocalStore, check_range_count
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.KvStore"
@@ -42,9 +43,24 @@ def check_request_size(method: str, mutations: list[Mutation]) -> None:
         )
 
 
+class CallerRoles(Protocol):
+    """What the service asks of the server's roles (coordinator.server.roles.Roles)."""
+
+    def is_admin(self, context: Any) -> bool: ...
+
+
 class KvStoreService:
-    def __init__(self, store: LocalStore) -> None:
+    """``roles``: the server's tokens; a caller without the admin role has its Commit, Rollback
+    and ResolveLocks checked against the transaction's primary ("checked"), an admin's only
+    where an epoch or a revision owns the transaction ("raw"; kvstore.actions.txn_guard).
+    Without roles (a server without tokens) every caller is admin."""
+
+    def __init__(self, store: LocalStore, roles: CallerRoles | None = None) -> None:
         self.store = store
+        self.roles = roles
+
+    def _guard(self, ctx: Any) -> Guard:
+        return "raw" if self.roles is None or self.roles.is_admin(ctx) else "checked"
 
     def handler(self) -> grpc.GenericRpcHandler:
         return generic_handler(SERVICE_NAME, pb.DESCRIPTOR.services_by_name["KvStore"], self)
@@ -53,6 +69,10 @@ class KvStoreService:
         muts = wire.mutations_from_pb(req.mutations)
         if req.HasField("packed"):
             muts += wire.unpack_mutations(req.packed)
+        if not muts:
+            raise InvalidArgument(
+                "Prewrite needs at least one mutation: both mutations and packed are empty"
+            )
         check_request_size("Prewrite", muts)
         try:
             ts = self.store.prewrite(
@@ -70,7 +90,7 @@ class KvStoreService:
     def Commit(self, req: pb.CommitRequest, ctx: grpc.ServicerContext) -> pb.CommitResponse:
         check_key_count("Commit", len(req.keys))
         try:
-            self.store.commit(req.start_ts, req.commit_ts, list(req.keys))
+            self.store.commit(req.start_ts, req.commit_ts, list(req.keys), guard=self._guard(ctx))
         except TxnError as e:
             return pb.CommitResponse(error=wire.key_error_to_pb(e))
         return pb.CommitResponse()
@@ -78,7 +98,7 @@ class KvStoreService:
     def Rollback(self, req: pb.RollbackRequest, ctx: grpc.ServicerContext) -> pb.RollbackResponse:
         check_key_count("Rollback", len(req.keys))
         try:
-            self.store.rollback(req.start_ts, list(req.keys))
+            self.store.rollback(req.start_ts, list(req.keys), guard=self._guard(ctx))
         except TxnError as e:
             return pb.RollbackResponse(error=wire.key_error_to_pb(e))
         return pb.RollbackResponse()
@@ -98,7 +118,7 @@ class KvStoreService:
         self, req: pb.ResolveLocksRequest, ctx: grpc.ServicerContext
     ) -> pb.ResolveLocksResponse:
         try:
-            n = self.store.resolve_locks(req.start_ts, req.commit_ts)
+            n = self.store.resolve_locks(req.start_ts, req.commit_ts, guard=self._guard(ctx))
         except TxnError as e:
             return pb.ResolveLocksResponse(error=wire.key_error_to_pb(e))
         return pb.ResolveLocksResponse(resolved_keys=n)
@@ -144,14 +164,16 @@ class KvStoreService:
     def ScanChanges(
         self, req: pb.ScanChangesRequest, ctx: grpc.ServicerContext
     ) -> Iterator[pb.ChangeChunk]:
-        try:
-            changes = self.store.scan_changes(req.table, req.from_ts, req.to_ts)
-        except TxnError as e:
-            yield pb.ChangeChunk(error=wire.key_error_to_pb(e))
-            return
-        step = req.chunk_rows or 8192
-        for i in range(0, len(changes), step):
-            yield pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in changes[i : i + step]])
+        # Streamed: the server holds a window of keys and one chunk, never the whole change;
+        # and at most --max-heavy-calls such calls at once (kvstore.heavy_calls).
+        with self.store.heavy_calls.hold("ScanChanges"):
+            try:
+                for chunk in self.store.scan_changes_chunks(
+                    req.table, req.from_ts, req.to_ts, req.chunk_rows
+                ):
+                    yield pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in chunk])
+            except TxnError as e:
+                yield pb.ChangeChunk(error=wire.key_error_to_pb(e))
 
     def ResolvedTs(
         self, req: pb.ResolvedTsRequest, ctx: grpc.ServicerContext

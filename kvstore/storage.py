@@ -43,6 +43,7 @@ from kvstore.mvcc.records import (
     Write,
     crc32,
 )
+from kvstore.private_files import PRIVATE_FILE_MODE, make_private_dirs, tighten
 
 CF_NAMES = ("lock", "data", "write", "changes", "txn_locks", "txn_ranges", "catalog", "meta")
 DEFAULT_MAP_SIZE = 64 << 20
@@ -133,7 +134,7 @@ class Storage:
         """Open (``create``: or make) the environment at ``path``. ``readonly`` opens an existing
         one for reading only (``snapview check``), beside a server or without one."""
         if not readonly:
-            os.makedirs(path, exist_ok=True)
+            make_private_dirs(path)  # 0700, and its files 0600 (kvstore.private_files)
         self.path = path
         self.sync = sync
         # How errors name a user key; LocalStore names the table and the key's values instead.
@@ -149,9 +150,14 @@ class Storage:
             metasync=sync,
             readonly=readonly,
             create=not readonly,
+            mode=PRIVATE_FILE_MODE,  # LMDB's data.mdb and lock.mdb (less what the umask takes)
         )
         self._resize = _ResizeLock()
         try:
+            if create and not readonly:
+                # 0600 whatever the umask, or the mode an older snapview left.
+                for name in ("data.mdb", "lock.mdb"):
+                    tighten(os.path.join(path, name))
             # Before the first read of a tree page (opening a CF reads the main tree): a page
             # past the end of the file would be a SIGBUS, here it is DataLoss naming the file.
             integrity.check_pages_present(self.env, path)

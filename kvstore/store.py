@@ -16,12 +16,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from operator import itemgetter
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 
 from kvstore import actions, planning
+from kvstore.actions import txn_guard
 from kvstore.actions.gc import GcCursor, GcStep
 from kvstore.catalog import (
     SYSTEM_TABLE_ID,
@@ -44,13 +46,14 @@ from kvstore.errors import (
 )
 from kvstore.failpoints import fail_point
 from kvstore.group_commit import GroupCommitter, WriteContext
+from kvstore.heavy_calls import HeavyCalls
 from kvstore.limits import MAX_SCAN_RANGES, RESOLVE_STEP, SCAN_CHUNK_BYTES
 from kvstore.lock_resolution import resolve_lock
 from kvstore.meta_keys import GC_SAFEPOINT
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.mvcc.timestamp import wall_text
-from kvstore.results import DropResult, TxnStatusResult
+from kvstore.results import ChangeRecord, DropResult, TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Reader, Storage, raw_key_name
 from kvstore.table_info import TableInfo, state_tables_of
 from kvstore.validation import (
@@ -62,11 +65,18 @@ from kvstore.validation import (
 )
 
 T = TypeVar("T")
+# How a Commit/Rollback/ResolveLocks from outside the server is checked (actions.txn_guard):
+# None for the server's own calls.
+Guard = Literal["checked", "raw"] | None
 DropGuard = Callable[[WriteContext, str, bool], tuple[list[str], list[str]]]
 DEFAULT_LOCK_TTL_MS = 3000
 MAX_LOCK_TTL_MS = 3_600_000
 DEFAULT_MAX_VALUE_BYTES = 4 << 20
 SCAN_CHUNK_ROWS = 8192
+# A change scan keeps at most this many chunks' worth of changed keys (and never more than
+# CHANGE_WINDOW_KEYS) between passes over the change index (see actions.scan_changes).
+CHANGE_WINDOW_CHUNKS = 8
+CHANGE_WINDOW_KEYS = CHANGE_WINDOW_CHUNKS * SCAN_CHUNK_ROWS
 # Records a GC step examines: a step's delete write stays well under a millisecond or two.
 GC_STEP_RECORDS = 2048
 GC_PLAN_CHUNK = 256  # records planned between two GIL hand-overs (well under a millisecond)
@@ -122,6 +132,9 @@ class LocalStore:
         # Set by the coordinator: raises FailedPrecondition for a safepoint its holds (reader
         # leases, view jobs, the retention window) do not allow.
         self.gc_guard: Callable[[int], None] | None = None
+        # The calls that read a whole change (ScanChanges, a dry-run rollback) take a slot of
+        # it; the server sets its limit (serve --max-heavy-calls).
+        self.heavy_calls = HeavyCalls()
 
     def use_clock(self, clock: Callable[[], int] | None) -> None:
         """Run on ``clock`` from now on (the server opens the store first, then its TSO). Whether
@@ -382,21 +395,40 @@ class LocalStore:
         fail_point("store.prewrite.done")  # here the prewrite committed, in one phase
         return commit_ts
 
-    def commit(self, start_ts: int, commit_ts: int, keys: list[bytes]) -> None:
+    def commit(
+        self, start_ts: int, commit_ts: int, keys: list[bytes], *, guard: Guard = None
+    ) -> None:
         """Commit ``keys`` of txn ``start_ts`` at ``commit_ts`` (idempotent). A commit_ts above
-        what the TSO has issued is refused (INVALID_ARGUMENT)."""
+        what the TSO has issued is refused (INVALID_ARGUMENT). ``guard`` ("checked" or "raw")
+        is for a call from outside the server: see kvstore.actions.txn_guard."""
         self._check_ts(start_ts=start_ts, commit_ts=commit_ts)
         if commit_ts <= start_ts:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
         self._check_keys("key", keys)
         self._check_issued(start_ts=start_ts, commit_ts=commit_ts)
-        self.committer.run(lambda ctx: actions.commit(ctx, keys, start_ts, commit_ts), len(keys))
 
-    def rollback(self, start_ts: int, keys: list[bytes]) -> None:
+        def act(ctx: WriteContext) -> None:
+            if guard:
+                txn_guard.check_call(
+                    ctx, txn_guard.COMMIT, start_ts, keys, commit_ts, raw=guard == "raw"
+                )
+            actions.commit(ctx, keys, start_ts, commit_ts)
+
+        self.committer.run(act, len(keys))
+
+    def rollback(self, start_ts: int, keys: list[bytes], *, guard: Guard = None) -> None:
+        """Roll back txn ``start_ts`` on ``keys`` (all or none; see actions.rollback_key);
+        ``guard`` as for ``commit``."""
         self._check_ts(start_ts=start_ts)
         self._check_keys("key", keys)
         self._check_issued(start_ts=start_ts)
-        self.committer.run(lambda ctx: actions.rollback(ctx, keys, start_ts), len(keys))
+
+        def act(ctx: WriteContext) -> None:
+            if guard:
+                txn_guard.check_call(ctx, txn_guard.ROLLBACK, start_ts, keys, raw=guard == "raw")
+            actions.rollback(ctx, keys, start_ts)
+
+        self.committer.run(act, len(keys))
 
     def check_txn_status(
         self, primary: bytes, lock_ts: int, rollback_if_not_exist: bool = False
@@ -408,7 +440,10 @@ class LocalStore:
             lambda ctx: actions.check_txn_status(ctx, primary, lock_ts, now, rollback_if_not_exist)
         )
 
-    def resolve_locks(self, start_ts: int, commit_ts: int) -> int:
+    def resolve_locks(self, start_ts: int, commit_ts: int, *, guard: Guard = None) -> int:
+        """Commit (commit_ts > 0) or roll back every lock of txn ``start_ts``; how many.
+        ``guard`` as for ``commit`` (checked once, in the first step: a primary's decision is
+        final, so later steps agree with it as the first did)."""
         self._check_issued(start_ts=start_ts)
         if commit_ts:
             self._check_issued(commit_ts=commit_ts)
@@ -417,11 +452,16 @@ class LocalStore:
         # In steps of bounded writes, so resolving a large transaction never holds the writer
         # for long (the primary decided the fate: a half-resolved txn reads the same).
         total, more = 0, True
+
+        def step(ctx: WriteContext) -> tuple[int, bool]:
+            if guard and not total:
+                txn_guard.check_call(
+                    ctx, txn_guard.RESOLVE, start_ts, [], commit_ts, raw=guard == "raw"
+                )
+            return actions.resolve_locks_step(ctx, start_ts, commit_ts, RESOLVE_STEP)
+
         while more:
-            n, more = self.committer.run(
-                lambda ctx: actions.resolve_locks_step(ctx, start_ts, commit_ts, RESOLVE_STEP),
-                RESOLVE_STEP,
-            )
+            n, more = self.committer.run(step, RESOLVE_STEP)
             total += n
         return total
 
@@ -536,6 +576,14 @@ class LocalStore:
                     return
             cursor = actions.past_versions(keys[-1])
 
+    def _change_rows(self, chunk_rows: int, recs: list[ChangeRecord]) -> int:
+        """Records for the next change chunk, as ``_chunk_rows`` (a record holds two images)."""
+        if not recs:
+            rec_bytes = 2 * self.max_value_bytes
+        else:
+            rec_bytes = sum(len(c.old or b"") + len(c.new or b"") for c in recs) // len(recs)
+        return max(1, min(chunk_rows, SCAN_CHUNK_BYTES // max(1, rec_bytes)))
+
     def _chunk_rows(self, chunk_rows: int, values: list[bytes]) -> int:
         """Rows for the next scan chunk, so that it stays near SCAN_CHUNK_BYTES: the first chunk
         (no ``values`` yet) assumes the largest rows a table may hold, later ones the sizes of
@@ -607,21 +655,95 @@ class LocalStore:
         info = self.catalog.get(table)
         return self.scan(info.prefix, table_prefix(info.id + 1), version)
 
-    def scan_changes(self, table: str, from_ts: int, to_ts: int) -> list:
-        """Net changes of ``table`` in (from_ts, to_ts] (see actions.scan_changes)."""
+    def scan_changes(self, table: str, from_ts: int, to_ts: int) -> list[ChangeRecord]:
+        """Net changes of ``table`` in (from_ts, to_ts], in key order (see
+        actions.scan_changes), as one list: for a caller that needs them all at once."""
+        return [c for chunk in self.scan_changes_chunks(table, from_ts, to_ts) for c in chunk]
+
+    def scan_changes_chunks(
+        self, table: str, from_ts: int, to_ts: int, chunk_rows: int = 0
+    ) -> Iterator[list[ChangeRecord]]:
+        """Net changes of ``table`` in (from_ts, to_ts] (see actions.scan_changes), in key
+        order, in chunks of at most ``chunk_rows`` records (default SCAN_CHUNK_ROWS) and about
+        SCAN_CHUNK_BYTES of images (never an empty one).
+
+        Bounded memory: the changed keys are taken in windows of at most CHANGE_WINDOW_CHUNKS
+        chunks (and CHANGE_WINDOW_KEYS keys), each found by one pass over the change index
+        resumed above the last key of the previous window, and the images are read a chunk at a
+        time. Every pass and every chunk is one short LMDB read transaction of its own (none
+        stays open while the consumer is slow: an open read transaction keeps LMDB from reusing
+        pages); MVCC makes them one consistent read at (from_ts, to_ts], as ``scan``'s chunks
+        are. Each checks the safepoint (SnapshotTooOld once GC passed from_ts: hold a lease)
+        and resolves the locks in its way."""
+        info = self._change_interval(table, from_ts, to_ts)
+        chunk_rows = chunk_rows or SCAN_CHUNK_ROWS
+        window = min(CHANGE_WINDOW_KEYS, chunk_rows * CHANGE_WINDOW_CHUNKS)
+        return self._scan_changes(info.id, table, from_ts, to_ts, chunk_rows, window)
+
+    def count_changes(self, table: str, from_ts: int, to_ts: int) -> tuple[int, int]:
+        """(restored, removed): how many records of ``scan_changes(table, from_ts, to_ts)``
+        have an old image and how many do not (what rolling ``table`` back to from_ts would
+        restore and delete), counted as the change is read: no image is held past its
+        comparison. Read as ``scan_changes_chunks`` reads (windows of keys, short read
+        transactions)."""
+        info = self._change_interval(table, from_ts, to_ts)
+        restored = removed = 0
+        for keys in self._change_windows(info.id, table, from_ts, to_ts, CHANGE_WINDOW_KEYS):
+            for i in range(0, len(keys), SCAN_CHUNK_ROWS):
+                part = keys[i : i + SCAN_CHUNK_ROWS]
+                count = partial(actions.count_changes, keys=part, from_ts=from_ts, to_ts=to_ts)
+                r, d = self._read_changes(count, table, from_ts, to_ts)
+                restored += r
+                removed += d
+        return restored, removed
+
+    def _change_interval(self, table: str, from_ts: int, to_ts: int) -> TableInfo:
         self._check_ts(to_ts=to_ts)
         if from_ts < 0 or from_ts >= to_ts:
             raise InvalidArgument(
                 f"table {table!r}: need 0 <= from_ts < to_ts, got ({from_ts}, {to_ts}]"
             )
-        info = self.catalog.get(table)
-        return self._read(
-            lambda r: actions.scan_changes(r, info.id, from_ts, to_ts),
-            to_ts,
-            table,
-            oldest=from_ts,
-            what="change scan from",
-        )
+        return self.catalog.get(table)
+
+    def _read_changes(self, fn: Callable[[Reader], T], table: str, from_ts: int, to_ts: int) -> T:
+        return self._read(fn, to_ts, table, oldest=from_ts, what="change scan from")
+
+    def _change_windows(
+        self, table_id: int, table: str, from_ts: int, to_ts: int, window: int
+    ) -> Iterator[list[bytes]]:
+        """The changed keys in key order, ``window`` at a time (one pass each)."""
+        after: bytes | None = None
+        while True:
+            find = partial(
+                actions.changed_keys,
+                table_id=table_id,
+                from_ts=from_ts,
+                to_ts=to_ts,
+                after=after,
+                max_keys=window,
+            )
+            keys, more = self._read_changes(find, table, from_ts, to_ts)
+            if keys:
+                yield keys
+            if not more:
+                return
+            after = keys[-1]
+
+    def _scan_changes(
+        self, table_id: int, table: str, from_ts: int, to_ts: int, chunk_rows: int, window: int
+    ) -> Iterator[list[ChangeRecord]]:
+        rows = self._change_rows(chunk_rows, [])
+        for keys in self._change_windows(table_id, table, from_ts, to_ts, window):
+            i = 0
+            while i < len(keys):
+                part = keys[i : i + rows]
+                i += len(part)
+                fail_point("store.scan_changes.chunk")
+                read = partial(actions.change_records, keys=part, from_ts=from_ts, to_ts=to_ts)
+                recs = self._read_changes(read, table, from_ts, to_ts)
+                if recs:
+                    yield recs
+                    rows = self._change_rows(chunk_rows, recs)
 
     def resolved_ts(self, table: str) -> int:
         """No commit at or below the answer can still appear in ``table``.

@@ -71,6 +71,8 @@ def _split(blob: bytes, sizes: Sequence[int]) -> list[bytes]:
     ends = list(accumulate(sizes))
     if (ends[-1] if ends else 0) != len(blob):
         raise InvalidArgument("packed mutations: sizes do not add up to the bytes sent")
+    if not ends:
+        return []  # an empty batch: the caller refuses a request with nothing in it
     return [blob[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 

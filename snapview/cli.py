@@ -32,6 +32,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kvstore.errors import InvalidArgument, SnapviewError
+from kvstore.heavy_calls import DEFAULT_MAX_HEAVY_CALLS
+from snapview.terminal import shown
 
 if TYPE_CHECKING:  # the commands load what they use when they run
     from coordinator.client import Client
@@ -96,7 +98,7 @@ def _client_args(
         dest="token_file",
         default=env.get("SNAPVIEW_TOKEN_FILE") or None,
         metavar="FILE",
-        help="file holding the server's shared token (default: $SNAPVIEW_TOKEN_FILE)",
+        help="file holding the server's admin or read token (default: $SNAPVIEW_TOKEN_FILE)",
     )
     p.add_argument(
         "--tls-ca",
@@ -141,8 +143,16 @@ def add_serve(sub: Subparsers) -> None:
         "--metrics-port",
         type=int,
         metavar="PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, same host); "
-        "0 picks a free port (default: off)",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, same host; "
+        "with --token-file they need 'Authorization: Bearer TOKEN'); 0 picks a free port "
+        "(default: off)",
+    )
+    s.add_argument(
+        "--metrics-timeout",
+        type=parse_duration,
+        default="10s",
+        metavar="DURATION",
+        help="close a metrics connection that sends or reads nothing for this long",
     )
     s.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve TLS")
     s.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
@@ -151,7 +161,13 @@ def add_serve(sub: Subparsers) -> None:
         "--auth-token-file",  # the older name
         dest="token_file",
         metavar="FILE",
-        help="require the shared token in this file",
+        help="require a token: the admin token (full access) is in this file",
+    )
+    s.add_argument(
+        "--read-token-file",
+        metavar="FILE",
+        help="also accept the read token in this file (reads, leases, jobs' calls; no drop, "
+        "GC, revise; docs/design.md §8); needs --token-file",
     )
     s.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback bind without TLS or token"
@@ -166,6 +182,14 @@ def add_serve(sub: Subparsers) -> None:
         type=int,
         default=64,
         help="initial LMDB map size in MiB; it grows by doubling when full",
+    )
+    s.add_argument(
+        "--max-heavy-calls",
+        type=int,
+        default=DEFAULT_MAX_HEAVY_CALLS,
+        metavar="N",
+        help="change scans and dry-run rollbacks run at once; more wait a second, then are "
+        "refused as busy (RESOURCE_EXHAUSTED, retried by clients) (default: %(default)s)",
     )
     s.add_argument(
         "--retention",
@@ -190,6 +214,20 @@ def add_serve(sub: Subparsers) -> None:
         metavar="DURATION",
         help="an open epoch whose writer stopped renewing it (no heartbeat) for this long, or "
         "for its lock TTL if longer, stops holding the GC safepoint and is settled",
+    )
+    s.add_argument(
+        "--max-leases",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="reader leases the server holds at once; one more is refused (RESOURCE_EXHAUSTED)",
+    )
+    s.add_argument(
+        "--max-leases-per-holder",
+        type=int,
+        default=1_000,
+        metavar="N",
+        help="reader leases one holder (its name) holds at once; one more is refused",
     )
     s.set_defaults(func=cmd_serve)
 
@@ -388,9 +426,18 @@ def add_leases(sub: Subparsers) -> None:
         "leases",
         "the GC safepoint, what holds it back, and the reader leases",
         "The safepoint never passes: now minus --retention, a live reader lease, or the oldest\n"
-        "read ts a registered job still needs. A read below it fails with SnapshotTooOld.",
+        "read ts a registered job still needs. A read below it fails with SnapshotTooOld.\n"
+        "leases lists the first --limit leases (of --holder only, if given), a page at a time;\n"
+        "leases release ID gives lease ID back, whoever holds it (its reads may then fail with\n"
+        "SnapshotTooOld once the safepoint passes them).",
     )
     _client_args(ls)
+    ls.add_argument("action", nargs="?", choices=["list", "release"], default="list")
+    ls.add_argument("lease_id", nargs="?", metavar="ID", help="release: the lease's id")
+    ls.add_argument("--holder", default="", help="list: only this holder's leases")
+    ls.add_argument(
+        "--limit", type=int, default=100, metavar="N", help="list: at most N leases; 0: all"
+    )
     ls.set_defaults(func=cmd_leases)
 
 
@@ -430,6 +477,12 @@ def add_revise(sub: Subparsers) -> None:
         help="how long to wait for the views downstream",
     )
     rv.add_argument("--who", default=None, help="who to record (default: user@host)")
+    rv.add_argument(
+        "--key",
+        default=None,
+        help="the revision key of a rollback (default: a fresh one): run again with the same "
+        "key, it prints the revision that key ran instead of running a second one",
+    )
     _client_args(rv)
     rv.set_defaults(func=cmd_revise)
 
@@ -525,6 +578,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             auth_token_file=args.token_file,
+            read_token_file=args.read_token_file,
             insecure=args.insecure,
             sync=not args.no_sync,
             map_size=args.map_size_mb << 20,
@@ -532,6 +586,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             gc_interval_s=args.gc_interval,
             epoch_ttl_s=args.epoch_ttl,
             metrics_port=args.metrics_port,
+            metrics_timeout_s=args.metrics_timeout,
+            max_heavy_calls=args.max_heavy_calls,
+            max_leases=args.max_leases,
+            max_leases_per_holder=args.max_leases_per_holder,
         )
     )
     server.start()
@@ -900,10 +958,19 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_leases(args: argparse.Namespace) -> int:
-    from snapview.gc_commands import format_gc_report, gc_report
+    from snapview.gc_commands import fetch_leases, format_gc_report, gc_report, release_lease
 
+    if args.action == "release":
+        if not args.lease_id:
+            print("snapview: error: leases release needs an ID", file=sys.stderr)
+            return 2
+        with _connect(args) as c:
+            return release_lease(c, args.lease_id, args.format)
+    if args.lease_id:
+        print(f"snapview: error: leases list takes no ID, got {args.lease_id!r}", file=sys.stderr)
+        return 2
     with _connect(args) as c:
-        report = gc_report(c.gc_status())
+        report = gc_report(*fetch_leases(c, args.holder, args.limit))
     if args.format == "json":
         print(json.dumps(report))
     else:
@@ -955,12 +1022,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except SnapviewError as e:
-        print(f"snapview: error: {e}", file=sys.stderr)
+        print(f"snapview: error: {shown(e)}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # (an OSError: before it)
         return _reader_went_away()
     except OSError as e:
-        print(f"snapview: error: {e}", file=sys.stderr)
+        print(f"snapview: error: {shown(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

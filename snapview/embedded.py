@@ -12,6 +12,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+from kvstore.private_files import make_private_dirs
+
 READY_PREFIX = "snapview serving on "
 METRICS_PREFIX = "metrics="
 
@@ -61,8 +63,10 @@ class EmbeddedServer:
             *self.extra_args,
         ]
         env = {**os.environ, **(self.env or {})}
-        os.makedirs(self.data_dir, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child's lifetime
+        # The server refuses a data dir others can read: make it as the server would (0700).
+        make_private_dirs(self.data_dir)
+        # The log names tables and jobs: the server's user's alone, as the data dir is.
+        log = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
         proc = self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=log, env=env, text=True
         )

@@ -6,15 +6,48 @@ the rows come from ``Client.gc_status()`` and print as text or JSON.
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 from coordinator.times import format_ts, with_wall
 from kvstore.mvcc.timestamp import physical_ms
+from snapview.terminal import shown
 
 
-def gc_report(st: Any) -> dict:
+def fetch_leases(c: Any, holder: str = "", limit: int = 0) -> tuple[Any, list]:
+    """The GC status and up to ``limit`` (0: every one) live leases of ``holder`` (every
+    holder's if ''), fetched a page at a time so no answer is larger than one page."""
+    page = min(limit, 10_000) if limit > 0 else 0
+    st = c.gc_status(page, "", holder)
+    leases = list(st.leases)
+    token = st.next_page_token
+    while token and (limit <= 0 or len(leases) < limit):
+        more = c.gc_status(page, token, holder)
+        leases += more.leases
+        token = more.next_page_token
+    return st, leases[:limit] if limit > 0 else leases
+
+
+def release_lease(c: Any, lease_id: str, fmt: str = "text") -> int:
+    """``snapview leases release ID``: 0 if the lease was held and is released, 1 if there
+    was no such lease (released already, expired, or never taken)."""
+    existed = c.release_lease(lease_id)
+    if fmt == "json":
+        print(json.dumps({"id": lease_id, "released": existed}))
+    elif existed:
+        print(f"released lease {lease_id}")
+    else:
+        print(
+            f"snapview: no live lease {lease_id!r} (released, expired or never taken)",
+            file=sys.stderr,
+        )
+    return 0 if existed else 1
+
+
+def gc_report(st: Any, leases: list | None = None) -> dict:
     """``GcStatusResponse`` as plain data: times beside timestamps, ages and expiries in
-    seconds on the server's clock."""
+    seconds on the server's clock; ``leases`` (default: the answer's page) as its leases."""
     now = st.now_ms
 
     def age_s(ts: int) -> float | None:
@@ -40,8 +73,10 @@ def gc_report(st: Any) -> dict:
                 "ttl_s": x.ttl_ms / 1000,
                 "expires_in_s": round((x.expires_ms - now) / 1000, 3),
             }
-            for x in st.leases
+            for x in (st.leases if leases is None else leases)
         ],
+        "lease_count": st.lease_count,
+        "total_leases": st.total_leases,
         "progress": {
             "passes": p.passes,
             "steps": p.steps,
@@ -68,19 +103,21 @@ def format_gc_report(r: dict) -> list[str]:
     lines = [f"GC safepoint {with_wall(r['safepoint'])}{age}; {how}"]
     lines.append("held back by (oldest first; the first one binds):")
     for h in r["holds"]:
-        lines.append(f"  {h['kind']:9} {h['ts']:>20} {h['time']:29} {h['name']}")
+        lines.append(f"  {h['kind']:9} {h['ts']:>20} {h['time']:29} {shown(h['name'])}")
     if any(h["kind"] == "job" and "(open epoch" in h["name"] for h in r["holds"]):
         lines.append(
             "  (an open epoch lapses once its writer stops heartbeating for --epoch-ttl; "
             "`snapview jobs release JOB` settles it now)"
         )
     if r["leases"]:
-        lines.append(f"{len(r['leases'])} reader lease(s):")
+        listed = len(r["leases"])
+        more = f", showing {listed} (--limit)" if listed < r["lease_count"] else ""
+        lines.append(f"{r['lease_count']} reader lease(s){more}:")
         lines.append(f"  {'id':16} {'ts':>20} {'time':29} {'expires in':>10}  holder")
         for x in r["leases"]:
             lines.append(
                 f"  {x['id']:16} {x['ts']:>20} {x['time']:29} {x['expires_in_s']:>9.1f}s  "
-                f"{x['holder']}"
+                f"{shown(x['holder'])}"
             )
     else:
         lines.append("no reader leases")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from snapview.terminal import shown
+
 if TYPE_CHECKING:
     from coordinator.client import Client
 
@@ -42,8 +44,8 @@ def format_jobs(rows: list[dict[str, Any]]) -> list[str]:
     out = [f"{'job':28} {'kind':5} {'sink':20} {'state':12} {'behind':>6}  last error"]
     for r in rows:
         out.append(
-            f"{r['job']:28} {r['kind']:5} {r['sink']:20} {r['state']:12} "
-            f"{r['barriers_behind']:>6}  {r['last_error'] or '-'}"
+            f"{shown(r['job']):28} {r['kind']:5} {shown(r['sink']):20} {r['state']:12} "
+            f"{r['barriers_behind']:>6}  {shown(r['last_error']) or '-'}"
         )
     return out
 

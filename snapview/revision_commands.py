@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from coordinator.times import format_ts, with_wall
+from kvstore.errors import InvalidArgument
+from snapview.terminal import shown
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from coordinator.client import Client
     from coordinator.revisions import Revision
 
@@ -69,12 +74,8 @@ def wait_and_report(
 def cmd_revise(c: Client, args: argparse.Namespace, out: Callable[[str], object] = print) -> int:
     """``snapview revise TABLE``: roll back (``--to-barrier``/``--to-ts``) or apply a Parquet
     correction set (``--corrections``); with ``--dry-run`` print what would change instead."""
-    corrections = None
-    if args.corrections:
-        import pyarrow.parquet as pq
-
-        corrections = pq.read_table(args.corrections)
-    kind = {}
+    corrections = read_corrections(args.corrections) if args.corrections else None
+    kind: dict = {}
     if args.to_barrier:
         kind["to_barrier"] = args.to_barrier
     if args.to_ts:
@@ -87,6 +88,7 @@ def cmd_revise(c: Client, args: argparse.Namespace, out: Callable[[str], object]
         mode=args.mode,
         dry_run=args.dry_run,
         who=args.who,
+        key=getattr(args, "key", None),
     )
     report: dict = {"revision": revision_dict(rev)}
     if args.dry_run:
@@ -109,12 +111,33 @@ def cmd_revise(c: Client, args: argparse.Namespace, out: Callable[[str], object]
                     f"deleted, {v.updated} updated)"
                 )
     else:
-        out(str(rev))
+        out(shown(rev))
         if not args.no_wait:
             report.update(wait_and_report(c, rev, args.timeout, out))
     if args.format == "json":
         print(json.dumps(report))
     return 0
+
+
+def read_corrections(path: str) -> pa.Table:
+    """The Parquet file ``path`` as a table; InvalidArgument with one line naming the file and
+    what is wrong with it: missing, a directory (one file is one correction set), unreadable,
+    or not a Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    where = f"--corrections {path}"
+    if not os.path.exists(path):
+        raise InvalidArgument(f"{where}: no such file")
+    if os.path.isdir(path):
+        raise InvalidArgument(f"{where}: is a directory; give one Parquet file")
+    try:
+        return pq.read_table(path)
+    except PermissionError:
+        raise InvalidArgument(f"{where}: permission denied") from None
+    except (pa.ArrowException, OSError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InvalidArgument(f"{where}: not a readable Parquet file ({first})") from None
 
 
 def _preview(c: Client, args: argparse.Namespace, rev: Revision) -> tuple[int, list]:
@@ -169,13 +192,13 @@ def format_revisions(revs: list[Revision]) -> list[str]:
     for r in revs:
         when = format_ts(r.commit_ts) if r.commit_ts else ""
         lines.append(
-            f"{r.id:>4}  {r.kind:11} {r.table:20} {r.state:8} {r.rows:>7}  {r.barrier:>20}  "
-            f"{when:29} {r.who}"
+            f"{r.id:>4}  {r.kind:11} {shown(r.table):20} {r.state:8} {r.rows:>7}  "
+            f"{r.barrier:>20}  {when:29} {shown(r.who)}"
         )
         if r.kind == "rollback":
             lines.append(f"      back to {with_wall(r.target_ts)}")
         if r.error:
-            lines.append(f"      {r.error}")
+            lines.append(f"      {shown(r.error)}")
     return lines
 
 

@@ -5,7 +5,9 @@ Every ``interval_s`` the coordinator computes how far the safepoint may go: the 
 
 - ``retention``: now − ``--retention`` (default 10 minutes, like TiDB's ``tidb_gc_life_time``),
   so ``read --at`` and change reads inside the window keep working;
-- ``lease``: every live reader lease (``coordinator.server.leases``);
+- ``lease``: the live reader lease with the oldest ts (``coordinator.server.leases``, which finds
+  it in O(log n): a tick never walks or sorts the leases, of which a server holds up to
+  ``--max-leases``); its name says how many others there are;
 - ``job``: for every registered job, the oldest source read ts its last committed epoch
   recorded (its metadata's ``sources``: a view's read ts per source at its last barrier, a sink's
   change-feed position), since its next epoch reads changes from there; a view job's last
@@ -37,7 +39,13 @@ from dataclasses import dataclass, field
 from coordinator.jobs import EpochMetadata
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
-from coordinator.server.leases import Lease, Leases
+from coordinator.server.leases import (
+    DEFAULT_MAX_LEASES,
+    DEFAULT_MAX_LEASES_PER_HOLDER,
+    Lease,
+    LeasePage,
+    Leases,
+)
 from coordinator.server.meta import (
     COMMITTED,
     PREWRITE,
@@ -101,8 +109,10 @@ class GcStatus:
     safepoint: int
     retention_s: float
     interval_s: float
-    holds: list[Hold]  # every hold, oldest ts first (the first one binds the safepoint)
-    leases: list[Lease]
+    holds: list[Hold]  # every hold, oldest ts first (the first one binds); one for the leases
+    leases: LeasePage  # one page of the live leases (``Leases.page``), with their count
+    lease_count: int = 0  # every live lease, whatever the page's filter
+    oldest_lease_ts: int = 0  # the ts the oldest live lease holds (0: none)
     progress: GcProgress = field(default_factory=GcProgress)
 
 
@@ -167,6 +177,8 @@ class GcManager:
         interval_s: float = DEFAULT_INTERVAL_S,
         pace: float = DEFAULT_PACE,
         epochs: EpochManager | None = None,
+        max_leases: int = DEFAULT_MAX_LEASES,
+        max_leases_per_holder: int = DEFAULT_MAX_LEASES_PER_HOLDER,
     ) -> None:
         if retention_s < 0:
             raise InvalidArgument(f"--retention must not be negative, got {retention_s}s")
@@ -179,7 +191,7 @@ class GcManager:
         # Called at every tick after lapsed epochs are settled (RevisionManager.settle_abandoned).
         self.after_settle: list[Callable[[], object]] = []
         self.enabled = interval_s > 0
-        self.leases = Leases(store, tso)
+        self.leases = Leases(store, tso, max_leases, max_leases_per_holder)
         self.progress = GcProgress(pass_safepoint=store.safepoint)
         self._extra: list[Callable[[], list[Hold]]] = []
         # Serialises safepoint moves with lease acquisition and renewal: a lease granted at ts
@@ -200,7 +212,8 @@ class GcManager:
         self._extra.append(fn)
 
     def holds(self) -> list[Hold]:
-        """Every hold, oldest ts first."""
+        """Every hold, oldest ts first; of the leases only the oldest (it alone can bind), so
+        this costs O(log n) in the leases, plus the jobs and revisions."""
         now = self.tso.now()
         out = [
             Hold(
@@ -209,7 +222,10 @@ class GcManager:
                 max(1, compose(max(0, physical_ms(now) - int(self.retention_s * 1000)), 0)),
             )
         ]
-        out += [Hold("lease", f"{x.holder} ({x.id})", x.ts) for x in self.leases.live()]
+        lease, count = self.leases.oldest()
+        if lease is not None:
+            more = f" and {count - 1} younger lease(s)" if count > 1 else ""
+            out.append(Hold("lease", f"{lease.holder} ({lease.id}){more}", lease.ts))
         epochs, now_ms = self.epochs, self.tso.physical_ms()
         open_hold = epochs.open_hold if epochs is not None else None
         with self.store.storage.read_txn() as r:
@@ -324,14 +340,19 @@ class GcManager:
             self.store.run_write(lambda ctx: _delete_meta(ctx, doomed))
         return len(doomed)
 
-    def status(self) -> GcStatus:
+    def status(self, page_size: int = 0, after: str = "", holder: str = "") -> GcStatus:
+        """The GC's state with one page of the leases (``Leases.page``: ids above ``after``,
+        of ``holder`` if given): its size is bounded whatever the number of leases."""
+        oldest, count = self.leases.oldest()
         return GcStatus(
             enabled=self.enabled,
             safepoint=self.store.safepoint,
             retention_s=self.retention_s,
             interval_s=self.interval_s,
             holds=self.holds(),
-            leases=self.leases.live(),
+            leases=self.leases.page(after, page_size, holder),
+            lease_count=count,
+            oldest_lease_ts=oldest.ts if oldest is not None else 0,
             progress=self.progress,
         )
 

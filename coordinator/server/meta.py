@@ -20,6 +20,7 @@ them.
     rev/<id:8>                  RevisionRecord (JSON) one per revision, the audit (revisions)
     rev-next                    decimal id          the id the next revision gets (revisions)
     rev-open/<id:8>             empty               a revision not finished yet (revisions)
+    rev-key/<key>               decimal id          a client's revision key (revisions)
     rebuild/<job>               decimal id          a rebuild requested of a view's job (revisions)
 
 ``<n:8>`` is an 8-byte big-endian integer, so a prefix walk returns epochs and barriers in
@@ -38,6 +39,7 @@ from coordinator.jobs import EpochState
 from kvstore.catalog import SYSTEM_TABLE_ID
 from kvstore.errors import InvalidArgument, cut
 from kvstore.mvcc.keys import table_prefix
+from kvstore.text import control_character
 
 _U64 = struct.Struct(">Q")
 
@@ -60,12 +62,19 @@ def check_job_name(job: object) -> str:
 
 def check_label(job: str, field: str, value: str, limit: int = MAX_LABEL_CHARS) -> None:
     """Refuse a free-text ``field`` of ``job`` longer than ``limit`` (characters for labels,
-    UTF-8 bytes for texts) or holding a NUL."""
+    UTF-8 bytes for texts) or holding a NUL; a label (one line, shown in the CLI's tables) also
+    when it holds any control character (``kvstore.text``), texts may span lines."""
     size = len(value.encode()) if limit == MAX_TEXT_BYTES else len(value)
     if size > limit:
         raise InvalidArgument(f"job {job!r}: {field} has {size} characters; the limit is {limit}")
     if "\x00" in value:
         raise InvalidArgument(f"job {job!r}: {field} {cut(value)} contains a NUL character")
+    bad = control_character(value) if limit != MAX_TEXT_BYTES else None
+    if bad is not None:
+        raise InvalidArgument(
+            f"job {job!r}: {field} {cut(value)} contains the control character {bad}; "
+            "only printable text is allowed"
+        )
 
 
 TSO_HIGH_WATER = b"tso/high_water"
@@ -81,6 +90,7 @@ LEASE_PREFIX = b"lease/"
 REVISION_PREFIX = b"rev/"
 REVISION_NEXT = b"rev-next"
 REVISION_OPEN_PREFIX = b"rev-open/"
+REVISION_KEY_PREFIX = b"rev-key/"
 REBUILD_PREFIX = b"rebuild/"
 
 
@@ -140,6 +150,10 @@ def revision_key(rid: int) -> bytes:
 
 def revision_open_key(rid: int) -> bytes:
     return REVISION_OPEN_PREFIX + _U64.pack(rid)
+
+
+def revision_by_key_key(key: str) -> bytes:
+    return REVISION_KEY_PREFIX + key.encode()
 
 
 def rebuild_key(job: str) -> bytes:

@@ -24,6 +24,17 @@ the first issued at or above the revision's commit ts (``RevisionRecord.barrier`
   metadata; that commit marks the record DONE.
 
 While a rollback runs, its target holds the GC safepoint (``holds``, kind ``revision``).
+
+**Once its primary commits, a rollback has happened**, and ``rollback`` answers with its DONE
+record whatever fails after (resolving the secondaries: readers resolve them too, the GC tick
+settles them through ``settle_abandoned``, a restart through ``recover``). A rollback whose
+outcome is not known when the call ends (its settling failed too) is answered with
+RevisionOutcomeUnknown naming its id; the GC tick settles it. A client-chosen **revision key**
+(``key``, kept in the record and indexed under ``rev-key/<key>``) makes ``rollback``
+idempotent: a call repeating a key answers with that key's revision (waiting while it runs)
+instead of running a second one, so a retry of a call whose answer was lost can never undo a
+write acknowledged in between. A key whose revision was aborted is refused (FailedPrecondition
+naming it): nothing of it applied, and running anew is the caller's choice, under a new key.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 
-from coordinator.errors import not_correctable, not_revisable
+from coordinator.errors import RevisionOutcomeUnknown, not_correctable, not_revisable
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import Hold
@@ -50,6 +61,7 @@ from coordinator.server.meta import (
     EpochRecord,
     epoch_primary_key,
     rebuild_key,
+    revision_by_key_key,
     revision_key,
     revision_open_key,
 )
@@ -73,6 +85,7 @@ from kvstore.results import COMMITTED as TXN_COMMITTED
 from kvstore.results import LOCKED
 from kvstore.storage import Reader
 from kvstore.store import MAX_LOCK_TTL_MS, LocalStore
+from kvstore.text import control_character
 
 log = logging.getLogger("snapview.revisions")
 
@@ -84,6 +97,10 @@ REVISION_JOB_PREFIX = "revision/"
 # finish by themselves, before it rolls them back.
 DRAIN_GRACE_S = 5.0
 MAX_WHO_CHARS = 200
+MAX_KEY_CHARS = 128
+# How long a call repeating the key of a rollback still running waits for it to finish before
+# answering RevisionOutcomeUnknown (UNAVAILABLE: the client asks again with the same key).
+KEY_WAIT_S = 60.0
 # A rollback's difference goes into the store in writes of at most this many rows.
 PREWRITE_STEP = 2048
 # A rollback's locks must not expire while the server writes them: only the server decides its
@@ -115,6 +132,7 @@ class RevisionRecord:
     views: tuple[str, ...] = field(default_factory=tuple)  # downstream, upstream first
     error: str = ""
     barrier: int = 0  # rebuild: the barrier (epoch) whose version of the view recomputed it
+    key: str = ""  # rollback: the client's revision key ("" if none)
 
     @property
     def rows(self) -> int:
@@ -158,6 +176,10 @@ class RevisionManager:
         self.barriers, self.epochs = barriers, epochs
         self.drain_grace_s = drain_grace_s
         self._mu = threading.Lock()  # one revision starts at a time (the fence check and id)
+        # The rollbacks a call of this process is running: the GC tick leaves them alone, and a
+        # call repeating one's key waits for it (``_running`` is notified as each ends).
+        self._active: set[int] = set()
+        self._running = threading.Condition()
 
     # ------------------------------------------------------------------ records
 
@@ -280,8 +302,7 @@ class RevisionManager:
         return tuple(self.registry.topology().downstream(table, views_only=True))
 
     def _check_who(self, who: str) -> str:
-        if len(who) > MAX_WHO_CHARS or "\x00" in who:
-            raise InvalidArgument(f"who {cut(who)} must be at most {MAX_WHO_CHARS} characters")
+        _check_text("who", who, MAX_WHO_CHARS)
         return who or "unknown"
 
     def _target(self, table: str, to_ts: int, to_barrier: int) -> int:
@@ -318,21 +339,39 @@ class RevisionManager:
     # ------------------------------------------------------------------ rollback
 
     def rollback(
-        self, table: str, to_ts: int = 0, to_barrier: int = 0, dry_run: bool = False, who: str = ""
+        self,
+        table: str,
+        to_ts: int = 0,
+        to_barrier: int = 0,
+        dry_run: bool = False,
+        who: str = "",
+        key: str = "",
     ) -> RevisionRecord:
         """Make ``table`` equal to itself as of the target, in one new transaction.
 
         Guarantees: read at the returned ``commit_ts``, the table is exactly the table at the
         target; nothing of the revision is visible below it; and the record, the data and the
-        fence's removal are written together. A dry run writes nothing and returns the counts
-        (state ``dry_run``, id 0)."""
+        fence's removal are written together. Once the primary committed the DONE record is
+        returned, never an error; RevisionOutcomeUnknown (naming the id) when the outcome could
+        not be settled. With ``key``, a call repeating it answers with that key's revision
+        instead of running another (see the module docstring). A dry run writes nothing and
+        returns the counts (state ``dry_run``, id 0; ``key`` is ignored)."""
         who = self._check_who(who)
+        _check_text("key", key, MAX_KEY_CHARS)
+        if key and not dry_run:
+            known = self._by_key(key)
+            if known is not None:
+                return self._repeat(known, table, to_ts, to_barrier)
         table_id = self._root_table(table, "revise")
         target = self._target(table, to_ts, to_barrier)
         if dry_run:
             now = self.tso.now()
-            changes = self.store.scan_changes(table, target, now) if target < now else []
-            restored = sum(c.old is not None for c in changes)
+            restored = removed = 0
+            if target < now:
+                # Counted as the change is read: the difference is never held, only a window of
+                # its keys; and one of the server's --max-heavy-calls slots (kvstore.heavy_calls).
+                with self.store.heavy_calls.hold("Revise (dry run)"):
+                    restored, removed = self.store.count_changes(table, target, now)
             return RevisionRecord(
                 0,
                 table,
@@ -344,10 +383,12 @@ class RevisionManager:
                 target_ts=target,
                 target_barrier=to_barrier,
                 restored=restored,
-                removed=len(changes) - restored,
+                removed=removed,
                 views=self._downstream(table),
             )
-        rec = self._begin_rollback(table, table_id, target, to_barrier, who)
+        rec, fresh = self._begin_rollback(table, table_id, target, to_barrier, who, key)
+        if not fresh:  # a concurrent call with the same key recorded it first
+            return self._repeat(rec, table, to_ts, to_barrier)
         try:
             # The record holds the GC safepoint from here; one it passed already is refused.
             self._check_safepoint(table, target)
@@ -356,14 +397,107 @@ class RevisionManager:
             return self._apply_rollback(rec, table_id)
         except BaseException as e:
             self._abort(rec, table_id, f"{type(e).__name__}: {e}")
+            try:
+                after = self.get_raw(rec.id)
+            except Exception:  # noqa: BLE001 - cannot even read it: the outcome is unknown
+                after = rec
+            if after.state == DONE:
+                # Its primary committed (the failure came after, or the commit's write failed
+                # after it was durable): the revision happened, and is answered as such.
+                log.warning("revision %d: committed at %d despite %r", rec.id, after.commit_ts, e)
+                return after
+            if after.state == RUNNING:
+                raise self._unknown(after, e) from e
             raise
+        finally:
+            with self._running:
+                self._active.discard(rec.id)
+                self._running.notify_all()
+
+    def _by_key(self, key: str) -> RevisionRecord | None:
+        with self.store.storage.read_txn() as r:
+            raw = r.get("meta", revision_by_key_key(key))
+            return None if raw is None else self.load(r, int(raw))
+
+    def _repeat(
+        self, rec: RevisionRecord, table: str, to_ts: int, to_barrier: int
+    ) -> RevisionRecord:
+        """The answer to a rollback call repeating the key of ``rec``: ``rec`` once it is done
+        (waiting up to KEY_WAIT_S while a call of this process runs it; one nobody runs is
+        settled now); FailedPrecondition if it was aborted; InvalidArgument if the call asks
+        for another revision than the key's."""
+        same_target = (
+            rec.target_barrier == to_barrier
+            if to_barrier
+            else not rec.target_barrier and rec.target_ts == to_ts
+        )
+        if rec.kind != ROLLBACK or rec.table != table or not same_target:
+            raise InvalidArgument(
+                f"revision key {cut(rec.key)} is revision {rec.id} ({rec.kind} of "
+                f"{rec.table!r} to ts {rec.target_ts}, barrier {rec.target_barrier}); a "
+                f"different revision (of {table!r} to ts {to_ts}, barrier {to_barrier}) needs a "
+                "different key"
+            )
+        deadline = time.monotonic() + KEY_WAIT_S
+        with self._running:
+            while rec.id in self._active and (left := deadline - time.monotonic()) > 0:
+                self._running.wait(left)
+        rec = self.get_raw(rec.id)
+        if rec.state == RUNNING:
+            self._settle_orphan(rec)
+            rec = self.get_raw(rec.id)
+        if rec.state == DONE:
+            return rec
+        if rec.state == ABORTED:
+            raise FailedPrecondition(
+                f"revision {rec.id} of {rec.table!r} (key {cut(rec.key)}) was aborted: "
+                f"{rec.error}; nothing of it was applied. To run it again, use a new key"
+            )
+        raise self._unknown(rec, None)
+
+    @staticmethod
+    def _unknown(rec: RevisionRecord, cause: BaseException | None) -> RevisionOutcomeUnknown:
+        why = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        key = f"; `snapview revise ... --key {rec.key}` asks again" if rec.key else ""
+        return RevisionOutcomeUnknown(
+            f"revision {rec.id} of {rec.table!r}: its outcome is not known yet{why}; the "
+            f"server settles it (applied wholly or not at all): `snapview revisions --table "
+            f"{rec.table}` shows revision {rec.id}'s state{key}"
+        )
+
+    def _settle_orphan(self, rec: RevisionRecord) -> bool:
+        """Settle rollback ``rec`` if no call of this process runs it: RUNNING, through its
+        primary (``_settle_rollback``); DONE with its secondaries maybe left, by resolving
+        them. Whether it settled one."""
+        with self._mu:  # a rollback joins ``_active`` under it, in the write that records it
+            if rec.id in self._active:
+                return False
+            rec = self.get_raw(rec.id)
+            if rec.state == RUNNING:
+                table_id: int | None
+                try:
+                    table_id = self.store.catalog.get(rec.table).id
+                except TableNotFound:
+                    table_id = None
+                self._settle_rollback(rec, table_id, "its call ended before it was applied")
+            else:
+                self.store.resolve_locks(rec.start_ts, rec.commit_ts)
+                self.store.run_write(lambda ctx: self._finish(ctx, rec.id))
+            return True
 
     def _begin_rollback(
-        self, table: str, table_id: int, target: int, to_barrier: int, who: str
-    ) -> RevisionRecord:
+        self, table: str, table_id: int, target: int, to_barrier: int, who: str, key: str
+    ) -> tuple[RevisionRecord, bool]:
+        """Record the rollback RUNNING and fence its table, in one write: (record, True); or
+        (the key's revision, False) when ``key`` was used already."""
         views = self._downstream(table)
 
-        def act(ctx: WriteContext) -> RevisionRecord:
+        def act(ctx: WriteContext) -> tuple[RevisionRecord, bool]:
+            if key:
+                raw = ctx.reader.get("meta", revision_by_key_key(key))
+                known = None if raw is None else self.load(ctx.reader, int(raw))
+                if known is not None:
+                    return known, False
             held = actions.fences(ctx.reader).get(table_prefix(table_id).hex())
             if held is not None:
                 raise FailedPrecondition(
@@ -378,14 +512,21 @@ class RevisionManager:
                 target_ts=target,
                 target_barrier=to_barrier,
                 views=views,
+                key=key,
             )
+            if key:
+                ctx.buf.put("meta", revision_by_key_key(key), str(rec.id).encode())
             actions.set_fence(ctx, table_id, table, rec.id)
-            return rec
+            return rec, True
 
         with self._mu:
-            rec = self.store.run_write(act)
-        log.info("revision %d: rolling %r back to %d (fenced)", rec.id, table, target)
-        return rec
+            rec, fresh = self.store.run_write(act)
+            if fresh:
+                with self._running:
+                    self._active.add(rec.id)
+        if fresh:
+            log.info("revision %d: rolling %r back to %d (fenced)", rec.id, table, target)
+        return rec, fresh
 
     def _drain(self, table: str, table_id: int) -> None:
         """Wait until no other transaction holds a lock in the table. With the fence up no new
@@ -471,9 +612,22 @@ class RevisionManager:
             return done
 
         done = self.store.run_write(commit)
-        fail_point("revision.applied")
-        self.store.resolve_locks(start_ts, commit_ts)  # readers finish them too, if first
-        self.store.run_write(lambda ctx: self._finish(ctx, done.id))
+        # The revision has happened: nothing that fails from here makes it an error. Its
+        # secondaries are resolved by readers that meet them, by the GC tick
+        # (``settle_abandoned``) and at a restart (``recover``), as Percolator's are.
+        try:
+            fail_point("revision.applied")
+            self.store.resolve_locks(start_ts, commit_ts)  # readers finish them too, if first
+            self.store.run_write(lambda ctx: self._finish(ctx, done.id))
+        except Exception as e:  # noqa: BLE001 - settled later; the answer is the revision
+            log.warning(
+                "revision %d: committed at %d; resolving its secondaries failed (%s: %s), "
+                "they are settled later",
+                done.id,
+                commit_ts,
+                type(e).__name__,
+                e,
+            )
         log.info(
             "revision %d: %r rolled back to %d at %d (%d restored, %d removed)",
             done.id,
@@ -601,9 +755,14 @@ class RevisionManager:
     def settle_abandoned(self) -> int:
         """Record ABORTED every running correction set whose epoch is no longer open (its
         writer went away and the epoch's hold lapsed: ``EpochManager.settle_lapsed``, called
-        by the GC tick just before). Returns how many. A set still being written is left alone."""
+        by the GC tick just before), and settle every rollback left open that no call runs (a
+        committed one's secondaries, one whose call failed before its outcome was known).
+        Returns how many. A set still being written, a rollback still running, are left alone."""
         n = 0
         for rec in self.open_records():
+            if rec.kind == ROLLBACK:
+                n += self._settle_orphan(rec)
+                continue
             if rec.kind != CORRECTIONS or rec.state != RUNNING:
                 continue
             with self.store.storage.read_txn() as r:
@@ -743,6 +902,19 @@ class RevisionManager:
                 if not opened:
                     self._close(rec, None, ABORTED, "the server stopped before it began")
         return n
+
+
+def _check_text(name: str, value: str, limit: int) -> None:
+    """Refuse a revision's label ``name`` (who, key) longer than ``limit`` characters or holding
+    a control character (shown raw, it would act on the operator's terminal)."""
+    if len(value) > limit:
+        raise InvalidArgument(f"{name} {cut(value)} must be at most {limit} characters")
+    bad = control_character(value)
+    if bad is not None:
+        raise InvalidArgument(
+            f"{name} {cut(value)} contains the control character {bad}; only printable text is "
+            "allowed"
+        )
 
 
 def _count(value: object) -> int:

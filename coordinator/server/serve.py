@@ -2,20 +2,26 @@
 
 The process owns its data dir exclusively (an flock on ``DATA_DIR/serve.lock``), so two servers
 can never hand out timestamps from the same TSO state. It speaks gRPC health checking and server
-reflection. Security: optional TLS (``--tls-cert``/``--tls-key``) and a shared token
-(``--token-file``: clients send ``authorization: Bearer TOKEN``; health checks need none).
+reflection. Security: optional TLS (``--tls-cert``/``--tls-key``) and tokens (``--token-file``,
+the admin token, and ``--read-token-file``, the read token: clients send ``authorization: Bearer
+TOKEN``; health checks need none; what each role may call: coordinator.server.roles).
 A bind to anything but loopback is refused unless one of them is set or ``--insecure`` is given.
 
 The gRPC server is asyncio (``grpc.aio``) on an event loop in a thread of its own, so that the
 number of open streams costs no threads: request work runs in a bounded thread pool (the loop's
 default executor, ``ServeConfig.workers`` threads) only while a request is being worked on,
-and the TSO stream is served on the loop (see kvstore.grpc_errors). A call without the token is
-refused at once, before any message of it is read. One connection may hold at most
+and the TSO stream is served on the loop (see kvstore.grpc_errors). A call without a token (or
+with one whose role may not call the method) is refused at once, before any message of it is read. One connection may hold at most
 ``MAX_STREAMS_PER_CONNECTION`` calls at a time, the server ``ServeConfig.max_rpcs``; calls past
 that get RESOURCE_EXHAUSTED.
 
 With ``metrics_port`` set it also serves Prometheus metrics over plain HTTP at
-``http://HOST:PORT/metrics`` on the same host (coordinator.server.metrics; docs/metrics.md).
+``http://HOST:PORT/metrics`` on the same host (coordinator.server.metrics; docs/metrics.md),
+behind the token if the server has one, with bounded, timed-out connections
+(coordinator.server.metrics_http).
+
+The data dir is the server's user's alone (kvstore.private_files): 0700 directories and 0600 files,
+and a data dir that is a link, another user's or open to others is refused.
 
 Start-up checks the configuration, the TLS files and the ports before it creates the data dir,
 and removes a data dir it created if a later step fails: a failed start leaves nothing behind.
@@ -25,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import hmac
 import ipaddress
 import logging
 import os
@@ -34,7 +39,7 @@ import socket
 import ssl
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -42,23 +47,35 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from coordinator.server.barriers import Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
+from coordinator.server.leases import DEFAULT_MAX_LEASES, DEFAULT_MAX_LEASES_PER_HOLDER
 from coordinator.server.metrics import ServerMetrics, gc_source, revision_source
+from coordinator.server.metrics_http import IDLE_TIMEOUT_S as METRICS_TIMEOUT_S
+from coordinator.server.metrics_http import MetricsHTTPServer
 from coordinator.server.owned_holds import DEFAULT_HOLD_TTL_S
 from coordinator.server.registry import Registry
 from coordinator.server.revisions import RevisionManager
+from coordinator.server.roles import RoleInterceptor, Roles
 from coordinator.server.service import SERVICE_NAME as COORD_SERVICE
 from coordinator.server.service import VERSION, CoordinatorService
 from coordinator.server.snapshot_planner import SnapshotPlanner
 from coordinator.server.tso import TimestampOracle
-from kvstore.direct import write_instance_id
+from kvstore.direct import INSTANCE_FILE, write_instance_id
 from kvstore.errors import FailedPrecondition, InvalidArgument, SnapviewError
+from kvstore.heavy_calls import DEFAULT_MAX_HEAVY_CALLS, HeavyCalls
 from kvstore.limits import MAX_MESSAGE_BYTES
+from kvstore.private_files import (
+    check_entry,
+    check_private_dir,
+    make_private_dirs,
+    open_private,
+    tighten,
+)
 from kvstore.service import SERVICE_NAME as KV_SERVICE
 from kvstore.service import KvStoreService
 from kvstore.storage import DEFAULT_MAP_SIZE
@@ -73,7 +90,6 @@ MAX_SEND_BYTES = 256 << 20
 MAX_STREAMS_PER_CONNECTION = 256
 # Calls in progress on the whole server; past it a new call gets RESOURCE_EXHAUSTED at once.
 MAX_CONCURRENT_RPCS = 16384
-_HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
 
 @dataclass
@@ -84,7 +100,8 @@ class ServeConfig:
     barrier_interval_s: float = 1.0
     tls_cert: str | None = None
     tls_key: str | None = None
-    auth_token_file: str | None = None
+    auth_token_file: str | None = None  # the admin token (full access)
+    read_token_file: str | None = None  # the read token (coordinator.server.roles)
     insecure: bool = False
     sync: bool = True
     map_size: int = DEFAULT_MAP_SIZE
@@ -96,6 +113,11 @@ class ServeConfig:
     # holding the safepoint and the GC tick settles it (coordinator.server.owned_holds).
     epoch_ttl_s: float = DEFAULT_HOLD_TTL_S
     metrics_port: int | None = None  # Prometheus /metrics over HTTP: None off, 0 a free port
+    metrics_timeout_s: float = METRICS_TIMEOUT_S  # a metrics connection idle this long is closed
+    max_heavy_calls: int = DEFAULT_MAX_HEAVY_CALLS  # see kvstore.heavy_calls
+    # Reader leases live at once, in all and per holder (coordinator.server.leases).
+    max_leases: int = DEFAULT_MAX_LEASES
+    max_leases_per_holder: int = DEFAULT_MAX_LEASES_PER_HOLDER
 
 
 def is_loopback(host: str) -> bool:
@@ -117,6 +139,12 @@ def bind_address(host: str, port: int) -> str:
     """``HOST:PORT`` for gRPC, an IPv6 address in brackets (``[::1]:50051``)."""
     host = host.strip("[]")
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def metrics_tokens(roles: Roles | None) -> tuple[str, ...]:
+    """The bearer tokens ``/metrics`` accepts: the read and the admin token (metrics name tables
+    and jobs, which the read role may see); none on a server without tokens: it is open."""
+    return roles.tokens() if roles is not None else ()
 
 
 def _one_line(exc: BaseException) -> str:
@@ -160,42 +188,6 @@ def _check_tls(cert: str, key: str) -> tuple[bytes, bytes]:
     return cert_pem, key_pem
 
 
-class _TokenInterceptor(grpc.aio.ServerInterceptor):
-    """Lets a call through only with ``authorization: Bearer TOKEN`` (health checks need none).
-    Any other call is answered UNAUTHENTICATED at once: the refusal is a stream handler, so
-    it reads no request message first, and a client that opens a stream and sends nothing is
-    turned away as fast as one that sends garbage."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
-
-        async def deny(requests: Any, context: grpc.aio.ServicerContext) -> None:
-            await context.abort(
-                grpc.StatusCode.UNAUTHENTICATED,
-                "missing or wrong auth token (send 'authorization: Bearer TOKEN')",
-            )
-
-        self._deny = grpc.stream_stream_rpc_method_handler(deny)
-
-    def authorized(self, metadata: Any) -> bool:
-        for key, value in metadata or ():
-            if key == "authorization":
-                got = value.encode() if isinstance(value, str) else bytes(value)
-                return hmac.compare_digest(got, self._expected)
-        return False
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        if details.method.startswith(_HEALTH_PREFIX) or self.authorized(
-            details.invocation_metadata
-        ):
-            return await continuation(details)
-        return self._deny
-
-
 class SnapviewServer:
     """A running ``snapview serve``; ``port`` is the bound port (useful with port 0), and
     ``metrics_address`` the URL of its Prometheus metrics (None without ``metrics_port``).
@@ -208,12 +200,13 @@ class SnapviewServer:
         # 1. Everything that can be checked without touching the data dir.
         if (cfg.tls_cert is None) != (cfg.tls_key is None):
             raise InvalidArgument("--tls-cert and --tls-key go together")
-        token = None
-        if cfg.auth_token_file:
-            with open(cfg.auth_token_file) as f:
-                token = f.read().strip()
-            if not token:
-                raise InvalidArgument(f"auth token file {cfg.auth_token_file} is empty")
+        if not cfg.metrics_timeout_s > 0:
+            raise InvalidArgument(
+                f"--metrics-timeout must be positive, not {cfg.metrics_timeout_s}"
+            )
+        self.roles = Roles.load(cfg.auth_token_file, cfg.read_token_file)
+        token = self.roles is not None
+        self._heavy_calls = HeavyCalls(cfg.max_heavy_calls)  # refuses a limit below 1
         loopback = is_loopback(cfg.host)
         if not loopback and not (cfg.tls_cert or token or cfg.insecure):
             raise FailedPrecondition(
@@ -228,7 +221,7 @@ class SnapviewServer:
         self.cfg = cfg
         self._lock_fd: int | None = None
         self._created: str | None = None  # the outermost directory this start created
-        self._metrics_http: Any = None  # the /metrics HTTP server (prometheus_client's)
+        self._metrics_http: MetricsHTTPServer | None = None  # serves /metrics
         self.metrics_address: str | None = None
         self.metrics: ServerMetrics | None = None
         # Served from the moment the port is bound; the families arrive with the store.
@@ -242,7 +235,7 @@ class SnapviewServer:
         try:
             # 2. The port: a busy one fails here, before the data dir exists.
             _check_port(cfg.host, cfg.port)
-            self.grpc: grpc.aio.Server = self._run(self._new_server(token))
+            self.grpc: grpc.aio.Server = self._run(self._new_server(self.roles))
             addr = bind_address(cfg.host, cfg.port)
             try:
                 if creds is not None:
@@ -272,33 +265,41 @@ class SnapviewServer:
         if cfg.metrics_port is None:
             return
         host = cfg.host.strip("[]")
+        tokens = metrics_tokens(self.roles)
         try:
-            self._metrics_http, _ = start_http_server(
-                cfg.metrics_port, addr=host, registry=self.metrics_registry
+            self._metrics_http = MetricsHTTPServer(
+                host,
+                cfg.metrics_port,
+                self.metrics_registry,
+                tokens=tokens,
+                idle_timeout_s=cfg.metrics_timeout_s,
             )
         except OSError as e:
             raise FailedPrecondition(
                 f"cannot bind the metrics port {bind_address(host, cfg.metrics_port)}: "
                 f"{e.strerror or _one_line(e)}"
             ) from None
+        self._metrics_http.start()
         port = self._metrics_http.server_port
         self.metrics_address = f"http://{bind_address(host, port)}/metrics"
         if not loopback:
             log.warning(
-                "metrics at %s are plain HTTP without a token: anyone who can reach the port "
-                "can read table and job names and progress",
+                "metrics at %s are plain HTTP %s",
                 self.metrics_address,
+                "(the token crosses the network unencrypted)"
+                if tokens
+                else "without a token: anyone who can reach the port can read table and job "
+                "names and progress",
             )
 
     def _stop_metrics_http(self) -> None:
         if self._metrics_http is not None:
-            self._metrics_http.shutdown()
-            self._metrics_http.server_close()
+            self._metrics_http.stop()
             self._metrics_http = None
 
-    async def _new_server(self, token: str | None) -> grpc.aio.Server:
+    async def _new_server(self, roles: Roles | None) -> grpc.aio.Server:
         return grpc.aio.server(
-            interceptors=[_TokenInterceptor(token)] if token else [],
+            interceptors=[RoleInterceptor(roles)] if roles else [],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_SEND_BYTES),
@@ -313,13 +314,17 @@ class SnapviewServer:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _open_data_dir(self, cfg: ServeConfig) -> None:
-        top = os.path.abspath(cfg.data_dir)
-        while not os.path.exists(os.path.dirname(top)) and os.path.dirname(top) != top:
-            top = os.path.dirname(top)
-        if not os.path.exists(top):
-            self._created = top
-        os.makedirs(cfg.data_dir, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(cfg.data_dir, "serve.lock"), os.O_RDWR | os.O_CREAT)
+        # The data dir is the server's alone (kvstore.private_files): made 0700, its files 0600;
+        # a link, another user's, or one open to others is refused before anything is written.
+        self._created = make_private_dirs(cfg.data_dir)
+        check_private_dir(cfg.data_dir)
+        lmdb_path = os.path.join(cfg.data_dir, "lmdb")
+        check_entry(lmdb_path, directory=True)
+        for entry in (INSTANCE_FILE, "serve.lock", "lmdb/data.mdb", "lmdb/lock.mdb"):
+            check_entry(os.path.join(cfg.data_dir, entry))
+        self._lock_fd = open_private(
+            os.path.join(cfg.data_dir, "serve.lock"), os.O_RDWR | os.O_CREAT
+        )
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -330,7 +335,7 @@ class SnapviewServer:
             ) from None
         self.instance_id = uuid.uuid4().hex
         write_instance_id(cfg.data_dir, self.instance_id)
-        lmdb_path = os.path.join(cfg.data_dir, "lmdb")
+        tighten(lmdb_path, directory=True)  # an older snapview made it 0755
         try:
             self._open_store(cfg, lmdb_path)
         except SnapviewError:
@@ -341,7 +346,7 @@ class SnapviewServer:
             ) from e
         self.grpc.add_generic_rpc_handlers(
             [
-                KvStoreService(self.store).handler(),
+                KvStoreService(self.store, roles=self.roles).handler(),
                 CoordinatorService(
                     self.store,
                     self.tso,
@@ -353,6 +358,7 @@ class SnapviewServer:
                     gc=self.gc,
                     revisions=self.revisions,
                     tso_executor=self._tso_pool,
+                    roles=self.roles,
                 ).handler(),
             ]
         )
@@ -378,6 +384,7 @@ class SnapviewServer:
 
     def _open_store(self, cfg: ServeConfig, lmdb_path: str) -> None:
         self.store = LocalStore(lmdb_path, map_size=cfg.map_size, sync=cfg.sync)
+        self.store.heavy_calls = self._heavy_calls
         try:
             # The TSO persists into the store, so it comes second; from here on the store refuses
             # timestamps it has not issued and runs lock TTLs on its clock (kvstore.clock).
@@ -409,6 +416,8 @@ class SnapviewServer:
                 retention_s=cfg.retention_s,
                 interval_s=cfg.gc_interval_s,
                 epochs=self.epochs,
+                max_leases=cfg.max_leases,
+                max_leases_per_holder=cfg.max_leases_per_holder,
             )
             self.revisions = RevisionManager(
                 self.store, self.tso, self.registry, self.barriers, self.epochs

@@ -16,6 +16,7 @@ from coordinator.server.leases import Lease
 from coordinator.server.meta import EpochRecord, JobRecord
 from coordinator.server.registry import Registry, check_not_reserved
 from coordinator.server.revisions import RevisionManager, RevisionRecord
+from coordinator.server.roles import Roles, caller_is_admin, redact_gc_status
 from coordinator.server.snapshot_planner import SnapshotPlanner, TableRead
 from coordinator.server.tso import TimestampOracle
 from kvstore.errors import InvalidArgument
@@ -64,6 +65,7 @@ def revision_to_pb(r: RevisionRecord, barrier: int = 0) -> pb.Revision:
         job=r.job,
         views=list(r.views),
         error=r.error,
+        key=r.key,
     )
 
 
@@ -96,6 +98,7 @@ class CoordinatorService:
         gc: GcManager,
         revisions: RevisionManager,
         tso_executor: Executor | None = None,
+        roles: Roles | None = None,
     ) -> None:
         self.store, self.tso, self.epochs, self.data_dir = store, tso, epochs, data_dir
         # Where a timestamp that cannot be had on the loop is allocated: best a pool of its own,
@@ -104,6 +107,7 @@ class CoordinatorService:
         self.instance_id = instance_id
         self.registry, self.planner, self.gc = registry, planner, gc
         self.revisions = revisions
+        self.roles = roles  # None: no tokens, every caller is admin
         self.started = time.monotonic()
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -299,7 +303,13 @@ class CoordinatorService:
         return pb.ReleaseLeaseResponse(existed=self.gc.release_lease(req.id))
 
     def GcStatus(self, req: pb.GcStatusRequest, ctx: grpc.ServicerContext) -> pb.GcStatusResponse:
-        st = self.gc.status()
+        resp = self._gc_status(req)
+        if not caller_is_admin(self.roles, ctx):
+            redact_gc_status(resp)  # a lease id is its taker's capability
+        return resp
+
+    def _gc_status(self, req: pb.GcStatusRequest) -> pb.GcStatusResponse:
+        st = self.gc.status(req.page_size, req.page_token, req.holder)
         p = st.progress
         return pb.GcStatusResponse(
             enabled=st.enabled,
@@ -307,7 +317,11 @@ class CoordinatorService:
             retention_s=st.retention_s,
             interval_s=st.interval_s,
             holds=[pb.GcHold(kind=h.kind, name=h.name, ts=h.ts) for h in st.holds],
-            leases=[lease_to_pb(x) for x in st.leases],
+            leases=[lease_to_pb(x) for x in st.leases.leases],
+            lease_count=st.leases.count,
+            next_page_token=st.leases.next_after,
+            total_leases=st.lease_count,
+            oldest_lease_ts=st.oldest_lease_ts,
             progress=pb.GcProgress(
                 passes=p.passes,
                 steps=p.steps,
@@ -332,7 +346,9 @@ class CoordinatorService:
 
     def Revise(self, req: pb.ReviseRequest, ctx: grpc.ServicerContext) -> pb.Revision:
         return self._revision_pb(
-            self.revisions.rollback(req.table, req.to_ts, req.to_barrier, req.dry_run, req.who)
+            self.revisions.rollback(
+                req.table, req.to_ts, req.to_barrier, req.dry_run, req.who, req.key
+            )
         )
 
     def BeginCorrections(

@@ -29,7 +29,12 @@ from kvstore.actions.resolve_locks import resolve_locks, resolve_locks_step, set
 from kvstore.actions.resolved_ts import resolved_ts
 from kvstore.actions.rollback import rollback, rollback_key
 from kvstore.actions.scan import first_blocking_lock, past_versions, scan, scan_ranges
-from kvstore.actions.scan_changes import scan_changes
+from kvstore.actions.scan_changes import (
+    change_records,
+    changed_keys,
+    count_changes,
+    scan_changes,
+)
 
 __all__ = [
     "check_fences",
@@ -57,6 +62,9 @@ __all__ = [
     "rollback_key",
     "scan",
     "scan_changes",
+    "changed_keys",
+    "change_records",
+    "count_changes",
     "scan_ranges",
     "set_fence",
     "settle_txn",

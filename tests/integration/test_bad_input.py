@@ -4,13 +4,17 @@ written; the server never answers UNKNOWN and stays up."""
 from __future__ import annotations
 
 import grpc
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import coordinator
+from coordinator.jobs import JobState
 from kvstore.errors import InvalidArgument, NotFound, SchemaMismatch, ValueTooLarge
 from kvstore.mvcc.records import LockOp
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import kvstore_pb2 as kpb
+from tests.conftest import cli
 
 
 @pytest.fixture
@@ -303,3 +307,72 @@ def test_long_input_gets_a_short_precise_error(server, service, method, req, nee
     )
     assert needle in err.details()
     assert len(err.details()) <= 2100
+
+
+def test_prewrite_with_an_empty_packed_batch(server, client):
+    """A Prewrite whose packed batch is set but empty: INVALID_ARGUMENT naming the field, never
+    INTERNAL."""
+    req = kpb.PrewriteRequest(primary=b"\x00\x00\x00\x10p", start_ts=client.tso())
+    req.packed.CopyFrom(kpb.MutationBatch())
+    err = _raw(server, "KvStore", "Prewrite", req)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+    assert "packed" in err.details() and "mutations" in err.details()
+
+
+ESCAPE = "\x1b]0;owned\x07\x1b[2J\r"  # sets the window title, clears the screen, rewinds
+
+
+def test_control_characters_in_labels_are_refused(client, table_name):
+    """A lease holder, a revision's who and key, an epoch's owner: INVALID_ARGUMENT naming the
+    field and the character; ordinary printable text, unicode included, is accepted."""
+    client.create_table(table_name, "id BIGINT", primary_key=["id"])
+    ts = client.tso()
+    cases = [
+        ("holder", lambda v: client.lease(ts, ttl_s=5, holder=v, renew=False).release()),
+        ("who", lambda v: client.revise(table_name, to_ts=ts, who=v)),
+        ("key", lambda v: client.revise(table_name, to_ts=ts, who="ok", key=v)),
+        ("owner", lambda v: client.jobs.open_transaction("ctl-job", 0, batch="b", owner=v)),
+    ]
+    for field, call in cases:
+        for bad in (f"a{ESCAPE}b", "tab\there", "del\x7f", "c1\x9b", "bidi\u202eevil"):
+            with pytest.raises(InvalidArgument, match=f"{field} .*control character"):
+                call(bad)
+    client.lease(ts, ttl_s=5, holder="Zoë ✓ 日本", renew=False).release()
+    rev = client.revise(table_name, to_ts=ts, who="Zoë ✓ 日本", key="ключ-1")
+    assert (rev.who, rev.key) == ("Zoë ✓ 日本", "ключ-1")
+
+
+def test_a_job_error_is_escaped_in_snapview_jobs(server, client, table_name):
+    """A job's reported error may span lines (it is kept as reported), but `snapview jobs`
+    prints every control character in it escaped: nothing reaches the terminal raw."""
+    client.create_table(table_name, "id BIGINT", primary_key=["id"])
+    job = f"esc-{table_name}"
+    client.jobs.register_job(job, table_name, [])
+    client.jobs.report_job(job, JobState.FAILED, f"boom{ESCAPE}\nline 2\tend ☃")
+    assert ESCAPE in next(j for j in client.jobs.list_jobs() if j.job == job).last_error
+    out = cli("jobs", "--address", server.address)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith(job))
+    assert "\\x1b]0;owned\\x07\\x1b[2J\\r\\nline 2\\tend ☃" in line
+    assert not any(c in out.stdout for c in "\x1b\x07\r\t")
+
+
+def test_snapview_revise_corrections_file_errors(server, client, table_name, tmp_path):
+    """`snapview revise --corrections` with a missing file, a directory or a file that is not
+    Parquet: one line saying which (exit 1), no traceback, nothing revised."""
+    client.create_table(table_name, "id BIGINT, v BIGINT", primary_key=["id"])
+    junk = tmp_path / "junk.parquet"
+    junk.write_text("id,v\n1,2\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": [1], "v": [2]}), folder / "part-0.parquet")
+    for path, why in [
+        (tmp_path / "missing.parquet", "no such file"),
+        (folder, "is a directory"),
+        (junk, "not a readable Parquet file"),
+    ]:
+        r = cli("revise", table_name, "--corrections", str(path), "--address", server.address)
+        assert r.returncode == 1, r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.stderr.startswith(f"snapview: error: --corrections {path}: {why}"), r.stderr
+    assert client.read(table_name).num_rows == 0 and client.revisions(table_name) == []

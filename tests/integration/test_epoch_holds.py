@@ -10,9 +10,13 @@ import time
 
 import pytest
 
+import coordinator
+from coordinator.server.revisions import RevisionManager
 from kvstore.errors import Aborted, NotFound
 from kvstore.mvcc.records import LockOp
+from kvstore.store import LocalStore
 from tests.conftest import cli, connected, serve, wait_for
+from tests.integration.test_epochs import commit_behind_the_server
 
 EPOCH_TTL_S = 1.0
 LOCK_TTL_MS = 500  # shorter than the server's TTL: the server's binds
@@ -88,12 +92,13 @@ def test_a_renewed_epoch_keeps_holding(c, table_name):
     assert _rows(c, job) == {1: 1}
 
 
-def test_a_lapsed_epoch_whose_primary_committed_stays_committed(c, table_name):
+def test_a_lapsed_epoch_whose_primary_committed_stays_committed(srv, c, table_name):
     """Settling goes through the primary: an epoch whose primary committed (its writer died
     right after) is recorded COMMITTED, never rolled back; exactly once."""
     job = _sink(c, table_name)
     e = _open(c, job, "q1:0", "run-1", [(1, 7)])
-    c.store.commit(e.start_ts, c.tso(), [e.primary_key])  # the moment of truth, then silence
+    # the moment of truth, then silence (behind the server: no RPC decides an epoch)
+    commit_behind_the_server(srv.data_dir, e.start_ts, c.tso(), e.primary_key)
     wait_for(
         lambda: c.jobs.get_epoch(job, e.epoch).committed, 10 * EPOCH_TTL_S, "the epoch settled"
     )
@@ -158,3 +163,47 @@ def test_an_abandoned_correction_set_is_aborted(c, table_name):
     assert any(h.kind == "revision" and f"revision {rid} " in h.name for h in c.gc_status().holds)
     wait_for(lambda: c.gc_status().safepoint > start, 10 * EPOCH_TTL_S, "the safepoint")
     assert c.revision(rid).state == "aborted"
+
+
+def test_an_abandoned_correction_set_is_settled_by_the_gc_tick_across_a_kill(tmp_path):
+    """A correction set begun, one row prewritten, and then the server killed with -9: after the
+    restart the set holds the safepoint for one epoch TTL (renewals live in memory: it counts as
+    renewed at the start), then the GC tick settles it with nobody listing or asking about
+    revisions. Checked in the store itself once the server stopped: the record is ABORTED and
+    the row's lock is gone."""
+    from snapview.embedded import EmbeddedServer
+
+    args = f"--retention 500ms --gc-interval 200ms --epoch-ttl {EPOCH_TTL_S}s".split()
+    srv = EmbeddedServer(str(tmp_path / "data"), extra_args=args).start()
+    try:
+        with coordinator.connect(srv.address) as c:
+            c.create_table("fixes", "id BIGINT, v BIGINT", primary_key=["id"])
+            begun = c._begin_corrections("fixes", "upsert", "test", LOCK_TTL_MS)
+            info = c.describe_table("fixes")
+            key = info.key_codec.encode({"id": 1})
+            put = (LockOp.PUT, key, info.row_codec.encode({"id": 1, "v": 1}))
+            c.prewrite([put], begun.epoch.primary_key, begun.epoch.start_ts, LOCK_TTL_MS)
+        srv.kill()
+        rid, start = begun.revision.id, begun.epoch.start_ts
+        assert _stored(tmp_path, rid, key) == ("running", True)
+        srv.start()
+        with coordinator.connect(srv.address) as c:
+            held = [h for h in c.gc_status().holds if f"revision {rid} " in h.name]
+            assert held and held[0].ts == start - 1  # held again after the restart...
+            wait_for(lambda: c.gc_status().safepoint > start, 10 * EPOCH_TTL_S, "the safepoint")
+    finally:
+        srv.stop()
+    assert _stored(tmp_path, rid, key) == ("aborted", False)  # ...and settled by the tick alone
+
+
+def _stored(tmp_path, rid, key) -> tuple[str, bool]:
+    """Revision ``rid``'s state and whether ``key`` is locked, read from the stopped server's
+    store as it is (no settling on the way, as GetRevision and ListRevisions do)."""
+    store = LocalStore(str(tmp_path / "data" / "lmdb"), sync=False)
+    try:
+        with store.storage.read_txn() as r:
+            rec = RevisionManager.load(r, rid)
+            assert rec is not None
+            return rec.state, r.get_lock(key) is not None
+    finally:
+        store.close()

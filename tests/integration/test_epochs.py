@@ -3,12 +3,17 @@ secondaries resolved after the primary, a crashed attempt rolled back on reopen.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import coordinator
 from coordinator.jobs import EpochState
+from kvstore import actions
 from kvstore.errors import Aborted, FailedPrecondition, NotFound
+from kvstore.group_commit import WriteContext
 from kvstore.mvcc.records import LockOp
+from kvstore.storage import DEFAULT_MAP_SIZE, Reader, Storage, WriteBuffer
 from snapview.embedded import EmbeddedServer
 
 
@@ -23,6 +28,20 @@ def _prewrite_rows(c, table: str, epoch_info, ids: list[int]) -> None:
         for i in ids
     ]
     c.store.prewrite(muts, epoch_info.primary_key, epoch_info.start_ts)
+
+
+def commit_behind_the_server(data_dir: str, start_ts: int, commit_ts: int, key: bytes) -> None:
+    """Commit ``key`` of txn ``start_ts`` in the server's LMDB from this process, as the
+    coordinator does before it records the epoch: the state a crash between the two leaves.
+    (No RPC can do it: only the server decides an epoch's transaction.)"""
+    storage = Storage(os.path.join(data_dir, "lmdb"), DEFAULT_MAP_SIZE, create=False)
+    try:
+        storage.env.set_mapsize(0)  # the size the server grew it to
+        with storage.env.begin(write=True) as txn:
+            ctx = WriteContext(Reader(storage, txn), WriteBuffer(txn, storage.cf))
+            actions.commit_key(ctx, key, start_ts, commit_ts)
+    finally:
+        storage.close()
 
 
 def test_epoch_commit_makes_secondaries_visible(client, table_name):
@@ -126,7 +145,7 @@ def test_stale_attempt_is_settled_through_its_primary(tmp_path):
         _prewrite_rows(c, "t", e, list(range(10)))
         # commit only the primary, as if the coordinator died before resolve_locks
         commit_ts = c.tso()
-        c.store.commit(e.start_ts, commit_ts, [e.primary_key])
+        commit_behind_the_server(srv.data_dir, e.start_ts, commit_ts, e.primary_key)
         e2 = c.jobs.open_transaction("j", 2)
         c.close()
         srv.kill()

@@ -279,8 +279,9 @@ def test_rollback_pins_its_target_against_gc(tmp_path):
         assert hold.ts == t0 and "pinned" in hold.name
         time.sleep(1.5)  # several GC ticks past the retention: the pin must hold
         assert c.gc_status().safepoint <= t0
+        target = _rows(c, "pinned", at=t0)  # readable while pinned; GC may pass t0 after
         th.join(10)
-        assert done[0].done and _rows(c, "pinned") == _rows(c, "pinned", at=t0)
+        assert done[0].done and _rows(c, "pinned") == target
         assert all(h.kind != "revision" for h in c.gc_status().holds)
 
 
@@ -378,3 +379,40 @@ def test_an_open_correction_set_holds_the_gc_safepoint(c):
     c.jobs.abort_transaction(begun.epoch.job, 1, begun.epoch.start_ts)
     assert c.revision(begun.revision.id).state == "aborted"
     assert all(f"revision {begun.revision.id} " not in h.name for h in c.gc_status().holds)
+
+
+def test_a_committed_revision_is_never_reported_failed_and_a_key_makes_revise_idempotent(
+    tmp_path,
+):
+    """Resolving the secondaries fails after the primary committed (the fail point
+    ``revision.applied=error``): the call answers with the DONE revision, not an error. A call
+    repeating its key answers with that same revision and undoes nothing written in between;
+    another key runs a second revision; a key is refused for another target."""
+    with (
+        EmbeddedServer(
+            str(tmp_path / "d"),
+            extra_args=["--barrier-interval", "100ms", "--gc-interval", "200ms"],
+            env={"SNAPVIEW_FAILPOINTS": "revision.applied=error"},
+        ) as s,
+        coordinator.connect(s.address) as c,
+    ):
+        t0 = _table(c, "applied")
+        _put(c, "applied", {1: -1, 9: 9})
+        rev = c.revise("applied", to_ts=t0, key="fix-1")
+        assert rev.done and rev.key == "fix-1" and rev.commit_ts
+        assert c.revision(rev.id).state == "done"
+        assert _rows(c, "applied") == _rows(c, "applied", at=t0)
+        _put(c, "applied", {2: 222})  # acknowledged after the revision
+        again = c.revise("applied", to_ts=t0, key="fix-1")
+        assert (again.id, again.commit_ts) == (rev.id, rev.commit_ts)
+        assert _rows(c, "applied")[2] == 222  # not rolled back by the retry
+        with pytest.raises(InvalidArgument, match="different key"):
+            c.revise("applied", to_ts=rev.commit_ts, key="fix-1")
+        other = c.revise("applied", to_ts=t0, key="fix-2")
+        assert other.id != rev.id and other.done and _rows(c, "applied")[2] == 20
+        assert [r.key for r in c.revisions("applied")] == ["fix-2", "fix-1"]
+        # The CLI: `--key` again prints the key's revision instead of running another.
+        addr = ["--address", s.address, "--no-wait", "--format", "json"]
+        for _ in range(2):
+            assert cli_main(["revise", "applied", "--to-ts", str(t0), "--key", "k3", *addr]) == 0
+        assert len([r for r in c.revisions("applied") if r.key == "k3"]) == 1

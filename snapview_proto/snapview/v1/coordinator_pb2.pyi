@@ -411,8 +411,14 @@ class ReleaseLeaseResponse(_message.Message):
     def __init__(self, existed: _Optional[bool] = ...) -> None: ...
 
 class GcStatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token", "holder")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    holder: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., holder: _Optional[str] = ...) -> None: ...
 
 class GcHold(_message.Message):
     __slots__ = ("kind", "name", "ts")
@@ -453,7 +459,7 @@ class GcProgress(_message.Message):
     def __init__(self, passes: _Optional[int] = ..., steps: _Optional[int] = ..., versions_removed: _Optional[int] = ..., records_examined: _Optional[int] = ..., records_deleted: _Optional[int] = ..., step_seconds: _Optional[float] = ..., pass_safepoint: _Optional[int] = ..., pass_phase: _Optional[str] = ..., last_pass_seconds: _Optional[float] = ..., last_pass_end_ms: _Optional[int] = ..., epoch_records_removed: _Optional[int] = ..., barriers_removed: _Optional[int] = ...) -> None: ...
 
 class GcStatusResponse(_message.Message):
-    __slots__ = ("enabled", "safepoint", "retention_s", "interval_s", "holds", "leases", "progress", "now_ms")
+    __slots__ = ("enabled", "safepoint", "retention_s", "interval_s", "holds", "leases", "progress", "now_ms", "lease_count", "next_page_token", "total_leases", "oldest_lease_ts")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     SAFEPOINT_FIELD_NUMBER: _ClassVar[int]
     RETENTION_S_FIELD_NUMBER: _ClassVar[int]
@@ -462,6 +468,10 @@ class GcStatusResponse(_message.Message):
     LEASES_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_LEASES_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_LEASE_TS_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     safepoint: int
     retention_s: float
@@ -470,10 +480,14 @@ class GcStatusResponse(_message.Message):
     leases: _containers.RepeatedCompositeFieldContainer[Lease]
     progress: GcProgress
     now_ms: int
-    def __init__(self, enabled: _Optional[bool] = ..., safepoint: _Optional[int] = ..., retention_s: _Optional[float] = ..., interval_s: _Optional[float] = ..., holds: _Optional[_Iterable[_Union[GcHold, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., progress: _Optional[_Union[GcProgress, _Mapping]] = ..., now_ms: _Optional[int] = ...) -> None: ...
+    lease_count: int
+    next_page_token: str
+    total_leases: int
+    oldest_lease_ts: int
+    def __init__(self, enabled: _Optional[bool] = ..., safepoint: _Optional[int] = ..., retention_s: _Optional[float] = ..., interval_s: _Optional[float] = ..., holds: _Optional[_Iterable[_Union[GcHold, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., progress: _Optional[_Union[GcProgress, _Mapping]] = ..., now_ms: _Optional[int] = ..., lease_count: _Optional[int] = ..., next_page_token: _Optional[str] = ..., total_leases: _Optional[int] = ..., oldest_lease_ts: _Optional[int] = ...) -> None: ...
 
 class Revision(_message.Message):
-    __slots__ = ("id", "table", "kind", "state", "who", "started_wall_ms", "ended_wall_ms", "target_ts", "target_barrier", "start_ts", "commit_ts", "barrier", "restored", "removed", "mode", "job", "views", "error")
+    __slots__ = ("id", "table", "kind", "state", "who", "started_wall_ms", "ended_wall_ms", "target_ts", "target_barrier", "start_ts", "commit_ts", "barrier", "restored", "removed", "mode", "job", "views", "error", "key")
     ID_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -492,6 +506,7 @@ class Revision(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     VIEWS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
     id: int
     table: str
     kind: str
@@ -510,21 +525,24 @@ class Revision(_message.Message):
     job: str
     views: _containers.RepeatedScalarFieldContainer[str]
     error: str
-    def __init__(self, id: _Optional[int] = ..., table: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., who: _Optional[str] = ..., started_wall_ms: _Optional[int] = ..., ended_wall_ms: _Optional[int] = ..., target_ts: _Optional[int] = ..., target_barrier: _Optional[int] = ..., start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ..., barrier: _Optional[int] = ..., restored: _Optional[int] = ..., removed: _Optional[int] = ..., mode: _Optional[str] = ..., job: _Optional[str] = ..., views: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ...) -> None: ...
+    key: str
+    def __init__(self, id: _Optional[int] = ..., table: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., who: _Optional[str] = ..., started_wall_ms: _Optional[int] = ..., ended_wall_ms: _Optional[int] = ..., target_ts: _Optional[int] = ..., target_barrier: _Optional[int] = ..., start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ..., barrier: _Optional[int] = ..., restored: _Optional[int] = ..., removed: _Optional[int] = ..., mode: _Optional[str] = ..., job: _Optional[str] = ..., views: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class ReviseRequest(_message.Message):
-    __slots__ = ("table", "to_ts", "to_barrier", "dry_run", "who")
+    __slots__ = ("table", "to_ts", "to_barrier", "dry_run", "who", "key")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     TO_TS_FIELD_NUMBER: _ClassVar[int]
     TO_BARRIER_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     WHO_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
     table: str
     to_ts: int
     to_barrier: int
     dry_run: bool
     who: str
-    def __init__(self, table: _Optional[str] = ..., to_ts: _Optional[int] = ..., to_barrier: _Optional[int] = ..., dry_run: _Optional[bool] = ..., who: _Optional[str] = ...) -> None: ...
+    key: str
+    def __init__(self, table: _Optional[str] = ..., to_ts: _Optional[int] = ..., to_barrier: _Optional[int] = ..., dry_run: _Optional[bool] = ..., who: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class BeginCorrectionsRequest(_message.Message):
     __slots__ = ("table", "mode", "who", "lock_ttl_ms")

@@ -174,17 +174,22 @@ class TsoStreamFetcher:
 
 
 def prepare_fork() -> None:
-    """Optional, for a program that forks after connecting and wants gRPC quiet: close every
-    TSO stream of this process so that no thread of ours is inside gRPC's core when the child is
-    made. The streams reopen on their next use.
+    """Before a fork: close every TSO stream of this process (they reopen on their next use),
+    so that no thread of ours is inside gRPC's core when the child is made.
 
-    An open stream keeps a gRPC thread polling in the core; gRPC's fork handlers then give up
-    and log "fork_posix.cc ... Other threads are currently calling into gRPC, skipping fork()
-    handlers" (at INFO) on the fork. That line is harmless: a forked child works either way
-    (``kvstore.fork_safe_channel``). snapview registers no fork handler itself (a library must
-    not change what fork does for its importers, issue 24 item 1); a program that wants it calls
-    this before forking, or registers it: ``os.register_at_fork(before=coordinator.prepare_fork)``.
-    It acts on this module's own streams only and waits at most FORK_PAUSE_WAIT_S."""
+    An open stream keeps a gRPC thread polling in the core. gRPC's own fork handlers then give
+    up ("fork_posix.cc ... Other threads are currently calling into gRPC, skipping fork()
+    handlers"), and a child that then opens a channel can abort inside gRPC ("Check failed:
+    g_active_poller", ev_epoll1_linux.cc): the lifecycle walk's fork step hit it under load.
+    So this module registers this function with ``os.register_at_fork`` (below): the one
+    process-wide hook snapview installs, documented in docs/design.md §5.7. It acts on this
+    module's own streams only, costs nothing in a process without an open stream, and waits at
+    most FORK_PAUSE_WAIT_S for gRPC to finish a stream it closed."""
     deadline = time.monotonic() + FORK_PAUSE_WAIT_S
     for stream in list(_STREAMS):
         stream.pause_for_fork(deadline)
+
+
+# The one fork hook snapview installs (see prepare_fork): without it a child forked while a TSO
+# stream is open can abort inside gRPC's core.
+os.register_at_fork(before=prepare_fork)

@@ -15,9 +15,6 @@ import time
 
 import coordinator
 
-# The program's own choice (snapview registers no fork handler): quiet gRPC's fork handlers.
-os.register_at_fork(before=coordinator.prepare_fork)
-
 ADDRESS, TABLE = sys.argv[1], sys.argv[2]
 parent = coordinator.connect(ADDRESS)
 with parent.transaction() as txn:

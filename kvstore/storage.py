@@ -218,10 +218,28 @@ class Storage:
             yield within
             return
         try:
-            with self._resize.shared(), self.env.begin() as txn:
-                yield Reader(self, txn)
+            for attempt in (1, 2):
+                opened = False
+                try:
+                    with self._resize.shared(), self.env.begin() as txn:
+                        opened = True
+                        yield Reader(self, txn)
+                    return
+                except lmdb.MapResizedError:
+                    if opened or attempt == 2:
+                        raise
+                # Another process (the server, when this is `snapview check` or a direct
+                # writer) grew the map past the size this process mapped: adopt it, once.
+                self.adopt_map_size()
         except DAMAGED_TREE as e:
             raise self.tree_damaged(e) from None
+
+    def adopt_map_size(self) -> None:
+        """Map the size another process grew the environment to (MDB_MAP_RESIZED). Never on a
+        thread holding a read transaction: that one would be the share the resize waits for."""
+        self.no_read_open("adopting a grown map")
+        with self._resize.exclusive():
+            self.env.set_mapsize(0)
 
     def no_read_open(self, what: str) -> None:
         """Refuse (RuntimeError, a bug of the caller) ``what`` on a thread with a read transaction

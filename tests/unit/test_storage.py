@@ -93,3 +93,34 @@ def test_what_may_wait_for_the_writer_is_refused_inside_a_read_transaction(store
     with pytest.raises(RuntimeError, match="read transaction open"):  # nor grow the map there
         with store.storage.read_txn():
             store.storage.grow()
+
+
+_GROW = """
+import sys
+from kvstore.storage import Storage
+s = Storage(sys.argv[1], map_size=64 << 20, sync=False)
+with s.begin_write() as txn:
+    for i in range(4000):
+        txn.put(i.to_bytes(4, "big"), b"v" * 1000, db=s.cf["write"])
+s.close()
+"""
+
+
+def test_a_reader_adopts_a_map_another_process_grew(tmp_path):
+    """``snapview check`` and a direct writer open the server's environment from another
+    process; when the server grows the map past what they mapped, their next read must adopt
+    the new size (MDB_MAP_RESIZED), not fail: the lifecycle walk's online check hit it."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "lmdb")
+    s = Storage(path, map_size=1 << 20, sync=False)
+    try:
+        with s.read_txn() as r:
+            assert r.get("write", (0).to_bytes(4, "big")) is None
+        subprocess.run([sys.executable, "-c", _GROW, path], check=True, timeout=60)
+        with s.read_txn() as r:
+            assert r.get("write", (3999).to_bytes(4, "big")) == b"v" * 1000
+        assert s.map_size() >= 4000 * 1000
+    finally:
+        s.close()

@@ -141,14 +141,18 @@ def read_corrections(path: str) -> pa.Table:
 
 
 def _preview(c: Client, args: argparse.Namespace, rev: Revision) -> tuple[int, list]:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from snapview.local_spark import local_session
     from snapview.revision_preview import preview_views
 
-    # A caller that runs Spark already (a notebook, a test) keeps its session.
-    active = SparkSession.getActiveSession()
-    spark = active or local_session(app_name="snapview-revise-dry-run")
+    # A caller that runs Spark already (a notebook, a test) keeps its session. Whether this
+    # process had a SparkContext decides, not the calling thread's active session (unset in a
+    # thread that never used Spark): getOrCreate would hand back the caller's context, and
+    # stopping it would stop the caller's Spark.
+    owned = SparkContext._active_spark_context is None
+    spark = SparkSession.getActiveSession() or local_session(app_name="snapview-revise-dry-run")
     try:
         corrections = None
         if args.corrections:
@@ -163,7 +167,7 @@ def _preview(c: Client, args: argparse.Namespace, rev: Revision) -> tuple[int, l
             mode=args.mode,
         )
     finally:
-        if active is None:
+        if owned:
             spark.stop()
 
 

@@ -544,3 +544,29 @@ def test_stepping_a_view_after_its_started_job_ran_reads_from_what_the_job_commi
         t.put("sv_src", {"id": 3, "g": 0, "v": 100})
     mv.maintain_available(until=vc.tso(), timeout=60)
     assert vc.snapshot(["sv_view"]).read("sv_view").to_pylist() == [{"g": 0, "s": 111, "n": 3}]
+
+
+def test_a_dry_run_from_a_thread_without_an_active_session_keeps_the_callers_spark(
+    spark, views_server, vc
+):
+    """``snapview revise --dry-run`` in-process, from a thread that never used Spark (no active
+    session there): it must reuse the process's SparkContext and leave it running. It used to
+    take the thread's missing active session for "no Spark here", get the caller's context from
+    getOrCreate and stop it, which failed every Spark test after the lifecycle walk."""
+    from snapview.cli import main as cli_main
+
+    vc.create_table("dr_src", "id BIGINT, v BIGINT", primary_key=["id"])
+    with vc.transaction() as t:
+        t.put("dr_src", {"id": 1, "v": 1})
+    before = vc.snapshot(["dr_src"], wait_s=10).barrier
+    with vc.transaction() as t:
+        t.put("dr_src", {"id": 1, "v": 2})
+    codes: list[int] = []
+    args = ["revise", "dr_src", "--to-barrier", str(before), "--dry-run"]
+    th = threading.Thread(
+        target=lambda: codes.append(cli_main([*args, "--address", views_server.address]))
+    )
+    th.start()
+    th.join(120)
+    assert codes == [0]
+    assert spark.range(3).count() == 3  # the caller's Spark still runs

@@ -543,14 +543,16 @@ _PERMANENT_TEXT = (
     "unauthenticated",
     "evalerror",
 )
-_TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED")
+_TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "CANCELLED")
 
 
 def is_transient(error: BaseException | None) -> bool:
     """Whether a view job that stopped with ``error`` may succeed if it simply runs again.
 
     Transient: the server unreachable or slow (UNAVAILABLE, DEADLINE_EXCEEDED after the
-    client's own retries), a Percolator conflict (ABORTED: the epoch is redone), a Py4J or Spark
+    client's own retries), a call cancelled under it (CANCELLED: the 30-minute lifecycle walk
+    saw a view job's ChangeBoundary cancelled; the epoch wrote nothing it keeps and is redone),
+    a Percolator conflict (ABORTED: the epoch is redone), a Py4J or Spark
     failure of the machine (a Python worker that failed to connect back, a lost executor or
     connection). Permanent: every other snapview error (a dropped table, an invalid query or
     value, a refused token), Spark's analysis errors, and any other Python error (a bug: running

@@ -442,6 +442,9 @@ def test_transient_and_permanent_failures_are_told_apart():
     deadline.code = "DEADLINE_EXCEEDED"
     worker = Py4JError("org.apache.spark.SparkException: Python worker failed to connect back.")
     assert is_transient(Unavailable("server away")) and is_transient(deadline)
+    cancelled = SnapviewError("CANCELLED")
+    cancelled.code = "CANCELLED"  # a call cancelled under the job (the lifecycle walk saw one)
+    assert is_transient(cancelled)
     assert is_transient(worker)
     wrapped = RuntimeError("batch failed")
     wrapped.__cause__ = worker

@@ -33,7 +33,7 @@ df = (
     .option("at", t1)
     .load()
 )
-df.filter("id in (1, 2, 3)").show()  # =, <, <=, >, >=, IN on a one-column primary key are pushed
+df.filter("id in (1, 2, 3)").show()  # Spark filters the rows read (none pushed: design.md §6.1)
 
 # net changes in (t0, t1], Delta-CDF style: _change_type (insert, update_preimage,
 # update_postimage, delete) and _commit_ts

@@ -137,12 +137,7 @@ class Transaction:
         fresh = self.client.store.refreshed(stale, err)
         if fresh is None:
             return False
-        same = (fresh.schema, fresh.primary_key, fresh.kind, fresh.hidden_row_id) == (
-            stale.schema,
-            stale.primary_key,
-            stale.kind,
-            stale.hidden_row_id,
-        )
+        same = fresh.definition == stale.definition
         if not same or fresh.created_ts >= self.start_ts:
             raise TableNotFound.from_message(
                 f"table {stale.name!r} was dropped and made anew (id {stale.id}, now {fresh.id}) "

@@ -139,12 +139,7 @@ def create_table_action(
     raw = ctx.reader.get("catalog", name.encode())
     if raw is not None:
         existing = TableInfo.from_json(raw)
-        same = (existing.schema, existing.primary_key, existing.kind, existing.hidden_row_id) == (
-            wanted.schema,
-            wanted.primary_key,
-            wanted.kind,
-            wanted.hidden_row_id,
-        )
+        same = existing.definition == wanted.definition
         if if_not_exists and same:
             return existing, False
         raise AlreadyExists(

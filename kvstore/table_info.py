@@ -48,6 +48,12 @@ class TableInfo:
             ),
         )
 
+    @property
+    def definition(self) -> tuple:
+        """What makes two tables of one name the same table to a writer: columns, key, kind and
+        hidden row id (not the id or the creation ts)."""
+        return (self.schema, self.primary_key, self.kind, self.hidden_row_id)
+
     @cached_property
     def table_schema(self) -> TableSchema:
         return TableSchema(

@@ -4,9 +4,11 @@ table's job, exactly once, through Spark's batch writer protocol.
 The same protocol as the stream writer (``EpochTaskWriter``): each task opens or attaches to the
 epoch of this write's key, ``save:`` and an id drawn when Spark plans the write (so every
 ``save()`` is its own epoch, as a one-off ``EpochWriter.load`` is), and prewrites its partition;
-the driver commits the one attempt when every task succeeded. A failed job is aborted: the
-attempts the tasks reported, and the job's newest epoch if it is this write's and still open
-(a task that failed reports nothing), are rolled back, so nothing of the write becomes visible.
+the driver commits the one attempt when every task succeeded. A failed job is aborted
+(``EpochTaskWriter.abort_epoch``): the attempts the tasks reported, and the job's newest epoch
+if it is this write's and still open (a task that failed reports nothing), are rolled back, so
+nothing of the write becomes visible, and a task of it Spark has not stopped yet cannot open
+an epoch again.
 """
 
 from __future__ import annotations
@@ -15,12 +17,8 @@ import uuid
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from coordinator.jobs import EpochState
-from kvstore.errors import NotFound
 from kvstore.table_info import TableInfo
-from spark_sink.epoch_attempt import EpochAttempt
-from spark_sink.epoch_writer import DEFAULT_TTL_MS
-from spark_sink.stream_writer import EpochMessage, EpochTaskWriter
+from spark_sink.stream_writer import EpochTaskWriter
 from spark_source.options import SourceOptions
 
 
@@ -40,18 +38,4 @@ class SnapviewBatchWriter(EpochTaskWriter, DataSourceArrowWriter):
         self.commit_epoch(messages, self.batch)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        client = self._client()
-        attempts = {(m.epoch, m.start_ts) for m in messages if isinstance(m, EpochMessage)}
-        try:
-            newest = client.jobs.get_epoch(self.job, 0)
-        except NotFound:  # no task opened an epoch of the job
-            newest = None
-        if (
-            newest is not None
-            and newest.batch == self.batch
-            and newest.owner == self.owner
-            and newest.state is EpochState.PREWRITE
-        ):
-            attempts.add((newest.epoch, newest.start_ts))
-        for epoch, start_ts in attempts:
-            EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).abort()
+        self.abort_epoch(messages, lambda e: e.batch == self.batch and e.owner == self.owner)

@@ -12,14 +12,14 @@ the stream's key is (query id, batch id).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from coordinator.client import Client
-from coordinator.jobs import EpochState
+from coordinator.jobs import EpochInfo, EpochState
 from kvstore.errors import FailedPrecondition, SnapviewError
 from kvstore.table_info import TableInfo
 from spark_sink.epoch_attempt import EpochAttempt, feed_metadata
@@ -101,6 +101,28 @@ class EpochTaskWriter:
         meta = feed_metadata(client, self.job, batch, rows, high)
         EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).commit(meta)
 
+    def abort_epoch(
+        self, messages: list[WriterCommitMessage | None], ours: Callable[[EpochInfo], bool]
+    ) -> None:
+        """Roll back, best effort, the attempts the tasks reported and the job's open epoch if
+        ``ours`` says it is this write's: a task stopped mid-write (a failed task, ``q.stop()``)
+        reports nothing, yet it may have opened the epoch. The server then retires the
+        attempt's owner, so a task of this write still running (Spark cancels tasks
+        asynchronously) cannot open the epoch again, nor roll back the next write's attempt
+        by opening the job's next one (coordinator.server.epochs ``_retire``). What cannot be
+        told here (a driver killed, the server away) lapses after the server's ``--epoch-ttl``
+        without heartbeats."""
+        client = self._client()
+        attempts = {(m.epoch, m.start_ts) for m in messages if isinstance(m, EpochMessage)}
+        try:
+            newest = client.jobs.get_epoch(self.job, 0)
+        except SnapviewError:  # no epoch, or the server is away: the hold lapses by itself
+            newest = None
+        if newest is not None and newest.state is EpochState.PREWRITE and ours(newest):
+            attempts.add((newest.epoch, newest.start_ts))
+        for epoch, start_ts in attempts:
+            EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).abort()
+
 
 class SnapviewStreamWriter(EpochTaskWriter, DataSourceStreamArrowWriter):
     def batch_key(self) -> str:
@@ -111,20 +133,6 @@ class SnapviewStreamWriter(EpochTaskWriter, DataSourceStreamArrowWriter):
         self.commit_epoch(messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Roll the batch's epoch back, best effort. A task stopped mid-write (``q.stop()``, a
-        failed task) sends no message, and Spark calls this on a writer of its own (another
-        ``owner``), so besides the attempts the messages name, the job's open epoch is rolled
-        back if it is this batch id's: a stopped stream leaves nothing open. What cannot be
-        told here (a driver killed) lapses after the server's ``--epoch-ttl`` without
-        heartbeats, and the next run settles it."""
-        client = self._client()
-        for epoch, start_ts in {
-            (m.epoch, m.start_ts) for m in messages if isinstance(m, EpochMessage)
-        }:
-            EpochAttempt.of(client, self.job, epoch, start_ts, DEFAULT_TTL_MS).abort()
-        try:
-            e = client.jobs.get_epoch(self.job, 0)
-        except SnapviewError:
-            return  # no epoch, or the server is away: the hold lapses by itself
-        if e.state is EpochState.PREWRITE and e.batch.rpartition(":")[2] == str(batchId):
-            EpochAttempt.of(client, self.job, e.epoch, e.start_ts, DEFAULT_TTL_MS).abort()
+        """Roll the batch's epoch back (``abort_epoch``). Spark may call this on a writer of its
+        own (another ``owner``), so the open epoch is recognised by its batch id."""
+        self.abort_epoch(messages, lambda e: e.batch.rpartition(":")[2] == str(batchId))

@@ -69,6 +69,8 @@ from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
 
 log = logging.getLogger("snapview.epochs")
 
+MAX_RETIRED_OWNERS = 16  # per job: the writers whose late tasks open_batch refuses (_retire)
+
 
 class EpochEvents(Protocol):
     """Told of each attempt's end once it is durable: ``committed`` once per committed attempt
@@ -164,8 +166,27 @@ class EpochManager:
 
     @staticmethod
     def _save(ctx: WriteContext, info: EpochRecord, job_state: dict) -> None:
+        """Write ``info`` and the job's progress; an attempt saved ABORTED retires its owner."""
         ctx.buf.put("meta", epoch_key(info.job, info.epoch), info.to_json())
+        job_state = EpochManager._retire(job_state, info)
         ctx.buf.put("meta", job_state_key(info.job), json.dumps(job_state).encode())
+
+    @staticmethod
+    def _retire(job_state: dict, info: EpochRecord) -> dict:
+        """The job's progress with ``info``'s owner retired if ``info`` ended ABORTED.
+
+        An owner is one writer instance (a stream query's run, one ``save()``). Once an attempt
+        it opened is rolled back (its driver aborted the write, its hold lapsed, another run took
+        the batch over), anything of it still running is a zombie: a Spark task cancelled too
+        late, a task of a stopped query. ``open_batch`` refuses those, so a zombie can neither
+        reopen the aborted batch nor, by opening the job's next epoch, roll back the attempt of
+        the writer that came after it. The last ``MAX_RETIRED_OWNERS`` per job are kept: zombies
+        arrive within seconds of the abort, and the job state stays small."""
+        if info.state != ABORTED or not info.owner:
+            return job_state
+        retired = [o for o in job_state.get("retired", []) if o != info.owner]
+        retired.append(info.owner)
+        return {**job_state, "retired": retired[-MAX_RETIRED_OWNERS:]}
 
     @staticmethod
     def _settle(ctx: WriteContext, info: EpochRecord) -> EpochRecord:
@@ -222,7 +243,8 @@ class EpochManager:
         Returns the newest epoch of the job if it is tagged with ``batch`` and is COMMITTED (the
         caller skips the batch) or PREWRITE under the same ``owner`` (the caller attaches to it).
         Otherwise opens an attempt tagged (batch, owner): the same epoch again if it was this
-        batch's (rolling the old attempt back), else the job's next epoch."""
+        batch's (rolling the old attempt back), else the job's next epoch. Aborted for an
+        ``owner`` retired by the roll-back of one of its attempts (see ``_retire``)."""
         self._check(job, 1)
         if not batch or not owner:
             raise InvalidArgument(f"job {job!r}: an auto epoch needs both batch and owner")
@@ -233,6 +255,12 @@ class EpochManager:
                 st = self._job(r, job)
                 newest = max(st["open_epoch"], st["last_committed"])
                 info = self._load(r, job, newest) if newest else None
+            if owner in st.get("retired", ()):
+                raise Aborted(
+                    f"job {job!r} batch {batch!r}: writer {owner!r} had an attempt rolled back "
+                    "(its write was aborted, its hold lapsed or another run took over); a task "
+                    "of that writer cannot open epochs any more: write again"
+                )
             if info is not None and info.batch == batch:
                 if info.state == COMMITTED or (info.state == PREWRITE and info.owner == owner):
                     if info.state == PREWRITE:  # a task attaching: the owner is alive
@@ -296,6 +324,7 @@ class EpochManager:
                 attempt = info.attempt + 1
                 if info.state == PREWRITE:
                     settled = self._settle(ctx, info)
+                    st = self._retire(st, settled)  # its record is overwritten below
                     if settled.state == COMMITTED:
                         st = {
                             **st,
@@ -363,7 +392,9 @@ class EpochManager:
                 )
                 st = self._job(ctx.reader, job)
                 self._save(
-                    ctx, done, {"last_committed": max(st["last_committed"], epoch), "open_epoch": 0}
+                    ctx,
+                    done,
+                    {**st, "last_committed": max(st["last_committed"], epoch), "open_epoch": 0},
                 )
                 for hook in self.commit_hooks:
                     hook(ctx, done)

@@ -153,6 +153,34 @@ def test_release_by_owner_leaves_another_owners_epoch(c, table_name):
         c.jobs.release_job("never_ran")
 
 
+def test_a_late_task_of_an_aborted_writer_can_neither_reopen_nor_take_over(c, table_name):
+    """Spark cancels a failed write's tasks asynchronously: a task of the aborted write may ask
+    for its epoch after the abort. It is refused (Aborted, naming the job and the writer),
+    before the next write opens (it would reopen the aborted batch) and after (opening the
+    job's next epoch would roll the next write's attempt back). A run that takes a batch over
+    retires the run it replaced the same way; other writers are untouched."""
+    job = _sink(c, table_name)
+    failed = _open(c, job, "save:a", "writer-a", [(1, 1)])
+    c.jobs.abort_transaction(job, failed.epoch, failed.start_ts)
+    with pytest.raises(Aborted, match=rf"{job}.*writer-a"):
+        _open(c, job, "save:a", "writer-a")  # before the next write
+    assert c.jobs.get_epoch(job, failed.epoch).state.value == "aborted"
+    nxt = _open(c, job, "save:b", "writer-b", [(2, 2)])
+    with pytest.raises(Aborted, match="writer-a"):
+        _open(c, job, "save:a", "writer-a")  # after it: it must not roll writer-b back
+    assert c.jobs.get_epoch(job, nxt.epoch).start_ts == nxt.start_ts
+    assert c.jobs.commit_transaction(job, nxt.epoch, nxt.start_ts).committed
+    assert _rows(c, job) == {2: 2}
+    # A restarted run replays batch q:3 of a run that died with it open: it takes it over.
+    dead = _open(c, job, "q:3", "run-old", [(3, 3)])
+    replay = _open(c, job, "q:3", "run-new", [(3, 4)])
+    assert replay.epoch == dead.epoch and replay.start_ts != dead.start_ts
+    with pytest.raises(Aborted, match="run-old"):
+        _open(c, job, "q:3", "run-old")  # the old run's zombie task
+    assert c.jobs.commit_transaction(job, replay.epoch, replay.start_ts).committed
+    assert _rows(c, job) == {2: 2, 3: 4}
+
+
 def test_an_abandoned_correction_set_is_aborted(c, table_name):
     """A correction set begun and then abandoned (its client went away) holds the safepoint
     only for the epoch TTL; then its epoch is rolled back and its record ends ABORTED, with

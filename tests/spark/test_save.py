@@ -74,14 +74,30 @@ def test_save_into_a_missing_table_names_it(spark, server, client, table_name):
 
 @pytest.mark.parametrize("partitions", [4, 1], ids=["others-reported", "none-reported"])
 def test_a_failing_task_leaves_nothing_visible(spark, server, client, table_name, partitions):
-    """A task fails mid-write (a UDF raises on one row, after rows before it were prewritten):
+    """A task fails mid-write (a UDF raises on one row, once the write has opened its epoch):
     Spark aborts the write and the epoch is rolled back, whether other tasks reported their
     attempt or no task reported anything. No row is visible, no lock is left, the next save
-    writes."""
+    writes, and a task of the failed write that Spark had not stopped yet cannot undo it."""
     client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    address, job = server.address, table_name
 
     def value(i):
         if i == 3_500:
+            # The UDF runs upstream of the writer in the same task: on a busy machine it could
+            # fail before the writer opened the epoch, and then there is nothing to roll back.
+            import time
+
+            import coordinator
+            from kvstore.errors import NotFound
+
+            with coordinator.connect(address) as c:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    try:
+                        c.jobs.get_epoch(job, 1)
+                        break
+                    except NotFound:
+                        time.sleep(0.05)  # a poll of another process's progress
             raise ValueError("planted failure on row 3500")
         return f"v{i}"
 

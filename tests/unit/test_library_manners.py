@@ -13,7 +13,7 @@ LIBRARIES = ("kvstore", "coordinator", "spark_source", "spark_sink")
 PROCESS_WIDE = re.compile(
     r"os\.register_at_fork\(|signal\.signal\(|logging\.basicConfig\(|os\.putenv\("
     r"|os\.environ\.(setdefault|update|pop)\(|os\.environ\[[^]]+\]\s*=(?!=)"
-    r"|\.addHandler\(|\.setLevel\("
+    r"|\.addHandler\(|\.setLevel\(|sys\.setswitchinterval\(|gc\.freeze\("
 )
 
 
@@ -28,11 +28,12 @@ def offenders(text: str) -> list[str]:
 
 
 def test_the_pattern_catches_what_it_must():
-    planted = 'os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")\nos.register_at_fork(before=f)\nx = os.environ["A"]\nos.environ["B"] = "1"\n'
+    planted = 'os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")\nos.register_at_fork(before=f)\nx = os.environ["A"]\nos.environ["B"] = "1"\nsys.setswitchinterval(0.001)\n'
     assert offenders(planted) == [
         'os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")',
         "os.register_at_fork(before=f)",
         'os.environ["B"] = "1"',
+        "sys.setswitchinterval(0.001)",
     ]
 
 

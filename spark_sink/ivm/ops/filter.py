@@ -6,7 +6,10 @@ their weights, and no state is read or kept.
 SQL semantics kept: a row is kept only where the predicate is TRUE; FALSE and NULL drop it
 (three-valued logic, as WHERE). The predicate's own arithmetic is the caller's kernel choice:
 Spark ANSI raises on BIGINT overflow, so a predicate computing sums uses pyarrow's ``*_checked``
-kernels, which raise ``pyarrow.ArrowInvalid`` instead of wrapping.
+kernels, which raise ``pyarrow.ArrowInvalid`` instead of wrapping. Arrow's float comparisons
+are IEEE's (NaN compares false with everything) while Spark orders NaN above every other value
+and NaN = NaN is true: a converter maps Spark's comparisons of DOUBLE/FLOAT to a callable (or an
+expression that handles NaN), never to Arrow's kernels as they are.
 """
 
 from __future__ import annotations

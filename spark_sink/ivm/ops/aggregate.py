@@ -1,0 +1,120 @@
+"""Aggregate: fold a weighted change into per-group deltas of COUNT(*), SUM(x) and COUNT(x).
+
+Delta rule: COUNT and SUM are linear in the Z-set, so per group g
+
+    d COUNT(*)  = sum of w            over the changed rows of g
+    d COUNT(x)  = sum of w            over those whose x is not NULL
+    d SUM(x)    = sum of x * w        over those whose x is not NULL
+
+``fold_changes`` computes these for a whole batch in one vectorized hash group-by and returns one
+row per group it touched (groups whose deltas are all 0 dropped); the caller adds them to its
+stored group state (``add_group_deltas`` adds two such tables the same way). From the state the
+output follows as in SQL: a group with COUNT(*) 0 has no row (a global aggregate keeps its one
+row), and SUM(x) is NULL while COUNT(x) is 0.
+
+SQL semantics kept: GROUP BY puts all NULL keys in one group; floating point group keys are
+normalized (NaN one group, -0.0 with 0.0), as Spark's grouping; NULL inputs do not enter SUM or
+COUNT(x). Sums are exact over integral inputs (TINYINT to BIGINT, summed as BIGINT as Spark's
+SUM): every product and per-group sum is computed without wrapping (DECIMAL(38,0) when int64
+might overflow) and ``WeightOverflow`` is raised, naming the column, when a group's delta does
+not fit BIGINT; ``add_group_deltas`` raises it when a group's new sum leaves BIGINT, where Spark
+ANSI raises ARITHMETIC_OVERFLOW. (A delta that leaves BIGINT while the stored sum plus it would
+not is also refused: the caller treats it as a rebuild.)
+
+Not handled yet (still on today's row-at-a-time engine, ``spark_sink.ivm.aggregate``, until
+ported): exact DOUBLE/FLOAT sums (Spark's order-dependent rounding; today a compensated pair),
+DECIMAL sums and their precision rules, AVG's division, MIN/MAX (need per-value state),
+COUNT/SUM(DISTINCT x), and FILTER clauses. ``fold_changes`` refuses non-integral SUM inputs with
+``TypeError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_sink.ivm.ops.zset import (
+    WEIGHT,
+    ArrowZSet,
+    exact_group_sum,
+    normalized_keys,
+)
+
+COUNT = "__count"
+
+
+def sum_column(x: str) -> str:
+    """The name of SUM(x)'s delta in ``fold_changes``'s output."""
+    return f"__sum_{x}"
+
+
+def nonnull_column(x: str) -> str:
+    """The name of COUNT(x)'s delta in ``fold_changes``'s output."""
+    return f"__nonnull_{x}"
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    """GROUP BY ``group_by`` (empty: a global aggregate) with COUNT(*) and, per column of
+    ``sums``, SUM(x) and COUNT(x)."""
+
+    group_by: tuple[str, ...]
+    sums: tuple[str, ...] = ()
+
+    def delta_columns(self) -> list[str]:
+        out = [COUNT]
+        for x in self.sums:
+            out += [sum_column(x), nonnull_column(x)]
+        return out
+
+
+def fold_changes(spec: AggregateSpec, z: ArrowZSet) -> pa.Table:
+    """Per group of ``spec.group_by`` that ``z`` touches: the deltas of COUNT(*) (``__count``),
+    SUM(x) (``__sum_x``) and COUNT(x) (``__nonnull_x``), int64; the group key columns first.
+    Groups whose deltas are all 0 are left out (for a global aggregate, an empty table then)."""
+    keys = list(spec.group_by)
+    t = normalized_keys(z.table.select([*keys, WEIGHT]), keys)
+    w = z.weights
+    cols: dict[str, pa.ChunkedArray | pa.Array] = {COUNT: w}
+    for x in spec.sums:
+        v = z.table[x]
+        if not pa.types.is_integer(v.type):
+            raise TypeError(f"SUM({x}) over {v.type} is not folded here yet (integral only)")
+        v = pc.cast(v, pa.int64())
+        present = pc.is_valid(v)
+        try:
+            prod = pc.multiply_checked(v, w)
+        except pa.ArrowInvalid:
+            # x * w leaves int64: DECIMAL(38,0) holds any product of two int64 values
+            # (|x * w| <= 2**126 < 10**38; Arrow types the product DECIMAL(39,0), hence 256)
+            d19 = pa.decimal256(19, 0)
+            prod = pc.cast(pc.multiply(pc.cast(v, d19), pc.cast(w, d19)), pa.decimal128(38, 0))
+        cols[sum_column(x)] = pc.if_else(present, prod, pa.scalar(0, prod.type))
+        cols[nonnull_column(x)] = pc.if_else(present, w, 0)
+    for name, col in cols.items():
+        t = t.append_column(name, col)
+    t = t.drop_columns([WEIGHT])
+    delta = spec.delta_columns()
+    out = exact_group_sum(t, keys, delta)
+    return _drop_zero_groups(out, delta)
+
+
+def add_group_deltas(spec: AggregateSpec, state: pa.Table, delta: pa.Table) -> pa.Table:
+    """``state`` plus ``delta``, both shaped as ``fold_changes``'s output, per group (the same
+    grouping equality); groups whose columns all reach 0 are dropped (a global aggregate's empty
+    state is its row with COUNT 0 and SUM NULL, which the caller emits). ``WeightOverflow`` when
+    a group's COUNT or SUM leaves BIGINT (Spark ANSI's ARITHMETIC_OVERFLOW)."""
+    keys = list(spec.group_by)
+    both = pa.concat_tables([state, delta])
+    out = exact_group_sum(normalized_keys(both, keys), keys, spec.delta_columns())
+    return _drop_zero_groups(out, spec.delta_columns())
+
+
+def _drop_zero_groups(t: pa.Table, columns: list[str]) -> pa.Table:
+    nonzero = None
+    for c in columns:
+        m = pc.not_equal(t[c], 0)
+        nonzero = m if nonzero is None else pc.or_(nonzero, m)
+    return t if nonzero is None else t.filter(nonzero)

@@ -1,0 +1,97 @@
+"""A plain-Python reference evaluator for the operators of ``spark_sink.ivm.ops``, used only by
+their property tests (``tests/unit/ivm_ops/``).
+
+Written independently of the Arrow code and as simply as possible (dicts and nested loops), so
+that the two agreeing is evidence: a Z-set here is a dict ``{row tuple: weight}``; rows are
+Python values; NULL is None. Equality follows Spark's grouping: None equals None in a Z-set or a
+group key, never in a join key; every NaN is one value and -0.0 is 0.0 (``canon``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from spark_sink.ivm.ops.zset import NAN  # the one NaN object, so equal rows hash equal
+
+Counter = dict[tuple, int]
+
+
+def canon(v: Any) -> Any:
+    if isinstance(v, float):
+        if v != v:
+            return NAN
+        if v == 0.0:
+            return 0.0
+    return v
+
+
+def zset(rows: Iterable[Sequence[Any]], weights: Iterable[int]) -> Counter:
+    """The consolidated Z-set of ``rows`` with ``weights`` (zeros dropped)."""
+    out: Counter = {}
+    for r, w in zip(rows, weights, strict=True):
+        key = tuple(canon(v) for v in r)
+        out[key] = out.get(key, 0) + w
+    return {k: w for k, w in out.items() if w != 0}
+
+
+def add(*zs: Counter) -> Counter:
+    rows, weights = [], []
+    for z in zs:
+        for r, w in z.items():
+            rows.append(r)
+            weights.append(w)
+    return zset(rows, weights)
+
+
+def neg(z: Counter) -> Counter:
+    return {r: -w for r, w in z.items()}
+
+
+def filter_(z: Counter, pred: Callable[[tuple], bool | None]) -> Counter:
+    """Rows whose predicate is True (False and None drop the row)."""
+    return zset([r for r in z if pred(r) is True], [w for r, w in z.items() if pred(r) is True])
+
+
+def project(z: Counter, fn: Callable[[tuple], tuple]) -> Counter:
+    return zset([fn(r) for r in z], list(z.values()))
+
+
+def inner_join(
+    left: Counter, right: Counter, lkeys: Sequence[int], rkeys: Sequence[int]
+) -> Counter:
+    """Every pair whose key values are all non-NULL and equal, weights multiplied."""
+    rows, weights = [], []
+    for lr, lw in left.items():
+        for rr, rw in right.items():
+            match = True
+            for i, j in zip(lkeys, rkeys, strict=True):
+                a, b = canon(lr[i]), canon(rr[j])
+                if a is None or b is None:
+                    match = False
+                elif not (a == b or (a is NAN and b is NAN)):
+                    match = False
+            if match:
+                rows.append(lr + rr)
+                weights.append(lw * rw)
+    return zset(rows, weights)
+
+
+def union_all(*zs: Counter) -> Counter:
+    return add(*zs)
+
+
+def aggregate(z: Counter, group: Sequence[int], sums: Sequence[int]) -> Counter:
+    """Per group: (count delta, then per sum column its sum delta and non-NULL count delta),
+    as a dict ``{group key tuple + deltas tuple: 1}`` so it compares like a Z-set; groups whose
+    deltas are all 0 are left out."""
+    acc: dict[tuple, list[int]] = {}
+    for r, w in z.items():
+        g = tuple(canon(r[i]) for i in group)
+        a = acc.setdefault(g, [0] * (1 + 2 * len(sums)))
+        a[0] += w
+        for k, i in enumerate(sums):
+            if r[i] is not None:
+                a[1 + 2 * k] += r[i] * w
+                a[2 + 2 * k] += w
+    return {g + tuple(a): 1 for g, a in acc.items() if any(a)}

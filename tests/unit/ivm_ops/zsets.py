@@ -1,0 +1,71 @@
+"""Shared generators for the operators' property tests: small random Z-sets over two fixed
+schemas, drawn from tiny domains so rows repeat, with NULLs in every column, NaNs of two bit
+patterns, -0.0 beside 0.0, and weights from -3 to 3 (0 included)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import Phase, find, settings
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from spark_sink.ivm.ops import reference as ref
+from spark_sink.ivm.ops.zset import ArrowZSet
+
+# deterministic (a seeded property test): the same examples on every run, no example database
+SETTINGS = settings(max_examples=120, deadline=None, derandomize=True, database=None)
+# how hard a planted-fault test searches for the counterexample it must find (the first one
+# found is enough: shrinking it would cost seconds and prove nothing more)
+SEARCH = settings(
+    max_examples=2000,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=(Phase.generate,),
+)
+
+LEFT = pa.schema([("k", pa.int64()), ("v", pa.int64()), ("f", pa.float64()), ("s", pa.string())])
+RIGHT = pa.schema([("j", pa.int64()), ("u", pa.int64()), ("g", pa.float64())])
+
+ints = st.sampled_from([None, 0, 1, 2])
+small = st.one_of(st.none(), st.integers(-3, 3))
+floats = st.sampled_from([None, 0.0, -0.0, 1.5, float("nan"), -float("nan")])
+strs = st.sampled_from([None, "a", "b"])
+weights = st.integers(-3, 3)
+
+Rows = tuple[list[tuple], list[int]]
+
+
+def rows_of(*columns: SearchStrategy[Any], max_size: int = 8) -> SearchStrategy[Rows]:
+    pairs = st.lists(st.tuples(st.tuples(*columns), weights), max_size=max_size)
+    return pairs.map(lambda ps: ([r for r, _ in ps], [w for _, w in ps]))
+
+
+left_rows = rows_of(ints, small, floats, strs)
+right_rows = rows_of(ints, small, floats)
+
+
+def arrow(schema: pa.Schema, rw: Rows) -> ArrowZSet:
+    return ArrowZSet.from_rows(schema, rw[0], rw[1])
+
+
+def counter(rw: Rows) -> ref.Counter:
+    return ref.zset(rw[0], rw[1])
+
+
+def rows_counter(t: pa.Table) -> ref.Counter:
+    """A table of distinct rows (an aggregate's per-group output) as ``{row: 1}``."""
+    out: ref.Counter = {}
+    for r in t.to_pylist():
+        key = tuple(ref.canon(v) for v in r.values())
+        assert key not in out, f"group {key} appears twice"
+        out[key] = 1
+    return out
+
+
+def caught(strategy: SearchStrategy[Any], wrong: Any) -> Any:
+    """The simplest example on which ``wrong(example)`` is true (a planted fault shows); fails
+    the test when the search finds none (the harness would miss that fault)."""
+    return find(strategy, wrong, settings=SEARCH)

@@ -21,7 +21,9 @@ Every ``interval_s`` the coordinator computes how far the safepoint may go: the 
 
 The safepoint moves up to that minimum (never back) and is made durable *before* anything at it
 is collected (``LocalStore.advance_safepoint``); then a pass collects the store in small steps
-(``LocalStore.gc_step``: a bounded walk on a read transaction, then one short write of deletes),
+(``LocalStore.gc_step``: a bounded walk on a read transaction, then one short write of deletes;
+incremental, over the keys the change index names, but for the first pass after a start and one
+an hour: ``FULL_PASS_INTERVAL_S``),
 paced so that GC takes at most about ``1 / (1 + pace)`` of the time (half of it where a step
 finds much to collect: ``PRODUCTIVE_SHARE``) and writers are held only for one step's deletes at
 a time. Coordinator records below the safepoint go too: barriers and
@@ -75,6 +77,10 @@ DEFAULT_PACE = 3.0
 # time at the default pace). A walk over settled keys finds next to nothing and keeps the pace.
 PRODUCTIVE_SHARE = 0.25
 PRODUCTIVE_PACE_FACTOR = 1 / 3
+# Passes are incremental (they cost what changed: kvstore.actions.gc), but for the first after
+# a start and one every FULL_PASS_INTERVAL_S, which also collect what no change-index entry
+# names (Rollback and Lock records, a straggler's history).
+FULL_PASS_INTERVAL_S = 3600.0
 MIN_PAUSE_S = 0.002
 # Epoch records deleted in one write (a job that ran for months has millions).
 EPOCH_PRUNE_BATCH = 4096
@@ -101,7 +107,8 @@ class GcProgress:
     records_deleted: int = 0
     step_seconds: float = 0.0  # time spent in steps (planning and deleting)
     pass_safepoint: int = 0  # the safepoint the pass in progress (or the last one) started at
-    pass_phase: str = "done"  # write | changes | done
+    pass_phase: str = "done"  # write | changes (full pass) | changed_keys (incremental) | done
+    full_passes: int = 0  # of the passes completed, the full ones
     last_pass_seconds: float = 0.0
     last_pass_end_ms: int = 0
     epoch_records_removed: int = 0
@@ -207,6 +214,8 @@ class GcManager:
         self._mu = threading.RLock()
         self._cursor = GcCursor(phase="done")
         self._pass_started = 0.0
+        self._pass_full = False
+        self._last_full_pass: float | None = None  # monotonic start of the last full pass
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -403,8 +412,13 @@ class GcManager:
                 self._stop.wait(1.0)
 
     def _begin_pass(self) -> None:
-        self._cursor = GcCursor()
-        self._pass_started = time.monotonic()
+        now = time.monotonic()
+        last = self._last_full_pass
+        self._pass_full = last is None or now - last >= FULL_PASS_INTERVAL_S
+        if self._pass_full:
+            self._last_full_pass = now
+        self._cursor = GcCursor() if self._pass_full else GcCursor.incremental()
+        self._pass_started = now
         self.progress.pass_safepoint = self.store.safepoint
         self.progress.pass_phase = self._cursor.phase
 
@@ -423,6 +437,7 @@ class GcManager:
         p.pass_phase = step.next.phase
         if step.next.done:
             p.passes += 1
+            p.full_passes += self._pass_full
             p.last_pass_seconds = time.monotonic() - self._pass_started
             p.last_pass_end_ms = int(time.time() * 1000)
         return took, step

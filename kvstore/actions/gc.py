@@ -10,6 +10,17 @@ store refuses start_ts at or below the safepoint, so a record doomed when planne
 when deleted (a late commit below the safepoint could only add a newer version, which dooms
 more, never less). The cursor between steps is plain data, so a pass resumes where the last
 step stopped, in a later step or after a restart.
+
+Two kinds of pass. A **full** pass walks every write record, then deletes the change-index
+entries at or below the safepoint. An **incremental** pass (``GcCursor.incremental()``) costs what
+changed, not the store's size: history becomes collectable only where a key gets a newer version,
+and every committed version has a change-index entry (table id, commit_ts, key), so the pass walks
+the index's entries at or below the safepoint (each table's are one run at the start of its
+prefix), collects each named key's versions by the same rule as a full pass, and deletes each
+entry in the same step as its key's history: an entry is gone only once its key was collected.
+What it cannot see: Rollback and Lock records (no entry names them), and a commit decided below
+the safepoint whose entry lands after a full pass's index phase deleted the run around it. The
+collector runs a full pass now and then for those (``coordinator.server.gc``).
 """
 
 from __future__ import annotations
@@ -17,13 +28,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvstore.group_commit import WriteContext
-from kvstore.mvcc.keys import parse_versioned_key, table_prefix, versioned_key
-from kvstore.mvcc.records import WriteKind
+from kvstore.mvcc.keys import (
+    parse_changes_key,
+    parse_versioned_key,
+    table_id_of,
+    table_prefix,
+    versioned_key,
+)
+from kvstore.mvcc.records import Write, WriteKind
 from kvstore.storage import Reader
 
-# The phases of a pass, in order: the write CF (versions and their long values), then the
-# change index, then done.
-WRITE, CHANGES, DONE = "write", "changes", "done"
+# The phases of a full pass, in order: the write CF (versions and their long values), then the
+# change index, then done. An incremental pass has one phase, the changed keys, then done.
+WRITE, CHANGES, CHANGED_KEYS, DONE = "write", "changes", "changed_keys", "done"
 
 
 @dataclass(frozen=True)
@@ -39,6 +56,11 @@ class GcCursor:
     @property
     def done(self) -> bool:
         return self.phase == DONE
+
+    @classmethod
+    def incremental(cls) -> GcCursor:
+        """The start of an incremental pass (see the module docstring)."""
+        return cls(phase=CHANGED_KEYS)
 
 
 @dataclass(frozen=True)
@@ -66,36 +88,110 @@ def plan_gc_step(reader: Reader, safepoint: int, cursor: GcCursor, budget: int) 
         return _plan_writes(reader, safepoint, cursor, budget)
     if cursor.phase == CHANGES:
         return _plan_changes(reader, safepoint, cursor, budget)
+    if cursor.phase == CHANGED_KEYS:
+        return _plan_changed_keys(reader, safepoint, cursor, budget)
     return GcStep([], 0, 0, cursor)
 
 
+class _Doomed:
+    """What a step deletes, met key by key, each key's records newest first at or below the
+    safepoint: a key's newest Put stays (it settles the key); a newest Delete settles it and
+    goes; Rollback and Lock records go; once settled, all goes. The settling Delete is deleted
+    only once the step has walked its key to the end (``end_key``): deleted first, it would
+    leave the key's older Put to be read at the safepoint until a later step deleted that too.
+    A step that stops inside a key keeps that Delete, for a pass that walks the key whole."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, bytes]] = []
+        self.versions = 0
+        self.settled = False
+        self._pending: list[tuple[str, bytes]] = []
+
+    def start_key(self, settled: bool = False) -> None:
+        """Begin a key (``settled``: its settling record was met in an earlier step)."""
+        self.settled, self._pending = settled, []
+
+    def meet(self, uk: bytes, commit_ts: int, w: Write) -> None:
+        """The next record of the key, at or below the safepoint."""
+        if not self.settled and w.kind in (WriteKind.PUT, WriteKind.DELETE):
+            self.settled = True
+            if w.kind is WriteKind.PUT:
+                return  # the newest Put stays
+            self._pending = [("write", versioned_key(uk, commit_ts))]
+            return
+        self.records.append(("write", versioned_key(uk, commit_ts)))
+        if w.kind is WriteKind.PUT and w.short_value is None:
+            self.records.append(("data", versioned_key(uk, w.start_ts)))
+        self.versions += 1
+
+    def end_key(self) -> None:
+        """The key was walked to its end in this step: its settling Delete goes too."""
+        self.records += self._pending
+        self.versions += len(self._pending)
+        self._pending = []
+
+    def step(self, examined: int, nxt: GcCursor) -> GcStep:
+        return GcStep(self.records, self.versions, examined, nxt)
+
+
 def _plan_writes(reader: Reader, safepoint: int, cursor: GcCursor, budget: int) -> GcStep:
-    doomed: list[tuple[str, bytes]] = []
-    versions = examined = 0
+    out = _Doomed()
+    examined = 0
     cur_key = cursor.settled_key
-    settled = cur_key is not None
+    out.start_key(settled=cur_key is not None)
     for k, v in reader.items_from("write", cursor.key):
         uk, commit_ts = parse_versioned_key(k)
         if uk != cur_key:
+            out.end_key()
             if examined >= budget:  # stop between user keys when possible
-                return GcStep(doomed, versions, examined, GcCursor(WRITE, k, None))
-            cur_key, settled = uk, False
+                return out.step(examined, GcCursor(WRITE, k, None))
+            cur_key = uk
+            out.start_key()
         elif examined >= 4 * budget:  # a key with very many versions: stop inside it
-            return GcStep(doomed, versions, examined, GcCursor(WRITE, k, uk if settled else None))
+            return out.step(examined, GcCursor(WRITE, k, uk if out.settled else None))
         examined += 1
-        if commit_ts > safepoint:
-            continue
-        w = reader.parse_write(k, v)
-        keep = not settled and w.kind is WriteKind.PUT
-        if not settled and w.kind in (WriteKind.PUT, WriteKind.DELETE):
-            settled = True
-        if keep:
-            continue
-        doomed.append(("write", k))
-        if w.kind is WriteKind.PUT and w.short_value is None:
-            doomed.append(("data", versioned_key(uk, w.start_ts)))
-        versions += 1
-    return GcStep(doomed, versions, examined, GcCursor(CHANGES, b"", None))
+        if commit_ts <= safepoint:
+            out.meet(uk, commit_ts, reader.parse_write(k, v))
+    out.end_key()
+    return out.step(examined, GcCursor(CHANGES, b"", None))
+
+
+def _plan_changed_keys(reader: Reader, safepoint: int, cursor: GcCursor, budget: int) -> GcStep:
+    """An incremental pass's step: the change-index entries at or below the safepoint from
+    ``cursor``, each key's history collected and the entry deleted with it. A key with more
+    than 4 * ``budget`` versions at or below the safepoint has the older of them collected but
+    keeps its settling record and its entry, so the next visit goes on with it."""
+    out = _Doomed()
+    examined = 0
+    done_keys: set[bytes] = set()  # a key changed several times is collected once per step
+    key = cursor.key
+    while True:
+        jumped = False
+        for k in reader.keys_from("changes", key):
+            if examined >= budget:
+                return out.step(examined, GcCursor(CHANGED_KEYS, k, None))
+            commit_ts, uk = parse_changes_key(k)
+            if commit_ts > safepoint:  # the rest of this table's run is newer: next table
+                key = table_prefix(table_id_of(k) + 1)
+                jumped = True
+                break
+            examined += 1
+            whole = True
+            if uk not in done_keys:
+                done_keys.add(uk)
+                out.start_key()
+                for n, (ts, w) in enumerate(reader.iter_writes(uk, safepoint)):
+                    if n >= 4 * budget:
+                        whole = False
+                        break
+                    examined += 1
+                    out.meet(uk, ts, w)
+                if whole:
+                    out.end_key()
+            if whole:
+                out.records.append(("changes", k))
+        if not jumped:
+            return out.step(examined, GcCursor(DONE, b"", None))
 
 
 def _plan_changes(reader: Reader, safepoint: int, cursor: GcCursor, budget: int) -> GcStep:

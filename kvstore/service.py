@@ -166,12 +166,17 @@ class KvStoreService:
     ) -> Iterator[pb.ChangeChunk]:
         # Streamed: the server holds a window of keys and one chunk, never the whole change;
         # and at most --max-heavy-calls such calls at once (kvstore.heavy_calls).
-        with self.store.heavy_calls.hold("ScanChanges"):
+        heavy = self.store.heavy_calls
+        with heavy.hold("ScanChanges"):
             try:
-                for chunk in self.store.scan_changes_chunks(
+                chunks = self.store.scan_changes_chunks(
                     req.table, req.from_ts, req.to_ts, req.chunk_rows
-                ):
-                    yield pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in chunk])
+                )
+                # Read and encoded in the heavy calls' turn, sent outside it.
+                yield from heavy.in_turns(
+                    pb.ChangeChunk(changes=[wire.change_to_pb(c) for c in chunk])
+                    for chunk in chunks
+                )
             except TxnError as e:
                 yield pb.ChangeChunk(error=wire.key_error_to_pb(e))
 

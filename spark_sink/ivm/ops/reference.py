@@ -95,3 +95,43 @@ def aggregate(z: Counter, group: Sequence[int], sums: Sequence[int]) -> Counter:
                 a[1 + 2 * k] += r[i] * w
                 a[2 + 2 * k] += w
     return {g + tuple(a): 1 for g, a in acc.items() if any(a)}
+
+
+def _join_key(row: tuple, idx: Sequence[int]) -> tuple | None:
+    """The row's join key, or None when a column of it is NULL (it matches nothing)."""
+    key = tuple(canon(row[i]) for i in idx)
+    return None if any(v is None for v in key) else key
+
+
+def outer_join(
+    left: Counter,
+    right: Counter,
+    lkeys: Sequence[int],
+    rkeys: Sequence[int],
+    kind: str,
+    widths: tuple[int, int],
+) -> Counter:
+    """The inner join plus, for LEFT/FULL, each left row whose key's total weight on the right
+    is not positive (or holds a NULL) padded with ``widths[1]`` NULLs; RIGHT/FULL likewise."""
+    out = [inner_join(left, right, lkeys, rkeys)]
+
+    def dangling(
+        kept: Counter, kidx: Sequence[int], other: Counter, oidx: Sequence[int]
+    ) -> Counter:
+        res: Counter = {}
+        for row, w in kept.items():
+            key = _join_key(row, kidx)
+            total = sum(
+                ow for orow, ow in other.items() if key is not None and _join_key(orow, oidx) == key
+            )
+            if total <= 0:
+                res[row] = w
+        return res
+
+    if kind in ("left", "full"):
+        d = dangling(left, lkeys, right, rkeys)
+        out.append({r + (None,) * widths[1]: w for r, w in d.items()})
+    if kind in ("right", "full"):
+        d = dangling(right, rkeys, left, lkeys)
+        out.append({(None,) * widths[0] + r: w for r, w in d.items()})
+    return add(*out)

@@ -4,6 +4,7 @@ patterns, -0.0 beside 0.0, and weights from -3 to 3 (0 included)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -95,3 +96,30 @@ def null_keys_filled(z: ArrowZSet, keys: tuple[str, ...]) -> ArrowZSet:
         i = t.schema.get_field_index(k)
         t = t.set_column(i, t.schema.field(i), pc.fill_null(t[k], pa.scalar(-99, t[k].type)))
     return ArrowZSet(t)
+
+
+def as_zset(out: ArrowZSet | pa.Table) -> ArrowZSet:
+    """An operator's output as a Z-set (a table of distinct rows: each weight 1)."""
+    return out if isinstance(out, ArrowZSet) else ArrowZSet.from_table(out)
+
+
+def follow(
+    history: list[Rows],
+    schema: pa.Schema,
+    whole: Callable[[ArrowZSet], ArrowZSet | pa.Table],
+    build: Callable[[ArrowZSet], ArrowZSet],
+    fold: Callable[[ArrowZSet, ArrowZSet], ArrowZSet],
+    delta: Callable[[ArrowZSet, ArrowZSet], ArrowZSet],
+) -> tuple[bool, ArrowZSet]:
+    """Runs a stateful operator's delta rule over a table's ``history``: the state built from the
+    first state, then per step ``delta(state, change)`` and ``state = fold(state, change)``.
+    Returns whether every step's rule equalled ``whole(new) - whole(old)``, and the output
+    carried from ``whole(first)`` through every step's rule."""
+    tables = [arrow(schema, h) for h in history]
+    state, out, exact = build(tables[0]), as_zset(whole(tables[0])), True
+    for old, new in zip(tables, tables[1:], strict=False):
+        change = new - old
+        rule = delta(state, change)
+        exact &= rule.to_counter() == (as_zset(whole(new)) - as_zset(whole(old))).to_counter()
+        state, out = fold(state, change), out + rule
+    return exact, out

@@ -4,9 +4,9 @@ follow the change instead of its inputs.
 A stateful delta rule (outer join, MIN/MAX, DISTINCT) needs the rows of its state or its other
 input only for the keys its change touches. The rules in this package take those rows as
 ArrowZSets, and are checked against whole inputs; the wiring will read just the touched keys'
-rows (keyed lookups) and hand those in. ``restrict_to_keys`` is that read done in memory: the
-property tests pass whole inputs through it, so a rule that looked at a key outside the change
-would be caught.
+rows (keyed lookups) and hand those in. ``restrict_to_keys`` is that read done in memory: each
+rule narrows what it is given before reading it, so the property tests, which pass whole inputs,
+check the rule on exactly the rows the wiring's reads will give it.
 
 Two key equalities, as the operators need them: grouping equality (``nulls_equal=True``: NULL
 equals NULL, as GROUP BY and DISTINCT) and join equality (``nulls_equal=False``: a key with a

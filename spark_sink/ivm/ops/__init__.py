@@ -12,6 +12,16 @@ checked by a seeded property test (``tests/unit/ivm_ops/``) against the plain-Py
   bilinear delta rule.
 - ``aggregate.py``: per-group COUNT(*), SUM and COUNT of integer columns folded from a change.
 - ``union.py``: UNION ALL.
+- ``outer_join.py``: LEFT/RIGHT/FULL outer equi-join (NULL-padded dangling rows, a NULL key
+  always dangles) and its delta rule: the inner delta plus the touched keys' dangling rows
+  retracted at the old state and emitted at the new.
+- ``values.py``: per-group value multisets (the state MIN/MAX and DISTINCT keep) and the delta
+  rule shared by aggregates read from them (touched groups' old rows retracted, new emitted).
+- ``minmax.py``: MIN/MAX per group under deletions (NULLs ignored, NaN above every value).
+- ``distinct.py``: COUNT(DISTINCT x) per group, and SELECT DISTINCT with its delta rule.
+- ``keys.py``: the keys a change touches, and a Z-set narrowed to them (``restrict_to_keys``),
+  the in-memory stand-in for the keyed reads the wiring will make, so a stateful rule's cost
+  follows the change.
 
 Nothing here imports pyspark: the algebra stays apart from Spark, and converting Catalyst's plan
 or building state on Spark belongs in other modules.
@@ -22,6 +32,8 @@ in, operator by operator with the Spark differential tests as judge: an operator
 by ``spark_sink.ivm.plan`` node type (Scan, Filter, Project, Join, Union, Aggregate, Window), a
 converter per node from ``plan.py``'s expressions and columns to these specs (pyarrow compute
 expressions where the kernel matches Spark, Spark's evaluator from ``expressions.py`` over a batch
-where it does not), then changes and keyed reads delivered as Arrow instead of tuples. Outer
-joins, MIN/MAX, DISTINCT, exact DOUBLE and DECIMAL sums, and windows are not ported yet.
+where it does not), then changes and keyed reads delivered as Arrow instead of tuples. Exact
+DOUBLE and DECIMAL sums, AVG, SUM(DISTINCT x), FILTER clauses and windows are not ported yet;
+the stateful rules (outer join, MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets, and
+no state table layout or Spark build exists for them here yet.
 """

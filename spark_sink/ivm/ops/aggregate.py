@@ -23,8 +23,8 @@ not is also refused: the caller treats it as a rebuild.)
 
 Not handled yet (still on today's row-at-a-time engine, ``spark_sink.ivm.aggregate``, until
 ported): exact DOUBLE/FLOAT sums (Spark's order-dependent rounding; today a compensated pair),
-DECIMAL sums and their precision rules, AVG's division, MIN/MAX (need per-value state),
-COUNT/SUM(DISTINCT x), and FILTER clauses. ``fold_changes`` refuses non-integral SUM inputs with
+DECIMAL sums and their precision rules, AVG's division, SUM(DISTINCT x), and FILTER clauses.
+MIN/MAX and COUNT(DISTINCT x) need per-value state: ``minmax.py`` and ``distinct.py``. ``fold_changes`` refuses non-integral SUM inputs with
 ``TypeError``.
 """
 

@@ -95,3 +95,87 @@ def aggregate(z: Counter, group: Sequence[int], sums: Sequence[int]) -> Counter:
                 a[1 + 2 * k] += r[i] * w
                 a[2 + 2 * k] += w
     return {g + tuple(a): 1 for g, a in acc.items() if any(a)}
+
+
+def _join_key(row: tuple, idx: Sequence[int]) -> tuple | None:
+    """The row's join key, or None when a column of it is NULL (it matches nothing)."""
+    key = tuple(canon(row[i]) for i in idx)
+    return None if any(v is None for v in key) else key
+
+
+def outer_join(
+    left: Counter,
+    right: Counter,
+    lkeys: Sequence[int],
+    rkeys: Sequence[int],
+    kind: str,
+    widths: tuple[int, int],
+) -> Counter:
+    """The inner join plus, for LEFT/FULL, each left row whose key's total weight on the right
+    is not positive (or holds a NULL) padded with ``widths[1]`` NULLs; RIGHT/FULL likewise."""
+    out = [inner_join(left, right, lkeys, rkeys)]
+
+    def dangling(
+        kept: Counter, kidx: Sequence[int], other: Counter, oidx: Sequence[int]
+    ) -> Counter:
+        res: Counter = {}
+        for row, w in kept.items():
+            key = _join_key(row, kidx)
+            total = sum(
+                ow for orow, ow in other.items() if key is not None and _join_key(orow, oidx) == key
+            )
+            if total <= 0:
+                res[row] = w
+        return res
+
+    if kind in ("left", "full"):
+        d = dangling(left, lkeys, right, rkeys)
+        out.append({r + (None,) * widths[1]: w for r, w in d.items()})
+    if kind in ("right", "full"):
+        d = dangling(right, rkeys, left, lkeys)
+        out.append({(None,) * widths[0] + r: w for r, w in d.items()})
+    return add(*out)
+
+
+def _group_values(z: Counter, group: Sequence[int], value: int) -> dict[tuple, dict[Any, int]]:
+    """Per group with a row of positive count, its values' counts (NULL included)."""
+    counts: dict[tuple, dict[Any, int]] = {}
+    for row, w in z.items():
+        g = tuple(canon(row[i]) for i in group)
+        vals = counts.setdefault(g, {})
+        v = canon(row[value])
+        vals[v] = vals.get(v, 0) + w
+    out = {g: {v: n for v, n in vals.items() if n > 0} for g, vals in counts.items()}
+    out = {g: vals for g, vals in out.items() if vals}
+    if not group:
+        out.setdefault((), {})  # a global aggregate has its one row
+    return out
+
+
+def _spark_order(v: Any) -> tuple:
+    """Spark's ordering key: NaN above every other value."""
+    return (1, 0) if v is NAN else (0, v)
+
+
+def minmax(z: Counter, group: Sequence[int], value: int, kind: str) -> Counter:
+    """Per group, ``(group..., MIN or MAX of its present non-NULL values or None)``, as
+    ``{row: 1}``."""
+    pick = min if kind == "min" else max
+    out: Counter = {}
+    for g, vals in _group_values(z, group, value).items():
+        present = [v for v in vals if v is not None]
+        out[g + (pick(present, key=_spark_order) if present else None,)] = 1
+    return out
+
+
+def count_distinct(z: Counter, group: Sequence[int], value: int) -> Counter:
+    """Per group, ``(group..., how many distinct non-NULL values it holds)``, as ``{row: 1}``."""
+    return {
+        g + (sum(1 for v in vals if v is not None),): 1
+        for g, vals in _group_values(z, group, value).items()
+    }
+
+
+def select_distinct(z: Counter) -> Counter:
+    """Every row of positive weight, once."""
+    return {r: 1 for r, w in z.items() if w > 0}

@@ -5,8 +5,6 @@ a delta rule without the dL⋈dR term; the harness must catch both."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +20,7 @@ from tests.unit.ivm_ops.zsets import (
     caught,
     counter,
     left_rows,
+    null_keys_filled,
     right_rows,
 )
 
@@ -91,14 +90,9 @@ def test_weight_products_never_wrap():
 
 def _null_matching_join(spec: JoinSpec, left: ArrowZSet, right: ArrowZSet) -> ArrowZSet:
     # the fault: NULL keys replaced by a sentinel before joining, so NULL = NULL
-    def fill(z: ArrowZSet, keys: tuple[str, ...]) -> ArrowZSet:
-        t = z.table
-        for k in keys:
-            i = t.schema.get_field_index(k)
-            t = t.set_column(i, t.schema.field(i), pc.fill_null(t[k], pa.scalar(-99, t[k].type)))
-        return ArrowZSet(t)
-
-    return inner_join(spec, fill(left, spec.left_keys), fill(right, spec.right_keys))
+    return inner_join(
+        spec, null_keys_filled(left, spec.left_keys), null_keys_filled(right, spec.right_keys)
+    )
 
 
 def test_planted_fault_null_keys_matching_is_caught():

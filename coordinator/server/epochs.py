@@ -166,9 +166,7 @@ class EpochManager:
 
     @staticmethod
     def _save(ctx: WriteContext, info: EpochRecord, job_state: dict) -> None:
-        """Write ``info`` and the job's progress; an attempt saved ABORTED retires its owner."""
         ctx.buf.put("meta", epoch_key(info.job, info.epoch), info.to_json())
-        job_state = EpochManager._retire(job_state, info)
         ctx.buf.put("meta", job_state_key(info.job), json.dumps(job_state).encode())
 
     @staticmethod
@@ -181,7 +179,8 @@ class EpochManager:
         late, a task of a stopped query. ``open_batch`` refuses those, so a zombie can neither
         reopen the aborted batch nor, by opening the job's next epoch, roll back the attempt of
         the writer that came after it. The last ``MAX_RETIRED_OWNERS`` per job are kept: zombies
-        arrive within seconds of the abort, and the job state stays small."""
+        arrive within seconds of the abort, and the job state stays small. Every action that
+        settles an attempt passes its job state through here, and saves that state."""
         if info.state != ABORTED or not info.owner:
             return job_state
         retired = [o for o in job_state.get("retired", []) if o != info.owner]
@@ -310,6 +309,7 @@ class EpochManager:
                 stale = self._load(ctx.reader, job, st["open_epoch"])
                 if stale is not None and stale.state == PREWRITE:
                     settled = self._settle(ctx, stale)
+                    st = self._retire(st, settled)
                     if settled.state == COMMITTED:
                         st = {**st, "last_committed": max(st["last_committed"], stale.epoch)}
                     else:
@@ -324,7 +324,7 @@ class EpochManager:
                 attempt = info.attempt + 1
                 if info.state == PREWRITE:
                     settled = self._settle(ctx, info)
-                    st = self._retire(st, settled)  # its record is overwritten below
+                    st = self._retire(st, settled)
                     if settled.state == COMMITTED:
                         st = {
                             **st,
@@ -436,7 +436,7 @@ class EpochManager:
         def act(ctx: WriteContext) -> EpochRecord:
             refuse_if_dropped(ctx.reader, info.job, info.epoch)  # never bring its record back
             settled = self._settle(ctx, info)
-            st = self._job(ctx.reader, info.job)
+            st = self._retire(self._job(ctx.reader, info.job), settled)
             if st["open_epoch"] == info.epoch:
                 st = {**st, "open_epoch": 0}
             if settled.state == COMMITTED:

@@ -181,6 +181,19 @@ def test_a_late_task_of_an_aborted_writer_can_neither_reopen_nor_take_over(c, ta
     assert _rows(c, job) == {2: 2, 3: 4}
 
 
+def test_a_writer_whose_open_epoch_another_batch_settled_is_retired(c, table_name):
+    """Another writer's batch opening the job's next epoch rolls back the open attempt of the
+    first writer and retires it too: its late task cannot then open an epoch and roll the
+    second writer's attempt back in turn."""
+    job = _sink(c, table_name)
+    _open(c, job, "save:x", "writer-x", [(1, 1)])
+    y = _open(c, job, "save:y", "writer-y", [(2, 2)])
+    with pytest.raises(Aborted, match="writer-x"):
+        _open(c, job, "save:x", "writer-x")
+    assert c.jobs.commit_transaction(job, y.epoch, y.start_ts).committed
+    assert _rows(c, job) == {2: 2}
+
+
 def test_an_abandoned_correction_set_is_aborted(c, table_name):
     """A correction set begun and then abandoned (its client went away) holds the safepoint
     only for the epoch TTL; then its epoch is rolled back and its record ends ABORTED, with

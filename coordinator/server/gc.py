@@ -108,7 +108,6 @@ class GcProgress:
     step_seconds: float = 0.0  # time spent in steps (planning and deleting)
     pass_safepoint: int = 0  # the safepoint the pass in progress (or the last one) started at
     pass_phase: str = "done"  # write | changes (full pass) | changed_keys (incremental) | done
-    full_passes: int = 0  # of the passes completed, the full ones
     last_pass_seconds: float = 0.0
     last_pass_end_ms: int = 0
     epoch_records_removed: int = 0
@@ -214,7 +213,6 @@ class GcManager:
         self._mu = threading.RLock()
         self._cursor = GcCursor(phase="done")
         self._pass_started = 0.0
-        self._pass_full = False
         self._last_full_pass: float | None = None  # monotonic start of the last full pass
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -414,10 +412,10 @@ class GcManager:
     def _begin_pass(self) -> None:
         now = time.monotonic()
         last = self._last_full_pass
-        self._pass_full = last is None or now - last >= FULL_PASS_INTERVAL_S
-        if self._pass_full:
+        full = last is None or now - last >= FULL_PASS_INTERVAL_S
+        if full:
             self._last_full_pass = now
-        self._cursor = GcCursor() if self._pass_full else GcCursor.incremental()
+        self._cursor = GcCursor() if full else GcCursor.incremental()
         self._pass_started = now
         self.progress.pass_safepoint = self.store.safepoint
         self.progress.pass_phase = self._cursor.phase
@@ -437,7 +435,6 @@ class GcManager:
         p.pass_phase = step.next.phase
         if step.next.done:
             p.passes += 1
-            p.full_passes += self._pass_full
             p.last_pass_seconds = time.monotonic() - self._pass_started
             p.last_pass_end_ms = int(time.time() * 1000)
         return took, step

@@ -25,6 +25,7 @@ collector runs a full pass now and then for those (``coordinator.server.gc``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kvstore.group_commit import WriteContext
@@ -156,6 +157,24 @@ def _plan_writes(reader: Reader, safepoint: int, cursor: GcCursor, budget: int) 
     return out.step(examined, GcCursor(CHANGES, b"", None))
 
 
+def _index_walk(reader: Reader, safepoint: int, start: bytes) -> Iterator[tuple[bytes, bool]]:
+    """The change-index keys from ``start`` a pass reads, each with whether it is at or below the
+    safepoint. Keys are table id (4) + commit_ts (8) + user key: each table's entries at or
+    below the safepoint are one run at the start of its prefix, so after the first key above it
+    (yielded, marked False) the walk skips to the next table."""
+    key = start
+    while True:
+        for k in reader.keys_from("changes", key):
+            if int.from_bytes(k[4:12], "big") <= safepoint:
+                yield k, True
+                continue
+            yield k, False
+            key = table_prefix(table_id_of(k) + 1)
+            break
+        else:
+            return
+
+
 def _plan_changed_keys(reader: Reader, safepoint: int, cursor: GcCursor, budget: int) -> GcStep:
     """An incremental pass's step: the change-index entries at or below the safepoint from
     ``cursor``, each key's history collected and the entry deleted with it. A key with more
@@ -164,57 +183,41 @@ def _plan_changed_keys(reader: Reader, safepoint: int, cursor: GcCursor, budget:
     out = _Doomed()
     examined = 0
     done_keys: set[bytes] = set()  # a key changed several times is collected once per step
-    key = cursor.key
-    while True:
-        jumped = False
-        for k in reader.keys_from("changes", key):
-            if examined >= budget:
-                return out.step(examined, GcCursor(CHANGED_KEYS, k, None))
-            commit_ts, uk = parse_changes_key(k)
-            if commit_ts > safepoint:  # the rest of this table's run is newer: next table
-                key = table_prefix(table_id_of(k) + 1)
-                jumped = True
-                break
-            examined += 1
-            whole = True
-            if uk not in done_keys:
-                done_keys.add(uk)
-                out.start_key()
-                for n, (ts, w) in enumerate(reader.iter_writes(uk, safepoint)):
-                    if n >= 4 * budget:
-                        whole = False
-                        break
-                    examined += 1
-                    out.meet(uk, ts, w)
-                if whole:
-                    out.end_key()
+    for k, old in _index_walk(reader, safepoint, cursor.key):
+        if examined >= budget:
+            return out.step(examined, GcCursor(CHANGED_KEYS, k, None))
+        examined += 1
+        if not old:
+            continue
+        uk = parse_changes_key(k)[1]
+        whole = True
+        if uk not in done_keys:
+            done_keys.add(uk)
+            out.start_key()
+            for n, (ts, w) in enumerate(reader.iter_writes(uk, safepoint)):
+                if n >= 4 * budget:
+                    whole = False
+                    break
+                examined += 1
+                out.meet(uk, ts, w)
             if whole:
-                out.records.append(("changes", k))
-        if not jumped:
-            return out.step(examined, GcCursor(DONE, b"", None))
+                out.end_key()
+        if whole:
+            out.records.append(("changes", k))
+    return out.step(examined, GcCursor(DONE, b"", None))
 
 
 def _plan_changes(reader: Reader, safepoint: int, cursor: GcCursor, budget: int) -> GcStep:
-    """Change-index keys are table id (4) + commit_ts (8) + user key: each table's entries at or
-    below the safepoint are one run at the start of its prefix, so the walk skips from the
-    first entry above the safepoint to the next table."""
+    """A full pass's last phase: every change-index entry at or below the safepoint goes."""
     doomed: list[tuple[str, bytes]] = []
     examined = 0
-    key = cursor.key
-    while True:
-        jumped = False
-        for k in reader.keys_from("changes", key):
-            if examined >= budget:
-                return GcStep(doomed, 0, examined, GcCursor(CHANGES, k, None))
-            examined += 1
-            if int.from_bytes(k[4:12], "big") <= safepoint:
-                doomed.append(("changes", k))
-                continue
-            key = table_prefix(int.from_bytes(k[:4], "big") + 1)
-            jumped = True
-            break
-        if not jumped:
-            return GcStep(doomed, 0, examined, GcCursor(DONE, b"", None))
+    for k, old in _index_walk(reader, safepoint, cursor.key):
+        if examined >= budget:
+            return GcStep(doomed, 0, examined, GcCursor(CHANGES, k, None))
+        examined += 1
+        if old:
+            doomed.append(("changes", k))
+    return GcStep(doomed, 0, examined, GcCursor(DONE, b"", None))
 
 
 def delete_gc_records(ctx: WriteContext, doomed: list[tuple[str, bytes]]) -> None:

@@ -10,7 +10,9 @@ committed epoch), so a job restarted without its Spark checkpoint resumes where 
 says; a replayed batch carries barriers the job already committed, which it skips.
 
 The stream is read on the driver (a SimpleDataSourceStreamReader): a batch is a handful of rows,
-and planning it is one coordinator call.
+and planning it is one coordinator call. ``streamReader`` hands Spark pyspark's own wrapper of it
+with a ``stop()`` that ends the source process quietly when Spark hangs up on it
+(``spark_source.hangup``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 from collections.abc import Iterable, Iterator
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from coordinator.client import Client
@@ -26,6 +29,7 @@ from coordinator.connection import ConnectionSettings
 from coordinator.jobs import BarrierPlan
 from kvstore.errors import InvalidArgument
 from spark_source.connection import client_for
+from spark_source.hangup import end_if_spark_hung_up
 
 SCHEMA = StructType(
     [
@@ -81,6 +85,15 @@ class BarrierStreamReader(SimpleDataSourceStreamReader):
         pass  # progress lives in the coordinator (the job's committed epochs)
 
 
+class QuietBarrierStream(_SimpleStreamReaderWrapper):
+    """pyspark's wrapper of a simple stream reader (the private class its stream source runner
+    tests for with isinstance, so the prefetch-and-cache protocol stays Spark's own), with a
+    ``stop()``, which the wrapper lacks: see ``spark_source.hangup``."""
+
+    def stop(self) -> None:
+        end_if_spark_hung_up()
+
+
 class BarrierDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -104,3 +117,6 @@ class BarrierDataSource(DataSource):
         if limit <= 0:
             raise InvalidArgument(f"job {job!r}: maxBarriersPerTrigger must be positive")
         return BarrierStreamReader(conn, job, None, limit)
+
+    def streamReader(self, schema: StructType) -> QuietBarrierStream:
+        return QuietBarrierStream(self.simpleStreamReader(schema))

@@ -13,7 +13,9 @@ renewed in the background by the driver's Python source process, and moved forwa
 commits an offset (Spark commits a batch's offsets as it starts the next batch, so the lease
 trails by one batch). When the query stops, Spark ends that process without calling ``stop()``
 (PySpark 4.3), so the lease lapses one TTL after the query ends: choose ``leaseSeconds`` as how
-long a stopped stream may stay away and still resume from its checkpoint.
+long a stopped stream may stay away and still resume from its checkpoint. (``stop()`` runs only
+when that process finds Spark gone first; it then releases the lease and ends the process
+quietly, see ``spark_source.hangup``.)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from coordinator.errors import LeaseNotFound
 from coordinator.lease import Lease
 from kvstore.table_info import TableInfo
 from spark_source.connection import client_for
+from spark_source.hangup import end_if_spark_hung_up
 from spark_source.key_ranges import full_range
 from spark_source.options import SourceOptions
 from spark_source.readers import (
@@ -118,7 +121,11 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
         self._hold(int(end["ts"]))
 
     def stop(self) -> None:
-        """Release the lease (when Spark calls it; see the module docstring)."""
-        if self._lease is not None:
-            self._lease.release()
-            self._lease = None
+        """Release the lease (when Spark calls it; see the module docstring), then end the
+        process quietly if Spark has hung up on it."""
+        try:
+            if self._lease is not None:
+                self._lease.release()
+                self._lease = None
+        finally:
+            end_if_spark_hung_up()

@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # pyarrow loads when an Arrow type is first asked for, not wi
 
 ROW_ID_COLUMN = "_row_id"
 _EPOCH_DATE = dt.date(1970, 1, 1)
+# For scaleb, which rounds to its context's precision (28 digits by default, so a DECIMAL(38, s)
+# of more than 28 digits was silently rounded on write and on read): with this one it is exact.
+_DECIMAL_CTX = decimal.Context(prec=decimal.MAX_PREC)
 _EPOCH_DT = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -266,7 +269,7 @@ def to_storage(table: str, col: Column, value: object) -> object:
         d = decimal.Decimal(value)
         if not d.is_finite():
             raise bad(f"finite {col.type.ddl()}")
-        unscaled = d.scaleb(col.type.scale)
+        unscaled = d.scaleb(col.type.scale, _DECIMAL_CTX)
         if unscaled != unscaled.to_integral_value():
             raise bad(f"{col.type.ddl()} with at most {col.type.scale} fractional digits")
         n = int(unscaled)
@@ -288,4 +291,4 @@ def from_storage(col: Column, value: object) -> object:
         return _EPOCH_DATE + dt.timedelta(days=value)
     if kind == "TIMESTAMP":
         return _EPOCH_DT + dt.timedelta(microseconds=value)
-    return decimal.Decimal(value).scaleb(-col.type.scale)
+    return decimal.Decimal(value).scaleb(-col.type.scale, _DECIMAL_CTX)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from decimal import localcontext
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from kvstore.mvcc.keys import KeyCodec
 from kvstore.schema import TableSchema, to_storage
 from spark_sink.ivm.delta import NEW, DeltaRules, NeedsBuild, ZSet
 from spark_sink.ivm.expressions import (
+    WIDE_DECIMALS,
     agg_input,
     compensated,
     compile_expr,
@@ -139,6 +141,11 @@ class GroupDeltas:
         ]
 
     def fold(self, z: ZSet) -> dict[tuple, GroupDelta]:
+        # DECIMAL sums are exact: the default context would round them to 28 digits
+        with localcontext(WIDE_DECIMALS):
+            return self._fold(z)
+
+    def _fold(self, z: ZSet) -> dict[tuple, GroupDelta]:
         out: dict[tuple, GroupDelta] = {}
         aggs = self.agg.aggs
         for r, w in zip(z.rows, z.weights, strict=True):
@@ -444,6 +451,11 @@ class AggregateState:
 def merge(agg: Aggregate, old: GroupState | None, d: GroupDelta, g: tuple = ()) -> GroupState:
     """The group's new state from its plain aggregates' changes (values-keeping ones are
     filled in by AggregateState._apply_values)."""
+    with localcontext(WIDE_DECIMALS):  # exact DECIMAL sums, as in GroupDeltas.fold
+        return _merge(agg, old, d, g)
+
+
+def _merge(agg: Aggregate, old: GroupState | None, d: GroupDelta, g: tuple) -> GroupState:
     base = old or GroupState.empty(agg)
     new = GroupState(base.rows + d.rows, list(base.sums), list(base.counts), list(base.comps))
     for j, a in enumerate(agg.aggs):

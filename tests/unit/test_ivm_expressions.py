@@ -299,3 +299,22 @@ def test_date_and_timestamp_arithmetic_as_spark():
     assert ev(Call("date_add", (Lit(None, "date"), Lit(1, "int")), "date")) is None
     with pytest.raises(EvalError, match="out of range"):
         ev(Call("add_months", (day, Lit(12 * 9000, "int")), "date"))
+
+
+def test_decimal_sums_past_28_digits_stay_exact():
+    """A DECIMAL(30,2) running sum (the state of SUM over DECIMAL(20,2)) keeps every digit:
+    Python's default decimal context would round the fold and the merge to 28."""
+    scan = Scan("t", (Attr(1, "g", "int", False), Attr(2, "v", "decimal(20,2)", True)))
+    aggs = (AggCall("sum", (Col(2),), "decimal(30,2)", "decimal(20,2)"),)
+    outs = (
+        (Attr(10, "g", "int", False), GroupRef(0)),
+        (Attr(11, "s", "decimal(30,2)", True), AggRef(0)),
+    )
+    agg = Aggregate((Col(1),), ("int",), aggs, outs, scan)
+    big = Decimal("987654321098765432.12")
+    z = ZSet((1, 2), [(1, big), (1, big), (1, Decimal("0.01"))], [1, 1, 1])
+    folded = GroupDeltas(agg, z.ids).fold(z)
+    start = GroupState(1, [Decimal("123456789012345678901234567.89")], [1], [0.0])
+    g = merge(agg, start, folded[(1,)])
+    assert g.sums[0] == Decimal("123456790987654321098765432.14")
+    assert str(g.sums[0]) == "123456790987654321098765432.14"

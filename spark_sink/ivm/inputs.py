@@ -52,7 +52,9 @@ class StoreInputs:
 
     ``old``/``new``: each source's read ts at the previous barrier and at this one.
     ``state_ts``: where state tables are read (the epoch's start_ts: their last committed
-    version, which reflects every source at its ``old`` ts)."""
+    version, which reflects every source at its ``old`` ts). ``unchanged``: sources known to
+    have no change between ``old`` and ``new`` (counted on the server): their change is empty
+    without a scan."""
 
     def __init__(
         self,
@@ -62,12 +64,15 @@ class StoreInputs:
         new: dict[str, int],
         state_ts: int,
         indexes: dict[tuple[str, str], TableInfo],
+        unchanged: frozenset[str] = frozenset(),
     ) -> None:
         self.client = client
         self.infos = infos
         self.old, self.new = old, new
         self.state_ts = state_ts
         self.indexes = indexes
+        self.unchanged = unchanged
+        self.scanned: list[str] = []  # the sources whose changes were scanned, in order
         self._changes: dict[str, tuple[list[tuple], list[int]]] = {}
         self._cols = {
             t: tuple(c.name for c in i.table_schema.visible_columns) for t, i in infos.items()
@@ -92,7 +97,8 @@ class StoreInputs:
         raws: list[bytes] = []
         weights: list[int] = []
         lo, hi = self.old[table], self.new[table]
-        if hi > lo:
+        if hi > lo and table not in self.unchanged:
+            self.scanned.append(table)
             c = self.client
             for ch in c.with_lock_wait(lambda: c.store.scan_changes(table, lo, hi)):
                 if ch.old is not None:

@@ -140,6 +140,7 @@ class Incremental:
         new_ts = {t: ts for t, (ts, _) in reads.items()}
         last = self._last
         keys = 0
+        unchanged: frozenset[str] = frozenset()  # sources proven to have no change: not scanned
         rebuild = attempt.info.rebuild
         if rebuild:
             build, why = True, f"a build: a rebuild was requested (revision {rebuild})"
@@ -150,7 +151,7 @@ class Incremental:
         elif set(last.sources) != set(new_ts):
             build, why = True, "a build: the sources changed"
         else:
-            build, why, keys = self._choose(client, last.sources, new_ts)
+            build, why, keys, unchanged = self._choose(client, last.sources, new_ts)
         view = client.describe_table(spec.target, refresh=True)
         target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
@@ -159,7 +160,9 @@ class Incremental:
             if not build:
                 assert last is not None
                 try:
-                    counts = self._delta(client, attempt, view, last.sources, new_ts, laps)
+                    counts = self._delta(
+                        client, attempt, view, last.sources, new_ts, laps, unchanged
+                    )
                 except NeedsBuild as e:  # raised before the delta wrote anything
                     build, why = True, f"a build: {e}"
             if build:
@@ -213,18 +216,19 @@ class Incremental:
 
     def _choose(
         self, client: Client, old: dict[str, int], new: dict[str, int]
-    ) -> tuple[bool, str, int]:
-        """(build?, why, changed keys counted) for an epoch after the first: under ``auto`` the
-        cheaper by this view's measured costs (spark_sink.ivm.cost); under ``incremental``
-        always a delta. Keys are counted on the server, up to the break-even count."""
+    ) -> tuple[bool, str, int, frozenset[str]]:
+        """(build?, why, changed keys counted, sources counted to have no change) for an epoch
+        after the first: under ``auto`` the cheaper by this view's measured costs
+        (spark_sink.ivm.cost); under ``incremental`` always a delta. Keys are counted on the
+        server, up to the break-even count."""
         strict = self.asked == INCREMENTAL
         if self.cost.build_s is None:
             cap = BULK_CHANGE_KEYS  # no build measured (metadata of an older version)
         else:
             cap = self.cost.break_even()
-        keys, over = self._count_keys(client, old, new, cap)
+        keys, over, unchanged = self._count_keys(client, old, new, cap)
         if strict:
-            return False, f"a delta: strategy incremental ({keys} changed keys)", keys
+            return False, f"a delta: strategy incremental ({keys} changed keys)", keys, unchanged
         build_s = self.cost.build_s
         est = self.cost.delta_s(keys)
         b = f"{build_s:.2f}s" if build_s is not None else "unmeasured"
@@ -233,16 +237,21 @@ class Incremental:
                 True,
                 f"a build by cost: {keys}+ changed keys, a delta ~{est:.2f}s >= a build {b}",
                 keys,
+                unchanged,
             )
-        return False, f"a delta by cost: {keys} changed keys, ~{est:.3f}s < a build {b}", keys
+        why = f"a delta by cost: {keys} changed keys, ~{est:.3f}s < a build {b}"
+        return False, why, keys, unchanged
 
     @staticmethod
     def _count_keys(
         client: Client, old: dict[str, int], new: dict[str, int], cap: int
-    ) -> tuple[int, bool]:
-        """The changed keys of all sources between the barriers, counted up to ``cap``; and
-        whether the count reached it."""
+    ) -> tuple[int, bool, frozenset[str]]:
+        """The changed keys of all sources between the barriers, counted up to ``cap``; whether
+        the count reached it; and the sources whose count, made in full, found no change: the
+        delta need not scan those (the count and the scan read the same change index, which
+        the job's hold on its last epoch keeps from GC)."""
         total = 0
+        unchanged = set()
         for table, hi in new.items():
             lo = old.get(table, hi)
             if hi <= lo:
@@ -250,8 +259,10 @@ class Incremental:
             ts, n = client.store.change_boundary(table, lo, hi, max(1, cap - total))
             total += n
             if ts < hi or total >= cap:
-                return total, True
-        return total, False
+                return total, True, frozenset(unchanged)
+            if n == 0:
+                unchanged.add(table)
+        return total, False, frozenset(unchanged)
 
     # ------------------------------------------------------------------ build
 
@@ -465,15 +476,17 @@ class Incremental:
         old: dict[str, int],
         new: dict[str, int],
         laps: Laps,
+        unchanged: frozenset[str] = frozenset(),
     ) -> dict:
         """Write the view's and the state tables' change between the barriers of ``old`` and
-        ``new`` (each source's read ts) into the attempt; returns the epoch's counters."""
+        ``new`` (each source's read ts) into the attempt; returns the epoch's counters.
+        ``unchanged``: sources known to have no change between them (not scanned)."""
         plan = self.plan
         infos = {t: client.describe_table(t) for t in new}
         indexes = {}
         for st in plan.index_tables():
             indexes[(st.source, st.column)] = client.describe_table(st.name)
-        inputs = StoreInputs(client, infos, old, new, attempt.start_ts, indexes)
+        inputs = StoreInputs(client, infos, old, new, attempt.start_ts, indexes, unchanged)
         groups = {}
         for st in plan.groups_tables():
             info = client.describe_table(st.name)

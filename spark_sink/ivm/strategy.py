@@ -251,7 +251,7 @@ class Incremental:
         delta need not scan those (the count and the scan read the same change index, which
         the job's hold on its last epoch keeps from GC)."""
         total = 0
-        unchanged = set()
+        unchanged: set[str] = set()
         for table, hi in new.items():
             lo = old.get(table, hi)
             if hi <= lo:

@@ -5,13 +5,12 @@ reads a table whole. Rows are decoded in bulk (``decode_rows``: one vectorized
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 
 from coordinator.client import Client
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.rowcodec import RowCodec
-from kvstore.schema import Column, to_storage
+from kvstore.schema import Column, from_storage, to_storage
 from kvstore.table_info import TableInfo
 from spark_sink.ivm.delta import NEW, Access
 from spark_source.key_ranges import after
@@ -22,9 +21,6 @@ def encode_key(info: TableInfo, values: tuple | list) -> bytes:
     cols = info.table_schema.key_columns
     stored = tuple(to_storage(info.name, c, v) for c, v in zip(cols, values, strict=True))
     return info.key_codec.encode_values(stored)
-
-
-_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def decode_rows(columns: list[Column], codec: RowCodec, raws: list[bytes]) -> list[tuple]:
@@ -38,13 +34,14 @@ def decode_rows(columns: list[Column], codec: RowCodec, raws: list[bytes]) -> li
     cols = []
     for c, arr in zip(columns, batch.columns, strict=True):
         if c.type.kind == "TIMESTAMP":  # Arrow's tzinfo is zoneinfo's UTC; decode's is dt.UTC
-            us = arr.cast("int64").to_pylist()
-            cols.append(
-                [None if v is None else _EPOCH_UTC + dt.timedelta(microseconds=v) for v in us]
-            )
+            cols.append([from_storage(c, v) for v in arr.cast("int64").to_pylist()])
         else:
             cols.append(arr.to_pylist())
     return list(zip(*cols, strict=True))
+
+
+def _decode(info: TableInfo, raws: list[bytes]) -> list[tuple]:
+    return decode_rows(info.table_schema.visible_columns, info.row_codec, raws)
 
 
 class StoreInputs:
@@ -107,7 +104,7 @@ class StoreInputs:
                 if ch.new is not None:
                     raws.append(ch.new)
                     weights.append(1)
-        rows = self._decode_all(self.infos[table], raws)
+        rows = _decode(self.infos[table], raws)
         self.changes_read += len(rows)
         self._changes[table] = (rows, weights)
         return rows, weights
@@ -132,8 +129,7 @@ class StoreInputs:
             ranges.append((p, KeyCodec.prefix_end(p)))
         ix_names = [c.name for c in ix.table_schema.visible_columns]
         at = [ix_names.index(f"p_{p}") for p in self.primary_key(table)]
-        raws = [raw for _, vals in self._scan(ranges, self.state_ts) for raw in vals]
-        pks = {tuple(r[i] for i in at) for r in self._decode_all(ix, raws)}
+        pks = {tuple(r[i] for i in at) for r in self._read(ix, ranges, self.state_ts)}
         rows = self.read_by_key(info, pks, ts) if pks else []
         if side == NEW:
             # Rows that gained the value since the index's version: the change's new images.
@@ -152,8 +148,7 @@ class StoreInputs:
     def read_by_key(self, info: TableInfo, keys: set[tuple], ts: int) -> list[tuple]:
         """The rows of ``info`` with these primary-key values at ``ts`` (absent ones skipped)."""
         enc = sorted(encode_key(info, k) for k in keys)
-        raws = [v for _, vals in self._scan([(k, after(k)) for k in enc], ts) for v in vals]
-        return self._decode_all(info, raws)
+        return self._read(info, [(k, after(k)) for k in enc], ts)
 
     def read_state(self, info: TableInfo, keys: list[tuple]) -> dict[tuple, list]:
         """State rows by key at ``state_ts``: key tuple -> the non-key values in column order."""
@@ -162,14 +157,8 @@ class StoreInputs:
         ki = [names.index(n) for n in key_names]
         ri = [i for i, n in enumerate(names) if n not in key_names]
         ordered = sorted(encode_key(info, k) for k in keys)
-        raws = [
-            r
-            for _, vals in self._scan([(k, after(k)) for k in ordered], self.state_ts)
-            for r in vals
-        ]
-        return {
-            tuple(row[i] for i in ki): [row[i] for i in ri] for row in self._decode_all(info, raws)
-        }
+        rows = self._read(info, [(k, after(k)) for k in ordered], self.state_ts)
+        return {tuple(row[i] for i in ki): [row[i] for i in ri] for row in rows}
 
     def read_first(
         self, info: TableInfo, prefixes: list[tuple], width: int
@@ -187,13 +176,15 @@ class StoreInputs:
         all_names = [c.name for c in info.table_schema.visible_columns]
         gi = [all_names.index(n) for n in names]
         oi, vi = all_names.index("o"), all_names.index("v")
-        raws = [raw for _, vals in self._scan(ranges, self.state_ts, width) for raw in vals]
         out: dict[tuple, list[tuple[bytes, object]]] = {}
-        for row in self._decode_all(info, raws):
+        for row in self._read(info, ranges, self.state_ts, width):
             out.setdefault(tuple(row[i] for i in gi), []).append((row[oi], row[vi]))
         return out
 
-    def _scan(self, ranges: list[tuple[bytes, bytes]], ts: int, range_limit: int = 0):
+    def _read(
+        self, info: TableInfo, ranges: list[tuple[bytes, bytes]], ts: int, range_limit: int = 0
+    ) -> list[tuple]:
+        """The rows of ``info`` in ``ranges`` at ``ts`` (one ScanRanges), decoded in bulk."""
         if not ranges:
             return []
         c = self.client
@@ -202,8 +193,4 @@ class StoreInputs:
         )
         with self._count_lock:  # reads may run in threads (AggregateState.delta)
             self.rows_read += sum(len(k) for k, _ in chunks)
-        return chunks
-
-    @staticmethod
-    def _decode_all(info: TableInfo, raws: list[bytes]) -> list[tuple]:
-        return decode_rows(info.table_schema.visible_columns, info.row_codec, raws)
+        return _decode(info, [v for _, vals in chunks for v in vals])

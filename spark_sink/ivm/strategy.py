@@ -37,6 +37,7 @@ from spark_sink.ivm.inputs import StoreInputs, encode_key
 from spark_sink.ivm.outer import MatchCounts
 from spark_sink.ivm.plan import catalyst_aggregates, catalyst_joins, joins, output
 from spark_sink.ivm.plan_check import IncrementalPlan
+from spark_sink.ivm.unique_keys import key_is_unique
 from spark_sink.partition_writer import (
     DirectInfo,
 )
@@ -296,6 +297,7 @@ class Incremental:
             attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info),
             attempt.start_ts,
             spec.one_row,
+            unique=self._key_is_unique(client, view),
         )
         for st in self.plan.state:
             info = client.describe_table(st.name, refresh=True)
@@ -313,9 +315,25 @@ class Incremental:
                     F.col(st.column).alias("k"),
                     *(F.col(p).alias(f"p_{p}") for p in src_info.primary_key),
                 )
-            n += write_diff(self.session, sdf, tgt, attempt.start_ts, False)
+            # a state table's key is its GROUP BY (or the source's key): unique by making
+            n += write_diff(self.session, sdf, tgt, attempt.start_ts, False, unique=True)
         laps.lap("build")
         return n
+
+    def _key_is_unique(self, client, view: TableInfo) -> bool:
+        """Whether the plan proves the view's primary key unique in the query's result
+        (spark_sink.ivm.unique_keys): the build then skips its key check."""
+        if self.spec.one_row:
+            return False
+        names = [c.name for c in view.table_schema.visible_columns]
+        attrs = output(self.plan.root)
+        ids = [attrs[names.index(k)].id for k in view.primary_key]
+
+        def pk_of(table: str) -> tuple[str, ...]:
+            info = client.describe_table(table)
+            return () if info.hidden_row_id else tuple(info.primary_key)
+
+        return key_is_unique(self.plan.root, ids, pk_of)
 
     def _df_of(self, plan) -> DataFrame:
         """A DataFrame over a Catalyst logical plan (a part of the query's optimized plan)."""

@@ -193,3 +193,117 @@ def test_write_diff_and_write_rows_directly(session, server, client, table_name)
     got = {r["k"]: (r["v"], r["d"]) for r in client.read(table_name).to_pylist()}
     assert len(got) == len(new) and got[2000] == ("n", None) and got[3][0] is None
     assert got[4][1] != got[4][1] and 5 not in got  # NaN
+
+
+def _no_old_read(monkeypatch) -> None:
+    """Fail the test if write_diff reads the table's old version (the diff's join input)."""
+    import spark_sink.executor_diff as ed
+
+    def refuse(*a, **k):
+        raise AssertionError("write_diff read the old version of a table that held no row")
+
+    monkeypatch.setattr(ed, "read_table", refuse)
+
+
+def test_a_table_that_holds_no_row_is_written_without_a_diff(
+    session, server, client, table_name, monkeypatch
+):
+    """A first build: every row is a PUT, written without reading the (empty) old version; a
+    table whose rows were all deleted before the snapshot counts as empty too."""
+    client.create_table(table_name, "k BIGINT, v STRING", primary_key=["k"])
+    with client.transaction() as t:
+        t.put(table_name, {"k": 1, "v": "gone"})
+    with client.transaction() as t:
+        t.delete(table_name, {"k": 1})
+    info = client.describe_table(table_name)
+    attempt = _attempt(client, f"{table_name}_job", table_name)
+    target = attempt.target(server.address, None, info, "upsert")
+    _no_old_read(monkeypatch)
+    df = session.createDataFrame([(k, f"v{k}") for k in range(500)], "k BIGINT, v STRING")
+    assert write_diff(session, df.repartition(3), target, attempt.start_ts, False) == 500
+    attempt.commit(EpochMetadata(sources={}, fields={}))
+    got = client.read(table_name).to_pylist()
+    assert sorted((r["k"], r["v"]) for r in got) == [(k, f"v{k}") for k in range(500)]
+
+
+def test_a_duplicate_key_is_refused_on_the_fresh_path_too(
+    session, server, client, table_name, monkeypatch
+):
+    client.create_table(table_name, "k BIGINT, v STRING", primary_key=["k"])
+    attempt = _attempt(client, f"{table_name}_job", table_name)
+    target = attempt.target(server.address, None, client.describe_table(table_name), "upsert")
+    _no_old_read(monkeypatch)
+    new = session.createDataFrame([(k, "x") for k in [5, 6, 7, 7, 8]], "k BIGINT, v STRING")
+    with pytest.raises(SchemaMismatch, match=r"\(7,\) appears more than once"):
+        write_diff(session, new, target, attempt.start_ts, False)
+    attempt.commit(EpochMetadata(sources={}, fields={}))
+    assert client.read(table_name).num_rows == 0
+
+
+def test_a_table_with_rows_is_still_diffed(session, server, client, table_name):
+    """The fresh path is taken only when the table holds no row: one committed row makes
+    write_diff read the old version (and delete what the new one lacks)."""
+    import spark_sink.executor_diff as ed
+
+    client.create_table(table_name, "k BIGINT, v STRING", primary_key=["k"])
+    with client.transaction() as t:
+        t.put(table_name, {"k": 1, "v": "old"})
+    attempt = _attempt(client, f"{table_name}_job", table_name)
+    target = attempt.target(server.address, None, client.describe_table(table_name), "upsert")
+    assert ed.holds_rows(target, attempt.start_ts - 1)
+    df = session.createDataFrame([(2, "new")], "k BIGINT, v STRING")
+    assert write_diff(session, df, target, attempt.start_ts, False, unique=True) == 2
+    attempt.commit(EpochMetadata(sources={}, fields={}))
+    assert client.read(table_name).to_pylist() == [{"k": 2, "v": "new"}]
+
+
+def test_a_first_build_with_a_proven_key_skips_the_key_check(
+    spark, server, client, table_name, monkeypatch
+):
+    """orders JOIN customers ON the customers' key, keyed by the orders' key: the plan proves
+    the key unique (spark_sink.ivm.unique_keys), so the first build runs no key check, and its
+    view and index state table are written into empty tables without a diff; the view then
+    equals Spark's result, at the build and after a delta through the index."""
+    import spark_sink.executor_diff as ed
+
+    orders, customers, view = f"{table_name}_o", f"{table_name}_c", f"{table_name}_v"
+    client.create_table(orders, "id BIGINT, customer BIGINT, amount BIGINT", ["id"])
+    client.create_table(customers, "id BIGINT, region INT", ["id"])
+    with client.transaction() as t:
+        for i in range(40):
+            t.put(customers, {"id": i, "region": i % 3})
+        for i in range(400):
+            t.put(orders, {"id": i, "customer": (i * 7) % 40, "amount": i})
+    sql = (
+        f"SELECT o.id, o.amount, c.region FROM {orders} o JOIN {customers} c "
+        "ON o.customer = c.id WHERE c.region < 2"
+    )
+    checks, old_reads = [], []
+    monkeypatch.setattr(ed, "_check_key", lambda *a: checks.append(a))
+    real_read = ed.read_table
+    monkeypatch.setattr(ed, "read_table", lambda *a: old_reads.append(a) or real_read(*a))
+    v = (
+        MaterializedView.builder(spark)
+        .coordinator(server.address)
+        .query(sql)
+        .target(view)
+        .primary_key("id")
+        .strategy("incremental")
+        .build()
+    )
+    v.maintain_available(until=client.tso(), timeout=120)
+    assert checks == [] and old_reads == []
+    with client.transaction() as t:  # a customer's region changes: a lookup through the index
+        t.put(customers, {"id": 5, "region": 2})
+        t.put(customers, {"id": 3, "region": 0})
+    v.maintain_available(until=client.tso(), timeout=120)
+    assert v._strategy.progress.last_strategy == "delta"  # through the index, not a build
+    snap = client.snapshot([orders, customers, view], wait_s=60)
+    got = sorted((r["id"], r["amount"], r["region"]) for r in snap.read(view).to_pylist())
+    region = {r["id"]: r["region"] for r in snap.read(customers).to_pylist()}
+    want = sorted(
+        (r["id"], r["amount"], region[r["customer"]])
+        for r in snap.read(orders).to_pylist()
+        if region[r["customer"]] < 2
+    )
+    assert got == want and len(got) > 100

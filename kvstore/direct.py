@@ -21,7 +21,7 @@ from kvstore import actions
 from kvstore.errors import InvalidArgument, KeyPrewrittenTwice, SnapviewError, TableFenced
 from kvstore.group_commit import WriteContext
 from kvstore.meta_keys import GC_SAFEPOINT
-from kvstore.mvcc.records import Mutation
+from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.private_files import write_private
 from kvstore.storage import Reader, Storage, WriteBuffer
 from kvstore.table_info import TableInfo
@@ -71,12 +71,17 @@ class DirectPrewriter:
         ttl_ms: int,
         encoded_here: bool = False,
     ) -> None:
-        """Lock ``mutations`` (PUTs of rows of ``info``) for txn ``start_ts``, all or none.
+        """Lock ``mutations`` (PUTs of rows of ``info``, and DELETEs of its keys) for txn
+        ``start_ts``, all or none.
 
         Rows are checked as the server checks them, unless ``encoded_here``: the caller built
-        them in this process with ``info``'s own row codec (spark_sink.ArrowEncoder, whose output
-        the tests hold to ``validate_rows``), so the check would re-derive what it just wrote.
-        A key twice in one call is refused (InvalidArgument) either way, as the server does."""
+        them in this process with ``info``'s own row and key codecs (spark_sink.ArrowEncoder,
+        whose output the tests hold to ``validate_rows``, and ``encode_key``), so the check would
+        re-derive what it just wrote. DELETEs are taken only ``encoded_here`` (else handed back,
+        DirectUnavailable: the server checks their keys). A key twice in one call is refused
+        (InvalidArgument) either way, as the server does."""
+        if not encoded_here and any(op is not LockOp.PUT for op, _, _ in mutations):
+            raise DirectUnavailable("a DELETE built elsewhere: the server checks its key")
         keys = [k for _, k, _ in mutations]
         dup = repeated_key(keys)
         if dup is not None:

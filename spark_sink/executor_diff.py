@@ -36,7 +36,6 @@ from spark_sink.partition_writer import (
     Heartbeat,
     direct_prewriter,
     prewrite_chunk,
-    prewrite_remote,
     task_context,
     write_batches,
 )
@@ -226,8 +225,7 @@ def _diff_partition(
     version, DELETE for keys only the old one has); yields one row, its mutation count.
 
     As in write_batches, one prewrite at a time runs on a helper thread while this thread reads
-    and encodes the next batch; PUTs go straight into LMDB when allowed, DELETEs through the
-    server."""
+    and encodes the next batch; PUTs and DELETEs go straight into LMDB when allowed."""
     client = client_for(target.coordinator, target.token)
     enc = ArrowEncoder(target.info)
     direct = direct_prewriter(target)
@@ -270,7 +268,8 @@ def _diff_partition(
                     (LockOp.DELETE, k, b"") for _, k, _ in enc.mutations(gone, mode, 0, 0, 0)
                 ]
                 n += len(dels)
-                submit(prewrite_remote, client, target, dels)
+                for off in range(0, len(dels), group):
+                    submit(prewrite_chunk, client, direct, target, dels[off : off + group])
         settle()
     yield pa.RecordBatch.from_pydict({_COUNT: [n]}, schema=pa.schema([(_COUNT, pa.int64())]))
 

@@ -38,7 +38,6 @@ from spark_sink.partition_writer import (
     EpochTarget,
     direct_prewriter,
     prewrite_chunk,
-    prewrite_remote,
 )
 from spark_sink.query_analysis import read_small, register_sources, rows_bounded_by_inputs
 from spark_source.connection import client_for
@@ -415,14 +414,20 @@ class FullRecompute:
         return muts
 
 
+def _mutation_key(m: Mutation) -> bytes:
+    return m[1]
+
+
 def write_mutations(client: Client, target: EpochTarget, muts: list[Mutation]) -> None:
-    """Prewrite ``muts`` from the driver as secondaries of the epoch (PUTs directly into LMDB
-    when allowed, DELETEs through the server)."""
+    """Prewrite ``muts`` (built in this process by ``ArrowEncoder`` and ``encode_key``) from
+    the driver as secondaries of the epoch: directly into LMDB when allowed, else through the
+    server; in key order."""
     direct = direct_prewriter(target)
-    puts = [m for m in muts if m[0] is LockOp.PUT]
-    deletes = [m for m in muts if m[0] is not LockOp.PUT]
+    # In key order: each LMDB write transaction (and each request to the server) then covers
+    # one key range and dirties each page once, not pages across the whole tree in every one
+    # (a 100k-change epoch's writes: 3.0 s unsorted, 1.2-2.0 s sorted; docs/performance.md).
+    muts = sorted(muts, key=_mutation_key)
     # prewrite_chunk takes DIRECT_TXN_ROWS rows per LMDB transaction and splits what goes
     # to the server into requests itself.
-    for i in range(0, len(puts), DIRECT_TXN_ROWS):
-        prewrite_chunk(client, direct, target, puts[i : i + DIRECT_TXN_ROWS])
-    prewrite_remote(client, target, deletes)
+    for i in range(0, len(muts), DIRECT_TXN_ROWS):
+        prewrite_chunk(client, direct, target, muts[i : i + DIRECT_TXN_ROWS])

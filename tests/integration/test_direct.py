@@ -77,3 +77,24 @@ def test_direct_prewrite_hands_back_what_needs_the_server(server, client, table_
     client.jobs.abort_transaction(table_name, e.epoch, e.start_ts)
     client.store.rollback(other, [info.key_codec.encode({"id": 1})])
     assert client.read(table_name).num_rows == 0
+
+
+def test_direct_deletes_of_keys_encoded_here(server, client, table_name):
+    """A DELETE built in this process (the writer's own key codec) is locked directly and
+    removes the row at commit; one built elsewhere is handed back to the server, which checks
+    its key."""
+    info = client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
+    with client.transaction() as t:
+        for i in range(4):
+            t.put(table_name, {"id": i, "v": "x"})
+    st = client.status()
+    direct = DirectPrewriter(st.lmdb_path, st.map_size_bytes)
+    e = client.jobs.open_transaction(table_name, 0, batch="b:0", owner="o")
+    gone = [(LockOp.DELETE, info.key_codec.encode({"id": i}), b"") for i in (1, 2)]
+    with pytest.raises(DirectUnavailable, match="DELETE"):
+        direct.prewrite(info, gone, e.primary_key, e.start_ts, 20_000)
+    muts = gone + _rows(info, [9])
+    direct.prewrite(info, muts, e.primary_key, e.start_ts, 20_000, encoded_here=True)
+    done = client.jobs.commit_transaction(table_name, e.epoch, e.start_ts)
+    got = sorted(r["id"] for r in client.read(table_name, at=done.commit_ts).to_pylist())
+    assert got == [0, 3, 9]

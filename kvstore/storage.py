@@ -404,8 +404,9 @@ class Reader:
             return None
         return parse_versioned_key(k)[1]
 
-    def iter_writes(self, key: bytes, ts: int = TS_MASK) -> Iterator[tuple[int, Write]]:
-        """Write records of ``key`` with commit_ts <= ts, newest first."""
+    def _versions(self, key: bytes, ts: int) -> Iterator[tuple[bytes, bytes]]:
+        """(versioned key, raw record) of ``key``'s write records with commit_ts <= ts, newest
+        first, unchecked."""
         cur = self._writes()
         if not cur.set_range(versioned_key(key, ts)):
             return
@@ -414,9 +415,23 @@ class Reader:
             k = cur.key()
             if len(k) != n or k[:-8] != key:
                 return
-            yield parse_versioned_key(k)[1], self.parse_write(k, cur.value())
+            yield k, cur.value()
             if not cur.next():
                 return
+
+    def iter_writes(self, key: bytes, ts: int = TS_MASK) -> Iterator[tuple[int, Write]]:
+        """Write records of ``key`` with commit_ts <= ts, newest first."""
+        for k, raw in self._versions(key, ts):
+            yield parse_versioned_key(k)[1], self.parse_write(k, raw)
+
+    def iter_write_records(self, key: bytes, ts: int = TS_MASK) -> Iterator[tuple[int, bytes]]:
+        """``iter_writes`` without parsing: (commit_ts, the sealed record, checked intact),
+        newest first, for a caller that reads the kind byte and the value itself
+        (``actions.get.get_change``, per changed key)."""
+        for k, raw in self._versions(key, ts):
+            if crc32(raw):
+                raise self.damaged("write", k, "write record fails its checksum")
+            yield parse_versioned_key(k)[1], raw
 
     def find_txn_write(self, key: bytes, start_ts: int) -> tuple[int, Write] | None:
         """The commit or rollback record written by the txn ``start_ts`` on ``key``, if any.

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import struct
+
 from kvstore.errors import KeyIsLocked
-from kvstore.mvcc.records import LockOp, WriteKind
+from kvstore.mvcc.records import CRC_BYTES, WRITE_VALUE_OFFSET, WRITE_WITH_VALUE, LockOp, WriteKind
 from kvstore.storage import Reader
 
 
@@ -29,3 +31,57 @@ def get_versioned(reader: Reader, key: bytes, read_ts: int) -> tuple[bytes | Non
         if w.kind is WriteKind.DELETE:
             return None, commit_ts
     return None, 0
+
+
+_STEPS_BEFORE_SEEK = 8  # versions walked past before the old image is sought directly
+_PUT, _DELETE = WriteKind.PUT.value[0], WriteKind.DELETE.value[0]
+_START_TS = struct.Struct(">Q")
+
+
+def get_change(
+    reader: Reader, key: bytes, from_ts: int, to_ts: int
+) -> tuple[bytes | None, bytes | None, int]:
+    """(``get(key, from_ts)``, ``get(key, to_ts)``, the commit_ts of the Put/Delete that decided
+    the second; 0: none), with one lock check and, usually, one cursor pass: the versions are
+    stored newest first, so the write deciding ``from_ts`` is found by walking on from the one
+    deciding ``to_ts`` (a key rewritten many times in between is sought directly instead).
+    Records are read raw (kind byte, inline value; each checked intact), not parsed. Same
+    answers and the same KeyIsLocked as the two gets: ``from_ts`` < ``to_ts``, so a lock that
+    blocks the first blocks the second, which is checked."""
+    lock = reader.get_lock(key)
+    if lock is not None and lock.start_ts <= to_ts and lock.op is not LockOp.LOCK:
+        raise KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
+    new_w: bytes | None = None
+    old_w: bytes | None = None
+    new_ts = steps = 0
+    for commit_ts, raw in reader.iter_write_records(key, to_ts):
+        if raw[0] != _PUT and raw[0] != _DELETE:
+            continue  # a Rollback or Lock record changes nothing
+        if new_w is None:
+            new_w, new_ts = raw, commit_ts
+            if commit_ts > from_ts:
+                continue
+        if commit_ts <= from_ts:
+            old_w = raw
+            break
+        steps += 1
+        if steps >= _STEPS_BEFORE_SEEK:
+            old_w = next(
+                (r for _, r in reader.iter_write_records(key, from_ts) if r[0] in (_PUT, _DELETE)),
+                None,
+            )
+            break
+    if new_w is None:
+        return None, None, 0
+    new = _value(reader, key, new_w)
+    old = new if old_w is new_w else _value(reader, key, old_w)
+    return old, new, new_ts
+
+
+def _value(reader: Reader, key: bytes, raw: bytes | None) -> bytes | None:
+    """A Put record's value (inline, or from the data CF as ``get`` reads it); None else."""
+    if raw is None or raw[0] != _PUT:
+        return None
+    if len(raw) >= WRITE_WITH_VALUE:
+        return raw[WRITE_VALUE_OFFSET:-CRC_BYTES]
+    return reader.get_data(key, _START_TS.unpack_from(raw, 1)[0])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from kvstore.actions.get import get, get_versioned
+from kvstore.actions.get import get_change
 from kvstore.actions.scan import first_blocking_lock
 from kvstore.mvcc.keys import table_prefix
 from kvstore.results import ChangeRecord
@@ -82,8 +82,7 @@ def change_records(
     for uk in keys:
         # The newest Put/Delete at or below to_ts is the key's newest change in the interval
         # (the change index holds exactly those commits): it gives the new image and commit_ts.
-        new, commit_ts = get_versioned(reader, uk, to_ts)  # checks the key's lock
-        old = get(reader, uk, from_ts)
+        old, new, commit_ts = get_change(reader, uk, from_ts, to_ts)  # checks the key's lock
         if old != new:
             out.append(ChangeRecord(uk, old, new, commit_ts))
     return out
@@ -105,8 +104,7 @@ def _net_changes(
     reader: Reader, keys: list[bytes], from_ts: int, to_ts: int
 ) -> Iterator[tuple[bytes, bytes | None, bytes | None]]:
     for uk in keys:
-        new = get(reader, uk, to_ts)  # checks the key's lock
-        old = get(reader, uk, from_ts)
+        old, new, _ = get_change(reader, uk, from_ts, to_ts)  # checks the key's lock
         if old != new:
             yield uk, old, new
 

@@ -1,0 +1,103 @@
+"""get_change (one lock check, one raw cursor pass) against the two gets it replaces in every
+change scan, over seeded random version histories on a real LocalStore: Puts short and long
+(the data CF), Deletes, Rollbacks, keys rewritten many times inside the interval (the direct
+seek), and locks in the way."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kvstore import actions
+from kvstore.actions.get import get, get_change, get_versioned
+from kvstore.errors import DataLoss, KeyIsLocked
+from kvstore.mvcc.records import SHORT_VALUE_MAX
+from kvstore.store import LocalStore
+from kvstore.testing import Kv
+
+
+@pytest.fixture
+def kv(tmp_path):
+    store = LocalStore(str(tmp_path / "lmdb"), sync=False)
+    try:
+        yield Kv(store)
+    finally:
+        store.close()
+
+
+def _history(kv: Kv, rng: random.Random, keys: int) -> int:
+    """Random committed Puts, Deletes and rolled-back Puts on keys 0..keys-1; returns the last
+    ts used. Some keys get 20+ versions, some values go to the data CF."""
+    ts = 10
+    for _ in range(keys * 6):
+        k = rng.randrange(keys) if rng.random() < 0.8 else 0  # key 0: many versions
+        ts += 2
+        r = rng.random()
+        if r < 0.6:
+            v = "x" * (SHORT_VALUE_MAX + 10) if rng.random() < 0.2 else f"v{ts}"
+            kv.must_put(k, v, ts, ts + 1)
+        elif r < 0.85:
+            kv.must_prewrite_delete(k, k, ts)
+            kv.must_commit(k, ts, ts + 1)
+        else:
+            kv.must_prewrite_put(k, "gone", k, ts)
+            kv.must_rollback(k, ts)
+    return ts + 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_get_change_equals_the_two_gets(kv, seed):
+    rng = random.Random(seed)
+    last = _history(kv, rng, 12)
+    with kv.store.storage.read_txn() as r:
+        for _ in range(300):
+            k = kv.key(rng.randrange(13))  # key 12 has no version at all
+            a, b = sorted(rng.sample(range(5, last + 3), 2))
+            new, commit_ts = get_versioned(r, k, b)
+            assert get_change(r, k, a, b) == (get(r, k, a), new, commit_ts)
+        # key 0 has 20+ versions: from before its first one, the walk gives up and seeks
+        new, commit_ts = get_versioned(r, kv.key(0), last)
+        assert get_change(r, kv.key(0), 9, last) == (None, new, commit_ts)
+
+
+def test_change_records_and_counts_agree_with_the_gets(kv):
+    rng = random.Random(7)
+    last = _history(kv, rng, 30)
+    keys = [kv.key(k) for k in range(31)]
+    mid = last // 2
+    with kv.store.storage.read_txn() as r:
+        want = [
+            (k, get(r, k, mid), get(r, k, last)) for k in keys if get(r, k, mid) != get(r, k, last)
+        ]
+        got = actions.change_records(r, keys, mid, last)
+        assert [(c.key, c.old, c.new) for c in got] == want
+        restored = sum(1 for _, old, _ in want if old is not None)
+        assert actions.count_changes(r, keys, mid, last) == (restored, len(want) - restored)
+
+
+def test_a_lock_in_the_interval_or_below_it_blocks(kv):
+    kv.must_put(1, "a", 10, 11)
+    kv.must_prewrite_put(1, "b", 1, 20)
+    with kv.store.storage.read_txn() as r:
+        a = get(r, kv.key(1), 12)
+        assert a is not None and get_change(r, kv.key(1), 12, 19) == (a, a, 11)
+        for a, b in ((12, 25), (5, 20)):
+            with pytest.raises(KeyIsLocked):
+                get_change(r, kv.key(1), a, b)
+
+
+def test_a_damaged_write_record_is_data_loss(kv):
+    """A flipped byte in a write record is refused, not read as another kind or value."""
+    kv.must_put(1, "a", 10, 11)
+    kv.must_put(1, "b", 12, 13)
+    storage = kv.store.storage
+    from kvstore.mvcc.keys import versioned_key
+
+    vkey = versioned_key(kv.key(1), 13)
+    with storage.env.begin(write=True) as txn:
+        raw = bytearray(txn.get(vkey, db=storage.cf["write"]))
+        raw[0] ^= 0x14  # 'P' -> 'D'
+        txn.put(vkey, bytes(raw), db=storage.cf["write"])
+    with storage.read_txn() as r, pytest.raises(DataLoss):
+        get_change(r, kv.key(1), 11, 20)

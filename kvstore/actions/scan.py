@@ -133,7 +133,10 @@ def scan_ranges(
             if room < range_limit and keys:
                 return keys, values, i, None
             room = min(room, range_limit)
-        ks, vs = scan(reader, start, end, read_ts, room, first_run=_RANGE_FIRST_RUN)
+        if end == start + b"\0" and room:  # one key alone: a point read, same rules
+            ks, vs = _point(reader, start, read_ts)
+        else:
+            ks, vs = scan(reader, start, end, read_ts, room, first_run=_RANGE_FIRST_RUN)
         keys += ks
         values += vs
         if len(ks) == room and not range_limit:  # the range may hold more: go on inside it
@@ -234,6 +237,24 @@ def _select_fixed(
                 else _data(reader, k[:-8], _TS.unpack_from(v, 1)[0])
             )
     return last
+
+
+def _point(reader: Reader, key: bytes, read_ts: int) -> tuple[list[bytes], list[bytes]]:
+    """``scan`` of the range holding ``key`` alone: its lock checked, then its versions walked
+    raw (each checked intact) to the newest Put/Delete at or below read_ts; no cursor over the
+    lock CF and no run of records past the key, which a scan of a short range reads."""
+    lock = reader.get_lock(key)
+    if lock is not None and lock.start_ts <= read_ts and lock.op is not LockOp.LOCK:
+        raise KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    for _, raw in reader.iter_write_records(key, read_ts):
+        if raw[0] == 0x50:  # Put
+            _emit(reader, key, raw, keys, values)
+            break
+        if raw[0] == 0x44:  # Delete
+            break
+    return keys, values
 
 
 def _emit(reader: Reader, uk: bytes, v: bytes, keys: list[bytes], values: list[bytes]) -> None:

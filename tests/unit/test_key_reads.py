@@ -1,7 +1,10 @@
-"""get_change (one lock check, one raw cursor pass) against the two gets it replaces in every
-change scan, over seeded random version histories on a real LocalStore: Puts short and long
-(the data CF), Deletes, Rollbacks, keys rewritten many times inside the interval (the direct
-seek), and locks in the way."""
+"""The server's per-key reads against what they replaced, over seeded random version histories
+on a real LocalStore (Puts short and long, the data CF; Deletes; Rollbacks; keys rewritten many
+times; locks in the way; damaged records):
+
+- get_change (one lock check, one raw walk down the versions) against the two gets of every
+  change scan;
+- scan_ranges' point read of a range holding one key against scan of that range."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import pytest
 
 from kvstore import actions
 from kvstore.actions.get import get, get_change, get_versioned
+from kvstore.actions.scan import scan, scan_ranges
 from kvstore.errors import DataLoss, KeyIsLocked
 from kvstore.mvcc.records import SHORT_VALUE_MAX
 from kvstore.store import LocalStore
@@ -101,3 +105,38 @@ def test_a_damaged_write_record_is_data_loss(kv):
         txn.put(vkey, bytes(raw), db=storage.cf["write"])
     with storage.read_txn() as r, pytest.raises(DataLoss):
         get_change(r, kv.key(1), 11, 20)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_point_ranges_read_as_scan_reads_them(kv, seed):
+    rng = random.Random(100 + seed)
+    last = _history(kv, rng, 12)
+    with kv.store.storage.read_txn() as r:
+        for _ in range(100):
+            ks = [kv.key(rng.randrange(13)) for _ in range(rng.randrange(1, 6))]
+            ts = rng.randrange(5, last + 3)
+            ranges = [(k, k + b"\0") for k in ks]
+            want_k: list[bytes] = []
+            want_v: list[bytes] = []
+            for k in ks:
+                a, b = scan(r, k, k + b"\0", ts)
+                want_k += a
+                want_v += b
+            got_k, got_v, done, resume = scan_ranges(r, ranges, ts, 100, 1 << 30)
+            assert (got_k, got_v, done, resume) == (want_k, want_v, len(ranges), None)
+
+
+def test_a_point_read_is_blocked_by_a_lock_and_refuses_a_lost_value(kv):
+    kv.must_put(1, "x" * (SHORT_VALUE_MAX + 10), 10, 11)  # its value sits in the data CF
+    kv.must_prewrite_put(2, "b", 2, 20)
+    with kv.store.storage.read_txn() as r:
+        with pytest.raises(KeyIsLocked):
+            scan_ranges(r, [(kv.key(2), kv.key(2) + b"\0")], 25, 10, 1 << 30)
+        assert scan_ranges(r, [(kv.key(2), kv.key(2) + b"\0")], 15, 10, 1 << 30)[0] == []
+    storage = kv.store.storage
+    from kvstore.mvcc.keys import versioned_key
+
+    with storage.env.begin(write=True) as txn:
+        assert txn.delete(versioned_key(kv.key(1), 10), db=storage.cf["data"])
+    with storage.read_txn() as r, pytest.raises(DataLoss):
+        scan_ranges(r, [(kv.key(1), kv.key(1) + b"\0")], 15, 10, 1 << 30)

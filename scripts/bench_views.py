@@ -3,11 +3,16 @@
     .venv/bin/python scripts/bench_views.py [--sizes 1000000,10000000] [--barriers 20]
                                             [--fr-barriers 5] [--runs 1] [--views agg,fk,nk]
     .venv/bin/python scripts/bench_views.py --sizes 1000000 --crossover 1000,10000,100000,1000000
+    .venv/bin/python scripts/bench_views.py --sizes 1000000 --fr-barriers 0 --peers duckdb
 
 Views (--views): ``agg``, ``fk``, ``nk`` below, and ``lj`` (customers LEFT JOIN orders with an
 aggregate per customer), ``mm`` (MIN and MAX of amount per group; the workload deletes a group's
 current minimum in a tenth of its changes) and ``cd`` (COUNT(DISTINCT customer) per group).
---crossover: see ``crossover``.
+--crossover: see ``crossover``. --peers duckdb: DuckDB (``scripts/peer_duckdb.py``, installed
+into this interpreter on demand) holds copies of the sources, takes each barrier's change as the
+workload made it and recomputes every view whole; its per-barrier time (apply + recompute) is
+printed beside each view's incremental epochs, and its views must equal snapview's at the end of
+each run.
 
 For each size N in --sizes: ``orders`` (N rows), ``customers`` (100,000 rows, key id) and
 ``shipments`` (N/2 rows, key id, ``order_id`` not a key) are loaded (timed), and three views are
@@ -58,6 +63,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import coordinator  # noqa: E402
 from snapview.embedded import EmbeddedServer  # noqa: E402
 from snapview.local_spark import local_session  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_duckdb import DuckPeer, ensure_duckdb  # noqa: E402
 
 CUSTOMERS = 100_000
 GROUPS = 10_000
@@ -183,6 +191,7 @@ class Workload:
         self.gone_ships: set[int] = set()
         self.extremes: list[int] = []  # orders inserted as their group's minimum last barrier
         self.low = 0
+        self.log: list[tuple[str, str, dict]] | None = None  # set: each write is recorded here
 
     def _pick(self, hi: int, gone: set[int], k: int) -> list[int]:
         out: set[int] = set()
@@ -196,7 +205,8 @@ class Workload:
         rng, t = self.rng, self.t
         ids = self._pick(self.next_order, self.gone_orders, 700)
         sids = self._pick(self.next_ship, self.gone_ships, 150)
-        with c.transaction(lock_ttl_ms=60_000) as tx:
+        with c.transaction(lock_ttl_ms=60_000) as txn:
+            tx = txn if self.log is None else _Logged(txn, self.log)
             for i in ids[:400]:  # updates: a new group, customer and amount
                 tx.put(
                     t["orders"],
@@ -249,8 +259,36 @@ class Workload:
                     },
                 )
                 self.next_ship += 1
-        assert tx.commit_ts is not None
-        return tx.commit_ts
+        assert txn.commit_ts is not None
+        return txn.commit_ts
+
+
+def replay(peer, w: Workload, n: int, timed: dict[str, list[float]] | None = None) -> None:
+    """The peer takes the barrier's change ``w`` logged and recomputes every view whole; with
+    ``timed``, each view's apply + recompute seconds are appended to it."""
+    if peer is None or w.log is None:
+        return
+    apply_s = peer.apply(w.log)
+    w.log.clear()
+    for name in VIEWS:
+        secs = apply_s + peer.recompute(name, queries(n)[name][0])
+        if timed is not None:
+            timed[name].append(secs)
+
+
+class _Logged:
+    """A transaction that also records its writes (for a peer that replays them)."""
+
+    def __init__(self, tx, log: list[tuple[str, str, dict]]) -> None:
+        self.tx, self.log = tx, log
+
+    def put(self, table: str, row: dict) -> None:
+        self.log.append(("put", table, row))
+        self.tx.put(table, row)
+
+    def delete(self, table: str, key: dict) -> None:
+        self.log.append(("delete", table, key))
+        self.tx.delete(table, key)
 
 
 class Recorder:
@@ -354,6 +392,13 @@ def main() -> int:
     ap.add_argument("--barrier-interval", default="1s")
     ap.add_argument("--views", default="agg,fk,nk", help="a subset of agg,fk,nk,lj,mm,cd")
     ap.add_argument(
+        "--peers",
+        default="",
+        help="duckdb: also keep the sources in DuckDB (installed on demand), apply each "
+        "barrier's change there and recompute every view whole, timed beside the incremental "
+        "epochs (scripts/peer_duckdb.py)",
+    )
+    ap.add_argument(
         "--crossover",
         default="",
         help="change sizes (e.g. 1000,10000,100000,1000000): instead of the figures above, one "
@@ -392,13 +437,24 @@ def main() -> int:
             print(f"size {n:,}:", flush=True)
             recs, build_s = build_views(c, views)
             w = Workload(n, seed=n)
+            peer = None
+            if "duckdb" in args.peers.split(","):
+                duckdb = ensure_duckdb()
+                if duckdb is not None:
+                    t = names(n)
+                    peer = DuckPeer(duckdb, c, {t[k]: "id" for k in t}, at=c.tso())
+                    w.log = []
+                    print(f"  DuckDB {peer.version} peer loaded", flush=True)
+
             runs = []
             for run in range(args.runs):
                 inc: dict[str, list[dict]] = {v: [] for v in VIEWS}
                 fr: dict[str, list[dict]] = {v: [] for v in VIEWS}
                 # Phase 1: every view through --fr-barriers barriers (the full-recompute figures).
+                duck: dict[str, list[float]] = {v: [] for v in VIEWS}
                 for _ in range(args.fr_barriers):
                     ts = w.apply(c)
+                    replay(peer, w, n)
                     for name in VIEWS:
                         views[(name, "inc")].maintain_available(until=ts, timeout=600)
                         recs[(name, "inc")].take()
@@ -410,6 +466,7 @@ def main() -> int:
                 rss = []
                 for _ in range(args.barriers):
                     ts = w.apply(c)
+                    replay(peer, w, n, duck)
                     for name in VIEWS:
                         views[(name, "inc")].maintain_available(until=ts, timeout=600)
                         inc[name] += recs[(name, "inc")].take()
@@ -418,11 +475,15 @@ def main() -> int:
                 tracemalloc.start()
                 for _ in range(args.traced):
                     ts = w.apply(c)
+                    replay(peer, w, n)
                     for name in VIEWS:
                         views[(name, "inc")].maintain_available(until=ts, timeout=600)
                         recs[(name, "inc")].take()
                 heap_peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
+                if peer is not None:  # the peer's views equal snapview's at the last barrier
+                    for name in VIEWS:
+                        peer.check(name, c, f"{name}_inc_{n}")
                 runs.append(
                     {
                         "inc": inc,
@@ -431,6 +492,7 @@ def main() -> int:
                         "anon": (rss[0][0], max(a for a, _ in rss)),
                         "file": max(f for _, f in rss),
                         "heap_peak": heap_peak,
+                        "duck": duck,
                     }
                 )
                 report_run(n, run, inc, fr, runs[-1])
@@ -564,6 +626,16 @@ def report_run(n: int, run: int, inc, fr, r) -> None:
             + (f"{statistics.median(f):.3f}s" if f else "-"),
             flush=True,
         )
+    for name in VIEWS:
+        d = r["duck"].get(name) or []
+        if d and inc[name]:
+            i50 = pct([x["epoch_s"] for x in inc[name]], 50)
+            print(
+                f"    {name}: DuckDB apply + recompute whole, {len(d)} barriers p50 "
+                f"{pct(d, 50):.3f}s p99 {pct(d, 99):.3f}s; DuckDB / incremental "
+                f"{pct(d, 50) / i50:.2f}x",
+                flush=True,
+            )
     print(
         f"    driver memory over the incremental epochs: ru_maxrss {r['maxrss'][0] / 1024:.0f} MB "
         f"before, {r['maxrss'][1] / 1024:.0f} MB after; RssAnon {r['anon'][0] / 1024:.0f} MB at "
@@ -581,7 +653,9 @@ def summarize(runs: list[dict]) -> dict:
         f50 = [
             statistics.median(x["epoch_s"] for x in r["fr"][name]) for r in runs if r["fr"][name]
         ]
+        d50 = [pct(r["duck"][name], 50) for r in runs if r["duck"].get(name)]
         out[name] = {
+            "duck_p50": statistics.median(d50) if d50 else float("nan"),
             "inc_p50": statistics.median(i50) if i50 else float("nan"),
             "inc_p99": statistics.median(i99) if i99 else float("nan"),
             "fr_p50": statistics.median(f50) if f50 else float("nan"),
@@ -606,6 +680,7 @@ def print_summary(sizes: list[int], results: dict, args) -> None:
     )
     print(
         f"  {'size':>12} {'view':>4} {'inc p50':>9} {'inc p99':>9} {'full p50':>9} {'full/inc':>9}"
+        f" {'duckdb p50':>11} {'duckdb/inc':>11}"
     )
     for n in sizes:
         for name in VIEWS:
@@ -613,6 +688,7 @@ def print_summary(sizes: list[int], results: dict, args) -> None:
             print(
                 f"  {n:>12,} {name:>4} {r['inc_p50']:>8.3f}s {r['inc_p99']:>8.3f}s "
                 f"{r['fr_p50']:>8.3f}s {r['fr_p50'] / r['inc_p50']:>8.1f}x"
+                f" {r['duck_p50']:>10.3f}s {r['duck_p50'] / r['inc_p50']:>10.2f}x"
             )
     lo, hi = sizes[0], sizes[-1]
     for name in VIEWS:

@@ -8,6 +8,9 @@ from kvstore.errors import KeyIsLocked
 from kvstore.mvcc.records import CRC_BYTES, WRITE_VALUE_OFFSET, WRITE_WITH_VALUE, LockOp, WriteKind
 from kvstore.storage import Reader
 
+_PUT, _DELETE = WriteKind.PUT.value[0], WriteKind.DELETE.value[0]  # a raw record's kind byte
+_START_TS = struct.Struct(">Q")
+
 
 def get(reader: Reader, key: bytes, read_ts: int) -> bytes | None:
     """The value of ``key`` as of ``read_ts``: the newest Put at or below read_ts, or None if the
@@ -19,11 +22,27 @@ def get(reader: Reader, key: bytes, read_ts: int) -> bytes | None:
     return get_versioned(reader, key, read_ts)[0]
 
 
-def get_versioned(reader: Reader, key: bytes, read_ts: int) -> tuple[bytes | None, int]:
-    """``get``'s answer and the commit_ts of the Put/Delete that decided it (0: none)."""
+def check_lock(reader: Reader, key: bytes, read_ts: int) -> None:
+    """Raise KeyIsLocked if a Put/Delete lock with start_ts <= read_ts holds ``key``: its txn
+    may commit at or below read_ts, so no point read of ``key`` there may read past it."""
     lock = reader.get_lock(key)
     if lock is not None and lock.start_ts <= read_ts and lock.op is not LockOp.LOCK:
         raise KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
+
+
+def decisive_record(reader: Reader, key: bytes, read_ts: int) -> bytes | None:
+    """The raw (checked) write record of the newest Put or Delete of ``key`` at or below
+    read_ts, or None; Rollback and Lock records are skipped. The lock is the caller's
+    (``check_lock``)."""
+    for _, raw in reader.iter_write_records(key, read_ts):
+        if raw[0] == _PUT or raw[0] == _DELETE:
+            return raw
+    return None
+
+
+def get_versioned(reader: Reader, key: bytes, read_ts: int) -> tuple[bytes | None, int]:
+    """``get``'s answer and the commit_ts of the Put/Delete that decided it (0: none)."""
+    check_lock(reader, key, read_ts)
     for commit_ts, w in reader.iter_writes(key, read_ts):
         if w.kind is WriteKind.PUT:
             value = w.short_value if w.short_value is not None else reader.get_data(key, w.start_ts)
@@ -34,8 +53,6 @@ def get_versioned(reader: Reader, key: bytes, read_ts: int) -> tuple[bytes | Non
 
 
 _STEPS_BEFORE_SEEK = 8  # versions walked past before the old image is sought directly
-_PUT, _DELETE = WriteKind.PUT.value[0], WriteKind.DELETE.value[0]
-_START_TS = struct.Struct(">Q")
 
 
 def get_change(
@@ -48,9 +65,7 @@ def get_change(
     Records are read raw (kind byte, inline value; each checked intact), not parsed. Same
     answers and the same KeyIsLocked as the two gets: ``from_ts`` < ``to_ts``, so a lock that
     blocks the first blocks the second, which is checked."""
-    lock = reader.get_lock(key)
-    if lock is not None and lock.start_ts <= to_ts and lock.op is not LockOp.LOCK:
-        raise KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
+    check_lock(reader, key, to_ts)
     new_w: bytes | None = None
     old_w: bytes | None = None
     new_ts = steps = 0
@@ -66,10 +81,7 @@ def get_change(
             break
         steps += 1
         if steps >= _STEPS_BEFORE_SEEK:
-            old_w = next(
-                (r for _, r in reader.iter_write_records(key, from_ts) if r[0] in (_PUT, _DELETE)),
-                None,
-            )
+            old_w = decisive_record(reader, key, from_ts)
             break
     if new_w is None:
         return None, None, 0

@@ -10,6 +10,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from kvstore.actions.get import check_lock, decisive_record
 from kvstore.errors import KeyIsLocked
 from kvstore.mvcc.keys import versioned_key
 from kvstore.mvcc.records import (
@@ -243,17 +244,12 @@ def _point(reader: Reader, key: bytes, read_ts: int) -> tuple[list[bytes], list[
     """``scan`` of the range holding ``key`` alone: its lock checked, then its versions walked
     raw (each checked intact) to the newest Put/Delete at or below read_ts; no cursor over the
     lock CF and no run of records past the key, which a scan of a short range reads."""
-    lock = reader.get_lock(key)
-    if lock is not None and lock.start_ts <= read_ts and lock.op is not LockOp.LOCK:
-        raise KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
+    check_lock(reader, key, read_ts)
     keys: list[bytes] = []
     values: list[bytes] = []
-    for _, raw in reader.iter_write_records(key, read_ts):
-        if raw[0] == 0x50:  # Put
-            _emit(reader, key, raw, keys, values)
-            break
-        if raw[0] == 0x44:  # Delete
-            break
+    raw = decisive_record(reader, key, read_ts)
+    if raw is not None and raw[0] == 0x50:  # Put (a Delete: nothing)
+        _emit(reader, key, raw, keys, values)
     return keys, values
 
 

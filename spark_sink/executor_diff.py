@@ -128,25 +128,24 @@ def write_diff(
     values = [c for c in cols if c not in key]
     new = new.select(*[F.col(c) for c in cols])
     at = read_ts - 1 if read_ts == target.start_ts else read_ts
-    if not one_row and not holds_rows(target, at):
+    fresh = not one_row and not holds_rows(target, at)
+    if fresh:
         # In key order: each task then writes one key range, and each LMDB write transaction
         # fills a few neighbouring pages instead of touching pages across the whole tree
         # (a 1M-row index state table: 8.6 s unsorted, 2.3 s sorted; docs/performance.md).
         new = new.orderBy(*key)
-        if unique:
+
+    def write() -> int:
+        if fresh:  # every row is a PUT: nothing to read or join
             return write_rows(new, target)
-        new.persist(StorageLevel.MEMORY_AND_DISK)  # the key check and the write run it once
-        try:
-            _check_key(new, view, key, one_row)
-            return write_rows(new, target)
-        finally:
-            new.unpersist()
-    if unique:  # no key check: the diff's join runs the query once, nothing to persist for
         return _write_changed(new, target, cols, key, values, one_row, at, session)
-    new.persist(StorageLevel.MEMORY_AND_DISK)
+
+    if unique:  # no key check: the write runs the query once, nothing to persist for
+        return write()
+    new.persist(StorageLevel.MEMORY_AND_DISK)  # the key check and the write run it once
     try:
         _check_key(new, view, key, one_row)
-        return _write_changed(new, target, cols, key, values, one_row, at, session)
+        return write()
     finally:
         new.unpersist()
 

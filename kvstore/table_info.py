@@ -32,6 +32,12 @@ class TableInfo:
     # the name meant that other table, so this one cannot answer a read there.
     recreated: bool = False
 
+    @property
+    def user_key(self) -> tuple[str, ...]:
+        """The primary key columns its creator gave; () for an append-only table, whose key is
+        the hidden row id."""
+        return () if self.hidden_row_id else tuple(self.primary_key)
+
     def __reduce__(self):
         # Pickle the definition only (Spark ships readers to executors); codecs are rebuilt.
         return (

@@ -654,7 +654,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
             "id": t.id,
             "kind": t.kind,
             "schema": t.schema,
-            "primary_key": list(t.primary_key) if not t.hidden_row_id else [],
+            "primary_key": list(t.user_key),
         }
         for t in tables
     ]

@@ -371,7 +371,7 @@ class MaterializedView:
         want = client.describe_table(self.target, refresh=True)
         cols = [(c.name, c.type.ddl()) for c in want.table_schema.visible_columns]
         need = [(c.name, c.type.ddl()) for c in parse_ddl(shape.ddl, self.target)]
-        pk = () if want.hidden_row_id else tuple(want.primary_key)
+        pk = want.user_key
         if cols == need and pk == shape.primary_key:
             return ""
         return (

@@ -84,8 +84,7 @@ class StoreInputs:
         return self._cols[table]
 
     def primary_key(self, table: str) -> tuple[str, ...]:
-        info = self.infos[table]
-        return () if info.hidden_row_id else tuple(info.primary_key)
+        return self.infos[table].user_key
 
     def changes(self, table: str) -> tuple[list[tuple], list[int]]:
         got = self._changes.get(table)

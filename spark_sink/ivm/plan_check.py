@@ -174,8 +174,7 @@ def analyze(
     aggs = aggregates(root)
 
     def pk_of(t: str) -> tuple[str, ...]:
-        i = infos[t]
-        return () if i.hidden_row_id else tuple(i.primary_key)
+        return infos[t].user_key
 
     for s in scans(root):
         if not pk_of(s.table):

@@ -328,12 +328,7 @@ class Incremental:
         names = [c.name for c in view.table_schema.visible_columns]
         attrs = output(self.plan.root)
         ids = [attrs[names.index(k)].id for k in view.primary_key]
-
-        def pk_of(table: str) -> tuple[str, ...]:
-            info = client.describe_table(table)
-            return () if info.hidden_row_id else tuple(info.primary_key)
-
-        return key_is_unique(self.plan.root, ids, pk_of)
+        return key_is_unique(self.plan.root, ids, lambda t: client.describe_table(t).user_key)
 
     def _df_of(self, plan) -> DataFrame:
         """A DataFrame over a Catalyst logical plan (a part of the query's optimized plan)."""

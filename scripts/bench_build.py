@@ -67,18 +67,12 @@ def view_build(spark, address: str, client, query: str, key: str, target: str):
         .strategy("incremental")
         .build()
     )
-    s = v._strategy = v._make_strategy(client)  # what maintain_available makes first
-    inner, builds = s.maintain, []
-
-    def maintain(barrier, reads):  # records the build's epoch (later barriers are deltas)
-        inner(barrier, reads)
-        if s.progress.last_strategy == "build":
-            builds.append((s.progress.last_epoch_s, dict(s.progress.last_steps)))
-
-    s.maintain = maintain
+    v._strategy = v._make_strategy(client)  # what maintain_available makes first
+    rec = bench_views.Recorder(v)  # records the build's epoch (later barriers are deltas)
     v.maintain_available(until=client.tso(), timeout=3600)
+    builds = [e for e in rec.take() if e["strategy"] == "build"]
     assert len(builds) == 1, builds
-    return builds[0]
+    return builds[0]["epoch_s"], builds[0]["steps"]
 
 
 def fingerprint(spark, address: str, table: str) -> tuple:

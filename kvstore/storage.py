@@ -34,7 +34,7 @@ import lmdb
 from kvstore import integrity
 from kvstore.errors import DataLoss, DiskFull, FailedPrecondition
 from kvstore.meta_keys import STORE_FORMAT_KEY
-from kvstore.mvcc.keys import TS_MASK, parse_versioned_key, table_id_of, versioned_key
+from kvstore.mvcc.keys import TS_MASK, encode_ts, parse_versioned_key, table_id_of, versioned_key
 from kvstore.mvcc.records import (
     CRC_BYTES,
     STORE_FORMAT,
@@ -383,6 +383,25 @@ class Reader:
         if raw is not None and crc32(raw):
             raise self.damaged("lock", key, "lock record fails its checksum")
         return raw
+
+    def locked_of(self, keys: list[bytes]) -> list[tuple[bytes, bytes]]:
+        """(key, raw lock) of each of ``keys`` that holds a lock, in the order given, unparsed
+        and unchecked: one C-level call for a batch of point reads (``actions.scan._points``),
+        which parse only the few found."""
+        return self.txn.cursor(db=self.cf["lock"]).getmulti(keys)
+
+    def newest_records(self, keys: list[bytes], ts: int) -> list[tuple[bytes, bytes]]:
+        """For each of ``keys`` in order, (versioned key, raw record) of its newest write record
+        with commit_ts <= ts, unchecked; a key with none is skipped. One cursor seek per key."""
+        cur = self._writes()
+        suffix = encode_ts(ts)  # versioned_key(key, ts) == key + suffix
+        out = []
+        for key in keys:
+            if cur.set_range(key + suffix):
+                vk, raw = cur.item()
+                if vk[:-8] == key:
+                    out.append((vk, raw))
+        return out
 
     def seek_write(self, key: bytes, ts: int = TS_MASK) -> tuple[int, Write] | None:
         """The newest write record of ``key`` with commit_ts <= ts, or None if there is none."""

@@ -4,7 +4,10 @@ times; locks in the way; damaged records):
 
 - get_change (one lock check, one raw walk down the versions) against the two gets of every
   change scan;
-- scan_ranges' point read of a range holding one key against scan of that range."""
+- scan_ranges' point read of a range holding one key against scan of that range, one at a time
+  and in batches (``_points``: a run of point ranges read with one lock fetch and one seek per
+  key), with either end a client gives such a range (key + b"\\0", ``past_versions(key)``), under
+  row and byte budgets that cut a batch short."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import pytest
 
 from kvstore import actions
 from kvstore.actions.get import get, get_change, get_versioned
-from kvstore.actions.scan import scan, scan_ranges
+from kvstore.actions.scan import past_versions, scan, scan_ranges
 from kvstore.errors import DataLoss, KeyIsLocked
 from kvstore.mvcc.records import SHORT_VALUE_MAX
 from kvstore.store import LocalStore
@@ -107,6 +110,17 @@ def test_a_damaged_write_record_is_data_loss(kv):
         get_change(r, kv.key(1), 11, 20)
 
 
+def _scans(r, ks: list[bytes], ts: int) -> tuple[list[bytes], list[bytes]]:
+    """One scan of each key's range, the answers joined: what scan_ranges must equal."""
+    want_k: list[bytes] = []
+    want_v: list[bytes] = []
+    for k in ks:
+        a, b = scan(r, k, k + b"\0", ts)
+        want_k += a
+        want_v += b
+    return want_k, want_v
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_point_ranges_read_as_scan_reads_them(kv, seed):
     rng = random.Random(100 + seed)
@@ -116,12 +130,7 @@ def test_point_ranges_read_as_scan_reads_them(kv, seed):
             ks = [kv.key(rng.randrange(13)) for _ in range(rng.randrange(1, 6))]
             ts = rng.randrange(5, last + 3)
             ranges = [(k, k + b"\0") for k in ks]
-            want_k: list[bytes] = []
-            want_v: list[bytes] = []
-            for k in ks:
-                a, b = scan(r, k, k + b"\0", ts)
-                want_k += a
-                want_v += b
+            want_k, want_v = _scans(r, ks, ts)
             got_k, got_v, done, resume = scan_ranges(r, ranges, ts, 100, 1 << 30)
             assert (got_k, got_v, done, resume) == (want_k, want_v, len(ranges), None)
 
@@ -140,3 +149,74 @@ def test_a_point_read_is_blocked_by_a_lock_and_refuses_a_lost_value(kv):
         assert txn.delete(versioned_key(kv.key(1), 10), db=storage.cf["data"])
     with storage.read_txn() as r, pytest.raises(DataLoss):
         scan_ranges(r, [(kv.key(1), kv.key(1) + b"\0")], 15, 10, 1 << 30)
+
+
+def _read_all(r, ranges, ts, max_rows, max_bytes):
+    """scan_ranges over point ranges, called until every range is read, each call resuming
+    where the last ended, each within its row and byte budgets."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    first, resume = 0, None
+    calls = 0
+    while first < len(ranges):
+        k, v, first, resume = scan_ranges(r, ranges, ts, max_rows, max_bytes, first, resume)
+        assert len(k) <= max_rows
+        # a call stops once its values reach max_bytes: all but the last pair fit under it
+        assert sum(map(len, v[:-1])) < max_bytes
+        keys += k
+        values += v
+        calls += 1
+        assert calls <= 10 * len(ranges) + 1, "no progress"
+    return keys, values
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_point_batches_read_as_scan_reads_them_under_budgets(kv, seed):
+    """Long runs of point ranges (repeats, absent keys, both end forms), read whole and under
+    small row and byte budgets, give what one scan per range gives."""
+    rng = random.Random(300 + seed)
+    last = _history(kv, rng, 40)
+    with kv.store.storage.read_txn() as r:
+        for _ in range(40):
+            ks = sorted(kv.key(rng.randrange(45)) for _ in range(rng.randrange(2, 60)))
+            ts = rng.randrange(5, last + 3)
+            ranges = [(k, k + b"\0" if rng.random() < 0.5 else past_versions(k)) for k in ks]
+            want_k, want_v = _scans(r, ks, ts)
+            assert scan_ranges(r, ranges, ts, 10_000, 1 << 30) == (
+                want_k,
+                want_v,
+                len(ranges),
+                None,
+            )
+            rows, size = rng.randrange(1, 8), rng.choice([1, 10, 200, 1 << 30])
+            assert _read_all(r, ranges, ts, rows, size) == (want_k, want_v)
+
+
+def test_a_lock_inside_a_batch_blocks_it_and_a_lock_above_the_read_does_not(kv):
+    for k in range(10):
+        kv.must_put(k, f"v{k}", 10, 11)
+    kv.must_prewrite_put(6, "new", 6, 20)
+    ranges = [(kv.key(k), past_versions(kv.key(k))) for k in range(10)]
+    with kv.store.storage.read_txn() as r:
+        with pytest.raises(KeyIsLocked) as e:
+            scan_ranges(r, ranges, 25, 100, 1 << 30)
+        assert e.value.key == kv.key(6)
+        keys, values, done, _ = scan_ranges(r, ranges, 15, 100, 1 << 30)
+        assert keys == [kv.key(k) for k in range(10)] and done == 10
+        assert kv.value_of(values[6]) == "v6"
+
+
+def test_a_damaged_record_in_a_batch_is_data_loss(kv):
+    for k in range(10):
+        kv.must_put(k, f"v{k}", 10, 11)
+    storage = kv.store.storage
+    from kvstore.mvcc.keys import versioned_key
+
+    vkey = versioned_key(kv.key(4), 11)
+    with storage.env.begin(write=True) as txn:
+        raw = bytearray(txn.get(vkey, db=storage.cf["write"]))
+        raw[0] ^= 0x14  # 'P' -> 'D': without the check, key 4 would read as deleted
+        txn.put(vkey, bytes(raw), db=storage.cf["write"])
+    ranges = [(kv.key(k), past_versions(kv.key(k))) for k in range(10)]
+    with storage.read_txn() as r, pytest.raises(DataLoss, match="checksum"):
+        scan_ranges(r, ranges, 15, 100, 1 << 30)

@@ -33,7 +33,7 @@ from spark_sink.ivm.aggregate import AggregateState, ValueOrder
 from spark_sink.ivm.cost import CostModel
 from spark_sink.ivm.delta import DeltaRules, NeedsBuild, ZSet, consolidate
 from spark_sink.ivm.expressions import agg_state_type, compensated
-from spark_sink.ivm.inputs import StoreInputs, encode_key
+from spark_sink.ivm.inputs import StoreInputs, encode_keys
 from spark_sink.ivm.outer import MatchCounts
 from spark_sink.ivm.plan import catalyst_aggregates, catalyst_joins, joins, output
 from spark_sink.ivm.plan_check import IncrementalPlan
@@ -572,7 +572,7 @@ class Incremental:
         deletes = [list(k) for k in gone if k not in put]
         out = self._encode(view, [list(r) for r in put.values()], "upsert")
         if deletes:
-            out += [(LockOp.DELETE, encode_key(view, k), b"") for k in deletes]
+            out += [(LockOp.DELETE, k, b"") for k in encode_keys(view, deletes)]
         return out
 
     def _state_mutations(

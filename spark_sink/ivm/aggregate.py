@@ -42,7 +42,7 @@ from spark_sink.ivm.expressions import (
     compensated,
     compile_expr,
     exact_zero,
-    finalize,
+    finisher,
     keeps_values,
 )
 from spark_sink.ivm.plan import Aggregate
@@ -56,6 +56,28 @@ _COMPLEMENT = bytes(255 - i for i in range(256))
 MAX_FIRST_VALUES = 8192  # the store's largest range_limit (kvstore.store.SCAN_CHUNK_ROWS)
 
 
+@dataclass(frozen=True)
+class Layout:
+    """What each aggregate function of one Aggregate keeps, worked out once per epoch: the fold,
+    the merge and the state rows ask it per changed row and per group, and re-deriving it from
+    the plan's type strings each time was a fifth of an aggregate epoch."""
+
+    kinds: tuple[str, ...]  # per function: values (MIN/MAX, DISTINCT) | comp (DOUBLE sum) | plain
+    counts: tuple[bool, ...]  # per function: a COUNT (no running value)
+    zeros: tuple[Any, ...]  # per function: its running value over no rows (exact_zero)
+
+    @classmethod
+    def of(cls, agg: Aggregate) -> Layout:
+        return cls(
+            tuple(
+                "values" if keeps_values(a) else "comp" if compensated(a) else "plain"
+                for a in agg.aggs
+            ),
+            tuple(a.kind == "count" for a in agg.aggs),
+            tuple(exact_zero(a) for a in agg.aggs),
+        )
+
+
 @dataclass
 class GroupState:
     """A group's running state: rows, then per aggregate its running value (a sum, or the
@@ -67,28 +89,28 @@ class GroupState:
     comps: list[float]
 
     @classmethod
-    def empty(cls, agg: Aggregate) -> GroupState:
-        n = len(agg.aggs)
-        return cls(0, [exact_zero(a) for a in agg.aggs], [0] * n, [0.0] * n)
+    def empty(cls, lay: Layout) -> GroupState:
+        n = len(lay.kinds)
+        return cls(0, list(lay.zeros), [0] * n, [0.0] * n)
 
-    def as_values(self, agg: Aggregate) -> list:
+    def as_values(self, lay: Layout) -> list:
         out: list = [self.rows]
-        for j, a in enumerate(agg.aggs):
+        for j, kind in enumerate(lay.kinds):
             out += [self.sums[j], self.counts[j]]
-            if compensated(a):
+            if kind == "comp":
                 out.append(self.comps[j])
         return out
 
     @classmethod
-    def from_values(cls, agg: Aggregate, values: list) -> GroupState:
+    def from_values(cls, lay: Layout, values: list) -> GroupState:
         sums, counts, comps = [], [], []
         i = 1
-        for a in agg.aggs:
+        for kind, zero in zip(lay.kinds, lay.zeros, strict=True):
             s = values[i]
-            sums.append(exact_zero(a) if s is None else s)
+            sums.append(zero if s is None else s)
             counts.append(int(values[i + 1]))
             i += 2
-            if compensated(a):
+            if kind == "comp":
                 comps.append(float(values[i] or 0.0))
                 i += 1
             else:
@@ -108,9 +130,11 @@ class GroupDelta:
     values: list[dict[Any, int]]
 
     @classmethod
-    def empty(cls, agg: Aggregate) -> GroupDelta:
-        sums = [Fraction(0) if compensated(a) else exact_zero(a) for a in agg.aggs]
-        n = len(agg.aggs)
+    def empty(cls, lay: Layout) -> GroupDelta:
+        sums = [
+            Fraction(0) if k == "comp" else z for k, z in zip(lay.kinds, lay.zeros, strict=True)
+        ]
+        n = len(lay.kinds)
         return cls(0, sums, [0] * n, [{} for _ in range(n)])
 
     def touches(self) -> bool:
@@ -131,13 +155,25 @@ def _exact(v: float) -> Fraction:
 class GroupDeltas:
     """Folds a Z-set of the aggregate's input rows into per-group changes."""
 
-    def __init__(self, agg: Aggregate, child_ids: tuple[int, ...]) -> None:
+    def __init__(
+        self, agg: Aggregate, child_ids: tuple[int, ...], lay: Layout | None = None
+    ) -> None:
         self.agg = agg
+        self.lay = lay = lay or Layout.of(agg)
         pos = {c: i for i, c in enumerate(child_ids)}
         self.group_fns = [compile_expr(g, pos) for g in agg.groups]
-        self.arg_fns = [[compile_expr(x, pos) for x in a.args] for a in agg.aggs]
-        self.kinds = [
-            "values" if keeps_values(a) else "comp" if compensated(a) else "plain" for a in agg.aggs
+        # Per function, what the loop needs, worked out once: (index, call, kind, argument
+        # functions, a COUNT, its input is floating point).
+        self.steps = [
+            (
+                j,
+                a,
+                lay.kinds[j],
+                [compile_expr(x, pos) for x in a.args],
+                lay.counts[j],
+                a.input_dtype in ("double", "float"),
+            )
+            for j, a in enumerate(agg.aggs)
         ]
 
     def fold(self, z: ZSet) -> dict[tuple, GroupDelta]:
@@ -147,31 +183,32 @@ class GroupDeltas:
 
     def _fold(self, z: ZSet) -> dict[tuple, GroupDelta]:
         out: dict[tuple, GroupDelta] = {}
-        aggs = self.agg.aggs
+        lay, gfns, steps = self.lay, self.group_fns, self.steps
         for r, w in zip(z.rows, z.weights, strict=True):
-            g = tuple(f(r) for f in self.group_fns)
+            g = tuple([f(r) for f in gfns])
             st = out.get(g)
             if st is None:
-                st = out[g] = GroupDelta.empty(self.agg)
+                st = out[g] = GroupDelta.empty(lay)
             st.rows += w
-            for j, a in enumerate(aggs):
-                vals: list[Any] = [f(r) for f in self.arg_fns[j]]
-                if any(v is None for v in vals):
-                    continue
-                kind = self.kinds[j]
+            for j, a, kind, fns, is_count, is_float in steps:
+                v: Any = None
+                if fns:
+                    vals = [f(r) for f in fns]
+                    if any(x is None for x in vals):
+                        continue  # a NULL input is not counted or summed
+                    v = float(vals[0]) if is_float else vals[0]  # agg_input
                 if kind == "values":
-                    v = agg_input(a, vals[0])
                     st.values[j][v] = st.values[j].get(v, 0) + w
                     if not a.distinct:
                         st.counts[j] += w
                     continue
                 st.counts[j] += w
-                if a.kind == "count":
+                if is_count:
                     continue
                 if kind == "comp":
-                    st.sums[j] += w * _exact(float(vals[0]))
+                    st.sums[j] += w * _exact(v)
                 else:
-                    st.sums[j] += w * agg_input(a, vals[0])
+                    st.sums[j] += w * v
         return {g: d for g, d in out.items() if d.touches()}
 
 
@@ -217,13 +254,12 @@ class AggregateOutput:
         ng, na = len(agg.groups), len(agg.aggs)
         env = {"groups": list(range(ng)), "aggs": list(range(ng, ng + na))}
         self.fns = [compile_expr(e, {}, env) for _, e in agg.outputs]
+        self.finals = [finisher(a) for a in agg.aggs]
 
     def row(self, group: tuple, st: GroupState) -> tuple:
-        finals = [
-            finalize(a, s, n) for a, s, n in zip(self.agg.aggs, st.sums, st.counts, strict=True)
-        ]
-        env_row = tuple(group) + tuple(finals)
-        return tuple(f(env_row) for f in self.fns)
+        finals = [f(s, n) for f, s, n in zip(self.finals, st.sums, st.counts, strict=True)]
+        env_row = (*group, *finals)
+        return tuple([f(env_row) for f in self.fns])
 
 
 class AggregateState:
@@ -246,6 +282,7 @@ class AggregateState:
         self.view = view
         self.global_agg = not agg.groups
         self.out = AggregateOutput(agg)
+        self.lay = Layout.of(agg)
         self.new: dict[tuple, GroupState] = {}
         self.upserts: list[list] = []
         self.deletes: list[list] = []
@@ -264,7 +301,7 @@ class AggregateState:
         for g in groups:
             r = raw.get(self._key(g))
             if r is not None:
-                out[g] = GroupState.from_values(self.agg, r)
+                out[g] = GroupState.from_values(self.lay, r)
         return out
 
     def _present(self, st: GroupState | None) -> bool:
@@ -272,7 +309,7 @@ class AggregateState:
 
     def delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet:
         if self._folder is None:
-            self._folder = GroupDeltas(node, child.ids)
+            self._folder = GroupDeltas(node, child.ids, self.lay)
         folded = self._folder.fold(child)
         # The group states and every values table's touched multiplicities are read at once:
         # their keys follow from the change alone, and the requests overlap on the server.
@@ -286,7 +323,8 @@ class AggregateState:
             old_states = groups.result()
             multiplicities = {j: f.result() for j, f in stored.items()}
         rules.lookups += len(folded)
-        news = {g: merge(self.agg, old_states.get(g), d, g) for g, d in folded.items()}
+        with localcontext(WIDE_DECIMALS):  # exact DECIMAL sums, as in GroupDeltas.fold
+            news = {g: _merge(self.lay, old_states.get(g), d, g) for g, d in folded.items()}
         for j, vt in self.values.items():
             rules.lookups += self._apply_values(
                 vt, touched[j][0], multiplicities[j], old_states, news, folded
@@ -308,9 +346,9 @@ class AggregateState:
             if self._present(new):
                 rows.append(self.out.row(g, new))
                 weights.append(1)
-                self.upserts.append([*self._key(g), *new.as_values(node)])
+                self.upserts.append([*self._key(g), *new.as_values(self.lay)])
             elif old is not None:
-                self.deletes.append([*self._key(g), *new.as_values(node)])
+                self.deletes.append([*self._key(g), *new.as_values(self.lay)])
         return ZSet(tuple(a.id for a, _ in node.outputs), rows, weights)
 
     def lookup(
@@ -399,7 +437,7 @@ class AggregateState:
                     sign = 1 if n_new > 0 else -1
                     new.counts[j] += sign
                     if a.kind != "count":
-                        if compensated(a):
+                        if self.lay.kinds[j] == "comp":
                             new.sums[j], new.comps[j] = _pair(
                                 new.sums[j], new.comps[j], sign * _exact(float(v)), g
                             )
@@ -448,23 +486,27 @@ class AggregateState:
                     break
 
 
-def merge(agg: Aggregate, old: GroupState | None, d: GroupDelta, g: tuple = ()) -> GroupState:
+def merge(
+    agg: Aggregate, old: GroupState | None, d: GroupDelta, g: tuple = (), lay: Layout | None = None
+) -> GroupState:
     """The group's new state from its plain aggregates' changes (values-keeping ones are
-    filled in by AggregateState._apply_values)."""
+    filled in by AggregateState._apply_values). ``lay``: ``Layout.of(agg)``, when the caller
+    has it."""
     with localcontext(WIDE_DECIMALS):  # exact DECIMAL sums, as in GroupDeltas.fold
-        return _merge(agg, old, d, g)
+        return _merge(lay or Layout.of(agg), old, d, g)
 
 
-def _merge(agg: Aggregate, old: GroupState | None, d: GroupDelta, g: tuple) -> GroupState:
-    base = old or GroupState.empty(agg)
+def _merge(lay: Layout, old: GroupState | None, d: GroupDelta, g: tuple) -> GroupState:
+    """``merge`` inside the caller's WIDE_DECIMALS context."""
+    base = old or GroupState.empty(lay)
     new = GroupState(base.rows + d.rows, list(base.sums), list(base.counts), list(base.comps))
-    for j, a in enumerate(agg.aggs):
-        if keeps_values(a):
+    for j, kind in enumerate(lay.kinds):
+        if kind == "values":
             continue
         new.counts[j] += d.counts[j]
-        if a.kind == "count":
+        if lay.counts[j]:
             continue
-        if compensated(a):
+        if kind == "comp":
             new.sums[j], new.comps[j] = _pair(base.sums[j], base.comps[j], d.sums[j], g)
         else:
             new.sums[j] = base.sums[j] + d.sums[j]

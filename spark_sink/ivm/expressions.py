@@ -465,6 +465,20 @@ def finalize(a: AggCall, total: Any, nonnull: int) -> Any:
     return fit(q, a.dtype, "avg")
 
 
+def finisher(a: AggCall) -> Callable[[Any, int], Any]:
+    """``finalize`` for ``a`` as a function of (running value, non-NULL count), the branches on
+    the aggregate's kind and types taken once: an aggregate's output row is made per changed
+    group. COUNT, MIN/MAX and integer SUM are specialized; the rest call ``finalize``."""
+    if a.kind == "count":
+        return lambda total, nonnull: nonnull
+    if a.kind in ("min", "max"):
+        return lambda total, nonnull: total if nonnull else None
+    if a.kind == "sum" and a.dtype in _INT_RANGE:
+        dtype = a.dtype
+        return lambda total, nonnull: fit(int(total), dtype, "sum") if nonnull else None
+    return lambda total, nonnull: finalize(a, total, nonnull)
+
+
 def exact_zero(a: AggCall) -> Any:
     if a.kind in ("min", "max"):
         return None

@@ -18,7 +18,7 @@ from spark_sink.ivm.aggregate import (
 )
 from spark_sink.ivm.cost import PRIOR_PER_KEY_S, CostModel
 from spark_sink.ivm.delta import ZSet, consolidate
-from spark_sink.ivm.expressions import EvalError, compile_expr, finalize
+from spark_sink.ivm.expressions import EvalError, compile_expr, finalize, finisher
 from spark_sink.ivm.plan import AggCall, AggRef, Aggregate, Attr, Call, Col, GroupRef, Lit, Scan
 
 
@@ -318,3 +318,33 @@ def test_decimal_sums_past_28_digits_stay_exact():
     g = merge(agg, start, folded[(1,)])
     assert g.sums[0] == Decimal("123456790987654321098765432.14")
     assert str(g.sums[0]) == "123456790987654321098765432.14"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        AggCall("count", (), "bigint", ""),
+        AggCall("count", (Col(1),), "bigint", "int", distinct=True),
+        AggCall("min", (Col(1),), "int", "int"),
+        AggCall("max", (Col(1),), "decimal(10,2)", "decimal(10,2)"),
+        AggCall("sum", (Col(1),), "bigint", "int"),
+        AggCall("sum", (Col(1),), "decimal(20,2)", "decimal(10,2)"),
+        AggCall("sum", (Col(1),), "double", "double"),
+        AggCall("avg", (Col(1),), "double", "bigint"),
+        AggCall("avg", (Col(1),), "decimal(14,6)", "decimal(10,2)"),
+    ],
+)
+def test_finisher_equals_finalize(call):
+    """The specialized finisher gives finalize's value, and its errors, for every state."""
+    totals = {"double": [0.0, 2.5, -1e300], "int": [0, 7, -3]}.get(call.input_dtype, [0, 9, -4])
+    if call.input_dtype.startswith("decimal") or call.dtype.startswith("decimal"):
+        totals = [Decimal(0), Decimal("12.34"), Decimal("-5.01")]
+    for total in [*totals, None, 2**63]:
+        for n in (0, 1, 3):
+            try:
+                want = finalize(call, total, n)
+            except Exception as e:  # noqa: BLE001 - the same error must come from both
+                with pytest.raises(type(e)):
+                    finisher(call)(total, n)
+                continue
+            assert finisher(call)(total, n) == want

@@ -100,7 +100,9 @@ class DirectPrewriter:
             except lmdb.MapFullError:
                 raise DirectUnavailable("the store's map is full; the server grows it") from None
             except lmdb.MapResizedError:
-                self.storage.env.set_mapsize(0)  # adopt the size the server grew it to
+                # Adopt the size the server grew it to, under the resize lock: direct reads of
+                # this process (kvstore.direct_reads) may have transactions open.
+                self.storage.adopt_map_size()
                 self._write(mutations, primary, start_ts, ttl_ms)
             except lmdb.Error as e:
                 if self.storage.resource_error(e) is None:

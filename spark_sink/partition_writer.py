@@ -29,6 +29,7 @@ from spark_source.options import CHANGE_TYPE, COMMIT_TS
 
 if TYPE_CHECKING:
     from kvstore.direct import DirectPrewriter
+    from kvstore.direct_reads import DirectReader
 
 PREWRITE_CHUNK = 8192  # mutations per prewrite request to the server
 # Most rows per direct LMDB write transaction (Spark hands over Arrow batches of 10k rows).
@@ -112,6 +113,29 @@ def _direct_prewriter_locked(
             DirectPrewriter(lmdb_path, map_size) if same_instance(data_dir, instance_id) else None
         )
     return _direct[key]
+
+
+_readers: dict[int, tuple[DirectPrewriter, DirectReader]] = {}
+
+
+def direct_reader(target: EpochTarget) -> DirectReader | None:
+    """This process's direct reader of the target's server's LMDB environment (sharing the
+    environment ``direct_prewriter`` opened: LMDB allows one open per process), or None where
+    this process may not use it."""
+    prewriter = direct_prewriter(target)
+    if prewriter is None:
+        return None
+    with _direct_lock:
+        got = _readers.get(id(prewriter))
+        if got is None or got[0] is not prewriter:
+            from kvstore.direct_reads import DirectReader
+
+            # (a prewriter closed for a restarted server is dropped from _direct; its reader
+            # goes with it here, keyed by the prewriter's identity)
+            for k in [k for k, (p, _) in _readers.items() if p not in _direct.values()]:
+                del _readers[k]
+            got = _readers[id(prewriter)] = (prewriter, DirectReader(prewriter.storage))
+        return got[1]
 
 
 def task_context() -> TaskContext:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.schema import TableSchema, to_storage
+from spark_sink.ivm.aggregate_columnar import ColumnarAggregate, Fallback, columnar_reason
 from spark_sink.ivm.delta import NEW, DeltaRules, NeedsBuild, ZSet
 from spark_sink.ivm.expressions import (
     WIDE_DECIMALS,
@@ -291,6 +292,14 @@ class AggregateState:
             for j, info in (values or {}).items()
         }
         self._folder: GroupDeltas | None = None
+        # The columnar path (spark_sink.ivm.aggregate_columnar) when this aggregate's shape
+        # allows it; ``path`` says which path the last epoch took, ``why_rows`` why not columnar.
+        self.why_rows = (
+            "values-keeping functions (MIN/MAX, DISTINCT)" if self.values else columnar_reason(agg)
+        )
+        self.path = ""
+        self._columnar: ColumnarAggregate | None = None
+        self._pending: dict[tuple, list] = {}  # new states the columnar path left, as values
 
     def _key(self, group: tuple) -> tuple:
         return (0,) if self.global_agg else group
@@ -308,6 +317,28 @@ class AggregateState:
         return st is not None and (st.rows > 0 or self.global_agg)
 
     def delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet:
+        if self.why_rows is None:
+            try:
+                return self._columnar_delta(rules, node, child)
+            except Fallback as e:
+                self.why_rows = f"this epoch's change: {e}"
+        self.path = "rows"
+        return self._row_delta(rules, node, child)
+
+    def _columnar_delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet:
+        """``delta`` by the columnar path; Fallback (nothing kept) hands it to the rows."""
+        if self._columnar is None:
+            schema = self.table.table_schema.arrow_schema()
+            self._columnar = ColumnarAggregate(node, child.ids, schema, self.out.fns)
+        got = self._columnar.run(child, lambda keys: self.inputs.read_state_arrow(self.table, keys))
+        rules.lookups += got.groups_read
+        self.upserts += got.upserts
+        self.deletes += got.deletes
+        self._pending = got.news
+        self.path = "columnar"
+        return ZSet(tuple(a.id for a, _ in node.outputs), got.rows, got.weights)
+
+    def _row_delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet:
         if self._folder is None:
             self._folder = GroupDeltas(node, child.ids, self.lay)
         folded = self._folder.fold(child)
@@ -371,6 +402,10 @@ class AggregateState:
                 f"view {self.view!r}: a lookup into an aggregate by part of its group key"
             )
         states = self._read(keys)
+        if self._pending:  # the columnar path's new states, made GroupStates when first asked
+            for g, vals in self._pending.items():
+                self.new[g] = GroupState.from_values(self.lay, vals)
+            self._pending = {}
         if side == NEW:
             for g in keys:
                 if g in self.new:

@@ -8,14 +8,22 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
 
 from coordinator.client import Client
+from kvstore.errors import KeyIsLocked
 from kvstore.mvcc.keys import SIGN32, SIGN64, KeyCodec
+from kvstore.results import ChangeRecord
 from kvstore.rowcodec import RowCodec
 from kvstore.schema import Column, from_storage, to_storage
 from kvstore.table_info import TableInfo
 from spark_sink.ivm.delta import NEW, Access
 from spark_source.key_ranges import after
+
+if TYPE_CHECKING:
+    from kvstore.direct_reads import DirectReader
 
 
 def encode_key(info: TableInfo, values: tuple | list) -> bytes:
@@ -97,7 +105,10 @@ class StoreInputs:
     ``state_ts``: where state tables are read (the epoch's start_ts: their last committed
     version, which reflects every source at its ``old`` ts). ``unchanged``: sources known to
     have no change between ``old`` and ``new`` (counted on the server): their change is empty
-    without a scan."""
+    without a scan. ``direct``: this process's reader of the server's LMDB environment, when it
+    is on the server's host (``spark_sink.partition_writer.direct_reader``): change scans and
+    keyed reads are then tried there first, and handed to the server when it refuses
+    (kvstore.direct_reads says when)."""
 
     def __init__(
         self,
@@ -108,8 +119,17 @@ class StoreInputs:
         state_ts: int,
         indexes: dict[tuple[str, str], TableInfo],
         unchanged: frozenset[str] = frozenset(),
+        direct: DirectReader | None = None,
     ) -> None:
         self.client = client
+        self.direct = direct
+        # What a direct read hands back to the server (loaded only with a direct reader: the
+        # engine is not imported by a process that does not read directly).
+        self._handed_back: tuple[type[Exception], ...] = ()
+        if direct is not None:
+            from kvstore.direct import DirectUnavailable
+
+            self._handed_back = (DirectUnavailable, KeyIsLocked)
         self.infos = infos
         self.old, self.new = old, new
         self.state_ts = state_ts
@@ -141,8 +161,7 @@ class StoreInputs:
         lo, hi = self.old[table], self.new[table]
         if hi > lo and table not in self.unchanged:
             self.scanned.append(table)
-            c = self.client
-            for ch in c.with_lock_wait(lambda: c.store.scan_changes(table, lo, hi)):
+            for ch in self._scan_changes(table, lo, hi):
                 if ch.old is not None:
                     raws.append(ch.old)
                     weights.append(-1)
@@ -153,6 +172,34 @@ class StoreInputs:
         self.changes_read += len(rows)
         self._changes[table] = (rows, weights)
         return rows, weights
+
+    def _scan_changes(self, table: str, lo: int, hi: int) -> list[ChangeRecord]:
+        """``scan_changes`` of ``table`` in (lo, hi]: read directly when this process may
+        (``direct``), else (or when the direct read hands it back) through the server."""
+        if self._direct_for(hi):
+            assert self.direct is not None
+            try:
+                return self.direct.scan_changes(self.infos[table].id, lo, hi)
+            except self._handed_back:
+                pass
+        c = self.client
+        return c.with_lock_wait(lambda: c.store.scan_changes(table, lo, hi))
+
+    def _direct_for(self, ts: int) -> bool:
+        """Whether a read at ``ts`` may be tried directly: a direct reader exists and ``ts`` is
+        settled, which the first such read makes so for the whole epoch with one read answered
+        by the server at the epoch's highest ts (kvstore.direct_reads)."""
+        if self.direct is None:
+            return False
+        if ts > self.direct.settled:
+            top = max(self.state_ts, *self.new.values())
+            # Any key of a source does; this one is no row's in practice (and reading one
+            # would do no harm: only the wait matters)
+            probe = next(iter(self.infos.values())).prefix + b"\xff" * 9
+            c = self.client
+            c.with_lock_wait(lambda: c.store.get(probe, top))
+            self.direct.settle(top)
+        return ts <= self.direct.settled
 
     def fetch(self, access: Access, side: str, values: set[tuple]) -> list[tuple]:
         table = access.table
@@ -205,6 +252,16 @@ class StoreInputs:
         rows = self._read(info, [(k, after(k)) for k in ordered], self.state_ts)
         return {tuple(row[i] for i in ki): [row[i] for i in ri] for row in rows}
 
+    def read_state_arrow(self, info: TableInfo, keys: list[tuple]) -> pa.Table:
+        """The state rows of ``keys`` at ``state_ts`` (absent keys skipped), decoded in bulk
+        into one Arrow table over the table's visible columns, in key order."""
+        ordered = sorted(encode_keys(info, keys))
+        raws = self._read_raw(info, [(k, after(k)) for k in ordered], self.state_ts)
+        schema = info.table_schema.arrow_schema()
+        if not raws:
+            return schema.empty_table()
+        return pa.Table.from_batches([info.row_codec.decode_arrow(raws)])
+
     def read_first(
         self, info: TableInfo, prefixes: list[tuple], width: int
     ) -> dict[tuple, list[tuple[bytes, object]]]:
@@ -230,12 +287,28 @@ class StoreInputs:
         self, info: TableInfo, ranges: list[tuple[bytes, bytes]], ts: int, range_limit: int = 0
     ) -> list[tuple]:
         """The rows of ``info`` in ``ranges`` at ``ts`` (one ScanRanges), decoded in bulk."""
+        return _decode(info, self._read_raw(info, ranges, ts, range_limit))
+
+    def _read_raw(
+        self, info: TableInfo, ranges: list[tuple[bytes, bytes]], ts: int, range_limit: int = 0
+    ) -> list[bytes]:
+        """The encoded rows of ``info`` in ``ranges`` at ``ts`` (one ScanRanges)."""
         if not ranges:
             return []
+        if self._direct_for(ts):
+            assert self.direct is not None
+            try:
+                raws = self.direct.scan_ranges(ranges, ts, range_limit)
+            except self._handed_back:
+                pass
+            else:
+                with self._count_lock:
+                    self.rows_read += len(raws)
+                return raws
         c = self.client
         chunks = c.with_lock_wait(
             lambda: list(c.store.scan_ranges(ranges, ts, range_limit=range_limit))
         )
         with self._count_lock:  # reads may run in threads (AggregateState.delta)
             self.rows_read += sum(len(k) for k, _ in chunks)
-        return _decode(info, [v for _, vals in chunks for v in vals])
+        return [v for _, vals in chunks for v in vals]

@@ -40,6 +40,7 @@ from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.unique_keys import key_is_unique
 from spark_sink.partition_writer import (
     DirectInfo,
+    direct_reader,
 )
 from spark_sink.query_analysis import register_sources
 from spark_sink.view_maintenance import (
@@ -499,7 +500,12 @@ class Incremental:
         indexes = {}
         for st in plan.index_tables():
             indexes[(st.source, st.column)] = client.describe_table(st.name)
-        inputs = StoreInputs(client, infos, old, new, attempt.start_ts, indexes, unchanged)
+        target = attempt.target(
+            self.spec.coordinator, self.spec.token, view, "upsert", self.direct_info
+        )
+        inputs = StoreInputs(
+            client, infos, old, new, attempt.start_ts, indexes, unchanged, direct_reader(target)
+        )
         groups = {}
         for st in plan.groups_tables():
             info = client.describe_table(st.name)

@@ -626,6 +626,76 @@ def test_a_delta_scans_only_the_sources_that_changed(spark, views_server, vc, mo
     ]
 
 
+def test_an_epochs_reads_go_direct_and_its_aggregate_columnar(spark, views_server, vc, monkeypatch):
+    """On the server's host an incremental epoch reads its changes and its keyed rows (group
+    states) straight from LMDB, with no ScanChanges or ScanRanges request, and a grouped
+    COUNT/SUM/AVG takes the columnar path; with SNAPVIEW_DIRECT=off the same epoch reads
+    through the server. The view is exact either way."""
+    from collections import Counter
+
+    from kvstore.direct_reads import DirectReader
+    from kvstore.remote import RemoteStore
+    from spark_sink.ivm.aggregate import AggregateState
+
+    calls: Counter[str] = Counter()
+    for cls, where in ((DirectReader, "direct"), (RemoteStore, "rpc")):
+        for name in ("scan_ranges", "scan_changes"):
+            real = getattr(cls, name)
+
+            def counted(self, *a, _real=real, _key=f"{where}.{name}", **k):
+                calls[_key] += 1
+                return _real(self, *a, **k)
+
+            monkeypatch.setattr(cls, name, counted)
+    for name in ("_columnar_delta", "_row_delta"):
+        real = getattr(AggregateState, name)
+
+        def path(self, *a, _real=real, _key=name, **k):
+            calls[_key] += 1
+            return _real(self, *a, **k)
+
+        monkeypatch.setattr(AggregateState, name, path)
+    vc.create_table("rd_o", "id BIGINT, g INT, v BIGINT", primary_key=["id"])
+    with vc.transaction() as t:
+        for i in range(60):
+            t.put("rd_o", {"id": i, "g": i % 6, "v": i})
+    mv = (
+        MaterializedView.builder(spark)
+        .coordinator(views_server.address)
+        .query("SELECT g, COUNT(*) AS n, SUM(v) AS s, AVG(v) AS a FROM rd_o GROUP BY g")
+        .target("rd_view")
+        .primary_key("g")
+        .strategy("incremental")
+        .build()
+    )
+    mv.maintain_available(until=vc.tso(), timeout=60)
+
+    def change_and_check(k: int) -> None:
+        calls.clear()
+        with vc.transaction() as t:
+            t.delete("rd_o", {"id": k})
+            t.put("rd_o", {"id": k + 1, "g": (k + 2) % 6, "v": -k})
+            t.put("rd_o", {"id": 100 + k, "g": 9, "v": k})
+        mv.maintain_available(until=vc.tso(), timeout=60)
+        assert mv._strategy.progress.last_strategy == "delta"
+        snap = vc.snapshot(["rd_o", "rd_view"])
+        by: dict[int, list[int]] = {}
+        for r in snap.read("rd_o").to_pylist():
+            by.setdefault(r["g"], []).append(r["v"])
+        want = sorted((g, len(v), sum(v), sum(v) / len(v)) for g, v in by.items())
+        got = sorted((r["g"], r["n"], r["s"], r["a"]) for r in snap.read("rd_view").to_pylist())
+        assert got == want
+
+    change_and_check(10)
+    assert calls["_columnar_delta"] == 1 and calls["_row_delta"] == 0, calls
+    assert calls["direct.scan_changes"] >= 1 and calls["direct.scan_ranges"] >= 1, calls
+    assert calls["rpc.scan_changes"] == 0 and calls["rpc.scan_ranges"] == 0, calls
+    monkeypatch.setenv("SNAPVIEW_DIRECT", "off")
+    change_and_check(20)
+    assert calls["direct.scan_changes"] == 0 and calls["direct.scan_ranges"] == 0, calls
+    assert calls["rpc.scan_changes"] >= 1 and calls["rpc.scan_ranges"] >= 1, calls
+
+
 def test_an_epochs_writes_go_direct_in_key_order(spark, views_server, vc, monkeypatch):
     """An incremental epoch's PUTs and DELETEs (view rows and index state) are prewritten
     straight into LMDB, in key order (no Prewrite request to the server); the view stays

@@ -31,6 +31,7 @@ ENGINE = (
     "kvstore.actions",
     "kvstore.catalog",
     "kvstore.direct",
+    "kvstore.direct_reads",
     "kvstore.planning",
     "kvstore.service",
     "kvstore.testing",

@@ -1,0 +1,178 @@
+"""The columnar path of an aggregate epoch (``spark_sink.ivm.aggregate_columnar``) against the
+row path (``AggregateState``'s fold, merge and output rows) over seeded random histories: every
+epoch's output change, state upserts and deletes, and new states must be equal. The stored
+state between epochs is an in-memory table of the state rows both paths wrote (the store and
+Spark are the differential tests' part: tests/spark/test_incremental.py). A planted fault in the
+columnar merge must be caught."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+import spark_sink.ivm.aggregate_columnar as columnar
+from kvstore.table_info import TableInfo
+from spark_sink.ivm.aggregate import AggregateState
+from spark_sink.ivm.delta import DeltaRules, ZSet, consolidate
+from spark_sink.ivm.expressions import EvalError
+from spark_sink.ivm.plan import AggCall, AggRef, Aggregate, Attr, Call, Col, GroupRef, Lit, Scan
+from spark_sink.ivm.state import groups_table
+
+
+def _agg(
+    group_dtype: str = "int", computed_output: bool = False, no_functions: bool = False
+) -> Aggregate:
+    scan = Scan(
+        "t",
+        (
+            Attr(1, "g", group_dtype, False),
+            Attr(2, "x", "bigint", True),
+            Attr(3, "y", "string", True),
+        ),
+    )
+    aggs = (
+        AggCall("count", (), "bigint", ""),
+        AggCall("count", (Lit(1, "int"),), "bigint", "int"),  # Spark's COUNT(*)
+        AggCall("count", (Col(2), Lit(None, "int")), "bigint", "int"),  # always 0
+        AggCall("count", (Col(3),), "bigint", "string"),
+        AggCall("sum", (Col(2),), "bigint", "bigint"),
+        AggCall("avg", (Col(2),), "double", "bigint"),
+    )
+    if no_functions:  # SELECT g ... GROUP BY g
+        aggs = ()
+    exprs: list = [GroupRef(0), *(AggRef(j) for j in range(len(aggs)))]
+    if computed_output:
+        exprs.append(Call("add", (AggRef(0), Lit(1, "bigint")), "bigint"))
+    outs = tuple((Attr(10 + i, f"c{i}", "bigint", True), e) for i, e in enumerate(exprs))
+    return Aggregate((Col(1),), (group_dtype,), aggs, outs, scan)
+
+
+class _StateRows:
+    """The group state table between epochs: key -> the state row's values after the key
+    (what both paths read at the old barrier), kept from the upserts and deletes they wrote."""
+
+    def __init__(self, info: TableInfo) -> None:
+        self.info = info
+        self.rows: dict[tuple, list] = {}
+        self.rows_read = 0
+
+    def read_state(self, info: TableInfo, keys: list[tuple]) -> dict[tuple, list]:
+        return {k: list(self.rows[k]) for k in keys if k in self.rows}
+
+    def read_state_arrow(self, info: TableInfo, keys: list[tuple]) -> pa.Table:
+        schema = info.table_schema.arrow_schema()
+        found = [(*k, *self.rows[k]) for k in sorted(set(keys)) if k in self.rows]
+        cols = list(zip(*found, strict=True)) if found else [[] for _ in schema]
+        return pa.table([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema)
+
+    def apply(self, upserts: list[list], deletes: list[list], ng: int) -> None:
+        for r in upserts:
+            self.rows[tuple(r[:ng])] = list(r[ng:])
+        for r in deletes:
+            self.rows.pop(tuple(r[:ng]), None)
+
+
+def _state_info(agg: Aggregate) -> TableInfo:
+    st = groups_table("v", agg)
+    return TableInfo(st.name, 77, st.ddl, st.primary_key, kind="state")
+
+
+def _epoch(agg: Aggregate, info: TableInfo, store: _StateRows, z: ZSet, columnar_on: bool):
+    st = AggregateState(agg, info, store, "v")  # type: ignore[arg-type]
+    if not columnar_on:
+        st.why_rows = "held to the row path by the test"
+    out = st.delta(DeltaRules(store), agg, z)  # type: ignore[arg-type]
+    st.lookup(DeltaRules(store), agg, [0], set(), "new")  # materializes the pending new states
+    news = {g: s.as_values(st.lay) for g, s in st.new.items()}
+    # (the order of the state rows does not matter: a write sorts them by key)
+    upserts, deletes = sorted(st.upserts, key=repr), sorted(st.deletes, key=repr)
+    return st.path, consolidate(out.rows, out.weights), upserts, deletes, news
+
+
+def _change(rng: random.Random, live: list[tuple], group_values: list) -> ZSet:
+    """A random change: inserts, deletes of live rows, updates (both), NULL x and y."""
+    rows, weights = [], []
+    for _ in range(rng.randrange(1, 40)):
+        r = rng.random()
+        if live and r < 0.4:
+            old = live.pop(rng.randrange(len(live)))
+            rows.append(old)
+            weights.append(-1)
+            if r < 0.2:  # an update: the new image too
+                new = (rng.choice(group_values), *old[1:])
+                rows.append(new)
+                weights.append(1)
+                live.append(new)
+            continue
+        x = None if rng.random() < 0.15 else rng.randrange(-(10**12), 10**12)
+        y = None if rng.random() < 0.3 else "s"
+        new = (rng.choice(group_values), x, y)
+        rows.append(new)
+        weights.append(1)
+        live.append(new)
+    return ZSet((1, 2, 3), rows, weights)
+
+
+@pytest.mark.parametrize(
+    "seed,group_dtype,computed,bare",
+    [
+        (0, "int", False, False),
+        (1, "bigint", True, False),
+        (2, "string", False, False),
+        (3, "boolean", False, False),
+        (4, "int", False, True),
+    ],
+)
+def test_the_columnar_path_equals_the_row_path(seed, group_dtype, computed, bare):
+    rng = random.Random(seed)
+    agg = _agg(group_dtype, computed, bare)
+    info = _state_info(agg)
+    values = {
+        "int": list(range(-3, 9)),
+        "bigint": [-(2**62), 0, 5, 2**40],
+        "string": ["a", "b", "", "é"],
+        "boolean": [True, False],
+    }[group_dtype]
+    a, b = _StateRows(info), _StateRows(info)
+    live: list[tuple] = []
+    paths = set()
+    for _ in range(60):
+        z = _change(rng, live, values)
+        got = _epoch(agg, info, a, z, True)
+        want = _epoch(agg, info, b, z, False)
+        paths.add(got[0])
+        assert got[1:] == want[1:]
+        a.apply(got[2], got[3], 1)
+        b.apply(want[2], want[3], 1)
+        assert a.rows == b.rows
+    assert paths == {"columnar"}, "the columnar path was not taken"
+
+
+def test_a_null_group_key_and_an_overflowing_sum_fall_back_to_the_rows():
+    agg = _agg()
+    info = _state_info(agg)
+    store = _StateRows(info)
+    path, *_ = _epoch(agg, info, store, ZSet((1, 2, 3), [(None, 1, "a")], [1]), True)
+    assert path == "rows"
+    big = 2**62
+    z = ZSet((1, 2, 3), [(1, big, None), (1, big, None)], [1, 1])
+    store.rows[(1,)] = [2, *([0, 0] * 4), Decimal(0), 0, Decimal(0), 0]
+    with pytest.raises(EvalError, match="sum: 9223372036854775808 overflows BIGINT"):
+        _epoch(agg, info, store, z, True)  # the row path raises Spark's ANSI error
+
+
+def test_a_planted_fault_in_the_columnar_merge_is_caught(monkeypatch):
+    """A merge that forgets the stored non-NULL count makes the epochs differ."""
+    real = columnar.pc.add_checked
+    calls = {"n": 0}
+
+    def forgetful(x, y):
+        calls["n"] += 1
+        return y if calls["n"] % 3 == 2 else real(x, y)
+
+    monkeypatch.setattr(columnar.pc, "add_checked", forgetful)
+    with pytest.raises(AssertionError):
+        test_the_columnar_path_equals_the_row_path(0, "int", False, False)

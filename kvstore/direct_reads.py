@@ -1,7 +1,8 @@
 """Direct reads: a process on the server's host reads the server's LMDB environment itself, in
 read transactions of its own, with the actions the server runs for the same calls
-(``actions.scan_ranges``; ``actions.changed_keys`` and ``actions.change_records``), so an
-incremental epoch's keyed reads and change scans skip gRPC, protobuf and the server's queue
+(``actions.scan_ranges``; ``actions.changed_keys`` and ``actions.change_records``;
+``planning.change_boundary``), so an incremental epoch's keyed reads, change scans and
+change counts skip gRPC, protobuf and the server's queue
 (docs/design.md, "The moving parts"; the write side is ``kvstore.direct``).
 
 A direct read gives the server's answer or hands the read back (``DirectUnavailable``, and
@@ -26,7 +27,9 @@ stays open long and none holds more than a window.
 
 from __future__ import annotations
 
-from kvstore import actions
+from functools import partial
+
+from kvstore import actions, planning
 from kvstore.direct import DirectUnavailable
 from kvstore.limits import SCAN_CHUNK_BYTES
 from kvstore.meta_keys import GC_SAFEPOINT
@@ -86,6 +89,18 @@ class DirectReader:
             if not more or not keys:
                 return out
             after = keys[-1]
+
+    def change_boundary(
+        self, table_id: int, from_ts: int, to_ts: int, max_changes: int
+    ) -> tuple[int, int]:
+        """What ``store.change_boundary`` answers for the table of ``table_id``. It needs no
+        settled ts: the server's count does not wait for commits in flight either (a view
+        epoch counts at barriers its sources have resolved, where none can be). Below the GC
+        safepoint: DirectUnavailable."""
+        if max_changes <= 0 or from_ts >= to_ts:
+            raise DirectUnavailable("the server names what is wrong with this count")
+        count = partial(planning.change_boundary, table_id=table_id, from_ts=from_ts)
+        return self._read(lambda r: count(r, to_ts=to_ts, max_changes=max_changes), from_ts)
 
     def _check_settled(self, ts: int) -> None:
         if ts > self.settled:

@@ -14,6 +14,7 @@ the view whole, and nothing proportional to them reaches the driver.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -52,6 +53,9 @@ from spark_sink.view_maintenance import (
 )
 from spark_source.connection import client_for
 
+if TYPE_CHECKING:
+    from kvstore.direct_reads import DirectReader
+
 INCREMENTAL = "incremental"
 # The break-even count when no build has been measured (metadata written by an older version):
 # above this many changed keys in one barrier, the epoch is a build under auto.
@@ -66,6 +70,21 @@ def last_committed(client: Client, job: str) -> EpochMetadata | None:
         return None
     info = client.jobs.get_epoch(job, last)
     return EpochMetadata.from_json(info.metadata) if info.metadata else None
+
+
+def _change_boundary(
+    client: Client, direct: DirectReader | None, table: str, lo: int, hi: int, most: int
+) -> tuple[int, int]:
+    """``store.change_boundary(table, lo, hi, most)``, read directly when this process may
+    (kvstore.direct_reads), else (or when the direct read hands it back) by the server."""
+    if direct is not None:
+        from kvstore.direct import DirectUnavailable  # loaded already: ``direct`` exists
+
+        try:
+            return direct.change_boundary(client.describe_table(table).id, lo, hi, most)
+        except DirectUnavailable:
+            pass
+    return client.store.change_boundary(table, lo, hi, most)
 
 
 def _after(meta: EpochMetadata) -> dict[str, int]:
@@ -144,6 +163,7 @@ class Incremental:
         keys = 0
         unchanged: frozenset[str] = frozenset()  # sources proven to have no change: not scanned
         rebuild = attempt.info.rebuild
+        build, why = False, ""
         if rebuild:
             build, why = True, f"a build: a rebuild was requested (revision {rebuild})"
         elif last is None:
@@ -152,10 +172,13 @@ class Incremental:
             build, why = True, "a build: the query or its state layout changed"
         elif set(last.sources) != set(new_ts):
             build, why = True, "a build: the sources changed"
-        else:
-            build, why, keys, unchanged = self._choose(client, last.sources, new_ts)
         view = client.describe_table(spec.target, refresh=True)
         target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
+        if not build:
+            assert last is not None
+            build, why, keys, unchanged = self._choose(
+                client, last.sources, new_ts, direct_reader(target)
+            )
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
         with attempt.running(target):
             laps.lap("open")
@@ -217,7 +240,11 @@ class Incremental:
         p.last_why = why
 
     def _choose(
-        self, client: Client, old: dict[str, int], new: dict[str, int]
+        self,
+        client: Client,
+        old: dict[str, int],
+        new: dict[str, int],
+        direct: DirectReader | None = None,
     ) -> tuple[bool, str, int, frozenset[str]]:
         """(build?, why, changed keys counted, sources counted to have no change) for an epoch
         after the first: under ``auto`` the cheaper by this view's measured costs
@@ -228,7 +255,7 @@ class Incremental:
             cap = BULK_CHANGE_KEYS  # no build measured (metadata of an older version)
         else:
             cap = self.cost.break_even()
-        keys, over, unchanged = self._count_keys(client, old, new, cap)
+        keys, over, unchanged = self._count_keys(client, old, new, cap, direct)
         if strict:
             return False, f"a delta: strategy incremental ({keys} changed keys)", keys, unchanged
         build_s = self.cost.build_s
@@ -246,7 +273,11 @@ class Incremental:
 
     @staticmethod
     def _count_keys(
-        client: Client, old: dict[str, int], new: dict[str, int], cap: int
+        client: Client,
+        old: dict[str, int],
+        new: dict[str, int],
+        cap: int,
+        direct: DirectReader | None = None,
     ) -> tuple[int, bool, frozenset[str]]:
         """The changed keys of all sources between the barriers, counted up to ``cap``; whether
         the count reached it; and the sources whose count, made in full, found no change: the
@@ -258,7 +289,7 @@ class Incremental:
             lo = old.get(table, hi)
             if hi <= lo:
                 continue
-            ts, n = client.store.change_boundary(table, lo, hi, max(1, cap - total))
+            ts, n = _change_boundary(client, direct, table, lo, hi, max(1, cap - total))
             total += n
             if ts < hi or total >= cap:
                 return total, True, frozenset(unchanged)

@@ -63,12 +63,18 @@ def test_direct_reads_equal_the_servers_once_settled(env):
     whole = [(info.prefix, KeyCodec.prefix_end(info.prefix))]
     with pytest.raises(DirectUnavailable, match="settled"):
         reader.scan_ranges(points, last)  # no read answered by the server at ``last`` yet
+    with pytest.raises(DirectUnavailable, match="settled"):
+        reader.scan_changes(info.id, first, last)
     c.store.get(info.prefix + b"\xff" * 9, last)  # answered at ``last``: every commit landed
     reader.settle(last)
     for ts in (first, last):
         assert reader.scan_ranges(points, ts) == _remote_values(c, points, ts)
         assert reader.scan_ranges(whole, ts) == _remote_values(c, whole, ts)
         assert reader.scan_ranges(whole, ts, range_limit=5) == _remote_values(c, whole, ts, 5)
+    for most in (1, 10, 100, 10_000):
+        assert reader.change_boundary(info.id, first, last, most) == c.store.change_boundary(
+            "dr_equal", first, last, most
+        )
     got = reader.scan_changes(info.id, first, last)
     want = c.store.scan_changes("dr_equal", first, last)
     assert [(r.key, r.old, r.new) for r in got] == [(r.key, r.old, r.new) for r in want]
@@ -110,4 +116,6 @@ def test_a_read_below_the_gc_safepoint_is_handed_back(env):
         reader.scan_ranges(whole, first)
     with pytest.raises(DirectUnavailable, match="safepoint"):
         reader.scan_changes(info.id, first, last)
+    with pytest.raises(DirectUnavailable, match="safepoint"):
+        reader.change_boundary(info.id, first, last, 10)
     assert reader.scan_ranges(whole, now) == _remote_values(c, whole, now)

@@ -627,8 +627,9 @@ def test_a_delta_scans_only_the_sources_that_changed(spark, views_server, vc, mo
 
 
 def test_an_epochs_reads_go_direct_and_its_aggregate_columnar(spark, views_server, vc, monkeypatch):
-    """On the server's host an incremental epoch reads its changes and its keyed rows (group
-    states) straight from LMDB, with no ScanChanges or ScanRanges request, and a grouped
+    """On the server's host an incremental epoch counts and reads its changes and reads its
+    keyed rows (group states) straight from LMDB, with no ChangeBoundary, ScanChanges or
+    ScanRanges request, and a grouped
     COUNT/SUM/AVG takes the columnar path; with SNAPVIEW_DIRECT=off the same epoch reads
     through the server. The view is exact either way."""
     from collections import Counter
@@ -639,7 +640,7 @@ def test_an_epochs_reads_go_direct_and_its_aggregate_columnar(spark, views_serve
 
     calls: Counter[str] = Counter()
     for cls, where in ((DirectReader, "direct"), (RemoteStore, "rpc")):
-        for name in ("scan_ranges", "scan_changes"):
+        for name in ("scan_ranges", "scan_changes", "change_boundary"):
             real = getattr(cls, name)
 
             def counted(self, *a, _real=real, _key=f"{where}.{name}", **k):
@@ -689,11 +690,14 @@ def test_an_epochs_reads_go_direct_and_its_aggregate_columnar(spark, views_serve
     change_and_check(10)
     assert calls["_columnar_delta"] == 1 and calls["_row_delta"] == 0, calls
     assert calls["direct.scan_changes"] >= 1 and calls["direct.scan_ranges"] >= 1, calls
-    assert calls["rpc.scan_changes"] == 0 and calls["rpc.scan_ranges"] == 0, calls
+    assert calls["direct.change_boundary"] >= 1, calls
+    assert calls["rpc.scan_changes"] == calls["rpc.scan_ranges"] == 0, calls
+    assert calls["rpc.change_boundary"] == 0, calls
     monkeypatch.setenv("SNAPVIEW_DIRECT", "off")
     change_and_check(20)
     assert calls["direct.scan_changes"] == 0 and calls["direct.scan_ranges"] == 0, calls
     assert calls["rpc.scan_changes"] >= 1 and calls["rpc.scan_ranges"] >= 1, calls
+    assert calls["direct.change_boundary"] == 0 and calls["rpc.change_boundary"] >= 1, calls
 
 
 def test_an_epochs_writes_go_direct_in_key_order(spark, views_server, vc, monkeypatch):

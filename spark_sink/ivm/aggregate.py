@@ -26,6 +26,7 @@ does).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import localcontext
@@ -35,7 +36,12 @@ from typing import TYPE_CHECKING, Any
 from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.schema import TableSchema, to_storage
-from spark_sink.ivm.aggregate_columnar import ColumnarAggregate, Fallback, columnar_reason
+from spark_sink.ivm.aggregate_columnar import (
+    ColumnarAggregate,
+    ColumnarResult,
+    Fallback,
+    columnar_reason,
+)
 from spark_sink.ivm.delta import NEW, DeltaRules, NeedsBuild, ZSet
 from spark_sink.ivm.expressions import (
     WIDE_DECIMALS,
@@ -46,7 +52,7 @@ from spark_sink.ivm.expressions import (
     finisher,
     keeps_values,
 )
-from spark_sink.ivm.plan import Aggregate
+from spark_sink.ivm.plan import Aggregate, Node, Scan, output
 
 if TYPE_CHECKING:
     from kvstore.table_info import TableInfo
@@ -319,18 +325,49 @@ class AggregateState:
     def delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet:
         if self.why_rows is None:
             try:
-                return self._columnar_delta(rules, node, child)
+                return self._columnar_delta(
+                    rules, node, child.ids, lambda c, read: c.run(child, read)
+                )
             except Fallback as e:
                 self.why_rows = f"this epoch's change: {e}"
         self.path = "rows"
         return self._row_delta(rules, node, child)
 
-    def _columnar_delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet:
-        """``delta`` by the columnar path; Fallback (nothing kept) hands it to the rows."""
+    def delta_of_scan(
+        self, rules: DeltaRules, node: Aggregate, child: Node, scan: Scan, names: list[str]
+    ) -> ZSet:
+        """``delta`` of an aggregate over a source's columns (``child`` is ``scan`` or plain
+        column copies of it, ``names`` the source column of each of its outputs): on the
+        columnar path the change is taken as the change scan decoded into Arrow
+        (``StoreInputs.changes_arrow``), with no tuple per changed row; on the row path as
+        ``delta`` takes it."""
+        if self.why_rows is None:
+            change, weights = self.inputs.changes_arrow(scan.table)
+            try:
+                return self._columnar_delta(
+                    rules,
+                    node,
+                    tuple(a.id for a in output(child)),
+                    lambda c, read: c.run_arrow(change, weights, names, read),
+                )
+            except Fallback as e:
+                self.why_rows = f"this epoch's change: {e}"
+        self.path = "rows"
+        return self._row_delta(rules, node, rules.delta(child))
+
+    def _columnar_delta(
+        self,
+        rules: DeltaRules,
+        node: Aggregate,
+        child_ids: tuple[int, ...],
+        run: Callable[[ColumnarAggregate, Callable[[list[tuple]], Any]], ColumnarResult],
+    ) -> ZSet:
+        """``delta`` by the columnar path (``run`` hands it the change); Fallback (nothing
+        kept) hands it to the rows."""
         if self._columnar is None:
             schema = self.table.table_schema.arrow_schema()
-            self._columnar = ColumnarAggregate(node, child.ids, schema, self.out.fns)
-        got = self._columnar.run(child, lambda keys: self.inputs.read_state_arrow(self.table, keys))
+            self._columnar = ColumnarAggregate(node, child_ids, schema, self.out.fns)
+        got = run(self._columnar, lambda keys: self.inputs.read_state_arrow(self.table, keys))
         rules.lookups += got.groups_read
         self.upserts += got.upserts
         self.deletes += got.deletes

@@ -145,12 +145,31 @@ class ColumnarAggregate:
         ``read_state`` (group keys -> state rows at the old barrier). ``Fallback`` when the
         row path must take it; nothing is kept before it returns."""
         try:
-            return self._run(child, read_state)
+            cols = self._columns_of_rows(child.rows)
+            return self._run(cols, pa.array(child.weights, pa.int64()), read_state)
         except (WeightOverflow, pa.ArrowInvalid) as e:
             raise Fallback(str(e)) from None
 
-    def _run(self, child: ZSet, read_state: Callable[[list[tuple]], pa.Table]) -> ColumnarResult:
-        delta = self._fold(child)
+    def run_arrow(
+        self,
+        change: pa.Table,
+        weights: pa.Array,
+        names: list[str],
+        read_state: Callable[[list[tuple]], pa.Table],
+    ) -> ColumnarResult:
+        """``run`` over a child's change given as Arrow: ``change``'s rows with ``weights``,
+        the child's column at position i (of ``child_ids``) being ``change[names[i]]`` (a
+        source's change scan, decoded in bulk, with no tuple per row)."""
+        try:
+            return self._run(self._columns_of_arrow(change, names), weights, read_state)
+        except (WeightOverflow, pa.ArrowInvalid) as e:
+            raise Fallback(str(e)) from None
+
+    def _run(
+        self, cols: dict[str, Any], weights: pa.Array, read_state: Callable[[list[tuple]], pa.Table]
+    ) -> ColumnarResult:
+        z = ArrowZSet.from_table(pa.table(cols), weights)
+        delta = fold_changes(self.spec, z)
         keys = list(zip(*[delta[n].to_pylist() for n in self.gnames], strict=True))
         old = read_state(keys)
         both = delta.join(old, keys=self.gnames, join_type="left outer")
@@ -184,8 +203,8 @@ class ColumnarAggregate:
             news.append((s_new, n_new))
         return self._emit(both, had, new_rows, old_present, new_present, olds, news)
 
-    def _fold(self, child: ZSet) -> pa.Table:
-        rows = child.rows
+    def _columns_of_rows(self, rows: list[tuple]) -> dict[str, Any]:
+        """The fold's input columns (groups, then each function's input) from tuples."""
         cols: dict[str, pa.Array] = {}
         for name, t, p in zip(self.gnames, self.gtypes, self.gpos, strict=True):
             arr = pa.array([r[p] for r in rows], type=t)
@@ -205,8 +224,32 @@ class ColumnarAggregate:
                 p = ps[0]
                 vals = [r[p] for r in rows]
             cols[name] = pa.array(vals, type=pa.int64())
-        z = ArrowZSet.from_table(pa.table(cols), pa.array(child.weights, pa.int64()))
-        return fold_changes(self.spec, z)
+        return cols
+
+    def _columns_of_arrow(self, change: pa.Table, names: list[str]) -> dict[str, Any]:
+        """The fold's input columns, as ``_columns_of_rows`` makes them, from Arrow columns."""
+        cols: dict[str, Any] = {}
+        for name, t, p in zip(self.gnames, self.gtypes, self.gpos, strict=True):
+            arr = pc.cast(change[names[p]], t)
+            if arr.null_count:
+                raise Fallback("a NULL grouping key")
+            cols[name] = arr
+        n = change.num_rows
+        for inp in filter(None, self.inputs):
+            name, ps = inp
+            j = int(name[1:])
+            if self.agg.aggs[j].kind != "count":
+                cols[name] = pc.cast(change[names[ps[0]]], pa.int64())
+            elif ps == [-1]:
+                cols[name] = pa.nulls(n, pa.int64())
+            else:
+                valid = pc.is_valid(change[names[ps[0]]])
+                for p in ps[1:]:
+                    valid = pc.and_(valid, pc.is_valid(change[names[p]]))
+                cols[name] = pc.if_else(
+                    valid, pa.scalar(0, pa.int64()), pa.scalar(None, pa.int64())
+                )
+        return cols
 
     def _finals(self, s: pa.ChunkedArray, n: pa.ChunkedArray, j: int) -> list:
         """Function ``j``'s output values (Spark's: COUNT the count, SUM NULL over no values,

@@ -38,6 +38,7 @@ from typing import Protocol
 from spark_sink.ivm.expressions import compile_expr
 from spark_sink.ivm.plan import (
     Aggregate,
+    Col,
     Filter,
     GroupRef,
     Join,
@@ -251,6 +252,13 @@ class AggregateState(Protocol):
 
     def delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet: ...
 
+    def delta_of_scan(
+        self, rules: DeltaRules, node: Aggregate, child: Node, scan: Scan, names: list[str]
+    ) -> ZSet:
+        """``delta(rules, node, rules.delta(child))`` for a ``child`` that is ``scan``'s
+        columns ``names`` (``plain_source``), free to read the change otherwise."""
+        ...
+
     def lookup(
         self, rules: DeltaRules, node: Aggregate, idx: list[int], groups: set[tuple], side: str
     ) -> list[tuple]: ...
@@ -296,6 +304,9 @@ class DeltaRules:
                 for side in outer_sides(node):
                     self._dangling_delta(node, out, side)
                 return out
+            case Aggregate(child=c) if (src := plain_source(c)) is not None:
+                # the change of a source's columns: taken as Arrow where that helps
+                return self.aggregates[id(node)].delta_of_scan(self, node, c, *src)
             case Aggregate():
                 return self.aggregates[id(node)].delta(self, node, self.delta(node.child))
             case Union(attrs=attrs, children=children):
@@ -483,6 +494,26 @@ class DeltaRules:
                     continue
                 out.rows.append(row)
                 out.weights.append(lw * right.weights[j])
+
+
+def plain_source(node: Node) -> tuple[Scan, list[str]] | None:
+    """(the source, the source column of each output column of ``node``) when ``node`` is a
+    Scan, or Projects of plain column copies over one; None otherwise."""
+    if isinstance(node, Scan):
+        return node, [a.name for a in node.attrs]
+    if isinstance(node, Project):
+        below = plain_source(node.child)
+        if below is None:
+            return None
+        scan, names = below
+        by_id = dict(zip((a.id for a in output(node.child)), names, strict=True))
+        out = []
+        for _, e in node.outputs:
+            if not isinstance(e, Col) or e.id not in by_id:
+                return None
+            out.append(by_id[e.id])
+        return scan, out
+    return None
 
 
 def outer_sides(node: Join) -> tuple[str, ...]:

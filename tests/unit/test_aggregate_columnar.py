@@ -54,10 +54,33 @@ class _StateRows:
     """The group state table between epochs: key -> the state row's values after the key
     (what both paths read at the old barrier), kept from the upserts and deletes they wrote."""
 
-    def __init__(self, info: TableInfo) -> None:
+    def __init__(self, info: TableInfo, scan: Scan | None = None) -> None:
         self.info = info
         self.rows: dict[tuple, list] = {}
         self.rows_read = 0
+        self.scan = scan
+        self.change = ZSet((), [], [])  # the source's change this epoch, for delta_of_scan
+
+    # the source's change, as StoreInputs gives it: tuples, or Arrow
+    def columns(self, table: str) -> tuple[str, ...]:
+        assert self.scan is not None
+        return tuple(a.name for a in self.scan.attrs)
+
+    def changes(self, table: str) -> tuple[list[tuple], list[int]]:
+        return list(self.change.rows), list(self.change.weights)
+
+    def changes_arrow(self, table: str) -> tuple[pa.Table, pa.Array]:
+        assert self.scan is not None
+        types = {"int": pa.int32(), "bigint": pa.int64(), "string": pa.string()}
+        types["boolean"] = pa.bool_()
+        cols = list(zip(*self.change.rows, strict=True)) or [[] for _ in self.scan.attrs]
+        data = pa.table(
+            {
+                a.name: pa.array(c, types[a.dtype])
+                for a, c in zip(self.scan.attrs, cols, strict=True)
+            }
+        )
+        return data, pa.array(self.change.weights, pa.int64())
 
     def read_state(self, info: TableInfo, keys: list[tuple]) -> dict[tuple, list]:
         return {k: list(self.rows[k]) for k in keys if k in self.rows}
@@ -80,11 +103,19 @@ def _state_info(agg: Aggregate) -> TableInfo:
     return TableInfo(st.name, 77, st.ddl, st.primary_key, kind="state")
 
 
-def _epoch(agg: Aggregate, info: TableInfo, store: _StateRows, z: ZSet, columnar_on: bool):
+def _epoch(agg: Aggregate, info: TableInfo, store: _StateRows, z: ZSet, columnar_on: bool | str):
+    """One epoch of the aggregate over change ``z``: by the row path, the columnar path over
+    tuples (True), or the columnar path over the source's change as Arrow ("arrow")."""
     st = AggregateState(agg, info, store, "v")  # type: ignore[arg-type]
     if not columnar_on:
         st.why_rows = "held to the row path by the test"
-    out = st.delta(DeltaRules(store), agg, z)  # type: ignore[arg-type]
+    if columnar_on == "arrow":
+        store.change = z
+        scan = agg.child
+        names = [a.name for a in scan.attrs]  # type: ignore[attr-defined]
+        out = st.delta_of_scan(DeltaRules(store), agg, scan, scan, names)  # type: ignore[arg-type]
+    else:
+        out = st.delta(DeltaRules(store), agg, z)  # type: ignore[arg-type]
     st.lookup(DeltaRules(store), agg, [0], set(), "new")  # materializes the pending new states
     news = {g: s.as_values(st.lay) for g, s in st.new.items()}
     # (the order of the state rows does not matter: a write sorts them by key)
@@ -136,18 +167,21 @@ def test_the_columnar_path_equals_the_row_path(seed, group_dtype, computed, bare
         "string": ["a", "b", "", "é"],
         "boolean": [True, False],
     }[group_dtype]
-    a, b = _StateRows(info), _StateRows(info)
+    a, b, c = (_StateRows(info, agg.child) for _ in range(3))  # type: ignore[arg-type]
     live: list[tuple] = []
     paths = set()
     for _ in range(60):
         z = _change(rng, live, values)
         got = _epoch(agg, info, a, z, True)
+        got_arrow = _epoch(agg, info, c, z, "arrow")
         want = _epoch(agg, info, b, z, False)
         paths.add(got[0])
+        paths.add(got_arrow[0])
         assert got[1:] == want[1:]
-        a.apply(got[2], got[3], 1)
-        b.apply(want[2], want[3], 1)
-        assert a.rows == b.rows
+        assert got_arrow[1:] == want[1:]
+        for store, (_, _, ups, dels, _) in ((a, got), (b, want), (c, got_arrow)):
+            store.apply(ups, dels, 1)
+        assert a.rows == b.rows == c.rows
     assert paths == {"columnar"}, "the columnar path was not taken"
 
 
@@ -156,6 +190,9 @@ def test_a_null_group_key_and_an_overflowing_sum_fall_back_to_the_rows():
     info = _state_info(agg)
     store = _StateRows(info)
     path, *_ = _epoch(agg, info, store, ZSet((1, 2, 3), [(None, 1, "a")], [1]), True)
+    assert path == "rows"
+    store.scan = agg.child  # type: ignore[assignment]
+    path, *_ = _epoch(agg, info, store, ZSet((1, 2, 3), [(None, 1, "a")], [1]), "arrow")
     assert path == "rows"
     big = 2**62
     z = ZSet((1, 2, 3), [(1, big, None), (1, big, None)], [1, 1])
@@ -176,3 +213,22 @@ def test_a_planted_fault_in_the_columnar_merge_is_caught(monkeypatch):
     monkeypatch.setattr(columnar.pc, "add_checked", forgetful)
     with pytest.raises(AssertionError):
         test_the_columnar_path_equals_the_row_path(0, "int", False, False)
+
+
+def test_plain_source_follows_column_copies_only():
+    """An aggregate's child is taken as the source's change only through plain copies."""
+    from spark_sink.ivm.delta import plain_source
+    from spark_sink.ivm.plan import Project
+
+    scan = _agg().child
+    assert plain_source(scan) == (scan, ["g", "x", "y"])
+    swapped = Project(
+        ((Attr(7, "y2", "string", True), Col(3)), (Attr(8, "g2", "int", False), Col(1))), scan
+    )
+    assert plain_source(swapped) == (scan, ["y", "g"])
+    again = Project(((Attr(9, "g3", "int", False), Col(8)),), swapped)
+    assert plain_source(again) == (scan, ["g"])
+    computed = Project(
+        ((Attr(7, "x1", "bigint", True), Call("add", (Col(2), Lit(1, "bigint")), "bigint")),), scan
+    )
+    assert plain_source(computed) is None

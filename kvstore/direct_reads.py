@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from functools import partial
 
+import lmdb
+
 from kvstore import actions, planning
 from kvstore.direct import DirectUnavailable
 from kvstore.limits import SCAN_CHUNK_BYTES
@@ -109,8 +111,14 @@ class DirectReader:
     def _read(self, fn, oldest: int):
         """``fn`` over one read transaction, refused below the GC safepoint. (A map the server
         grew is adopted by ``Storage.read_txn``.)"""
-        with self.storage.read_txn() as r:
-            raw = r.get("meta", GC_SAFEPOINT)
-            if raw is not None and oldest < int(raw):
-                raise DirectUnavailable(f"ts {oldest} is below the GC safepoint {int(raw)}")
-            return fn(r)
+        try:
+            with self.storage.read_txn() as r:
+                raw = r.get("meta", GC_SAFEPOINT)
+                if raw is not None and oldest < int(raw):
+                    raise DirectUnavailable(f"ts {oldest} is below the GC safepoint {int(raw)}")
+                return fn(r)
+        except lmdb.Error as e:
+            # An environment closed under the read (its server restarted: the prewriter that
+            # opened it was closed), or any other engine trouble: the server answers instead,
+            # and names a damaged record itself if that is what it is.
+            raise DirectUnavailable(f"the direct read failed ({e}); the server reads it") from None

@@ -119,3 +119,20 @@ def test_a_read_below_the_gc_safepoint_is_handed_back(env):
     with pytest.raises(DirectUnavailable, match="safepoint"):
         reader.change_boundary(info.id, first, last, 10)
     assert reader.scan_ranges(whole, now) == _remote_values(c, whole, now)
+
+
+def test_a_closed_environment_hands_the_read_back(tmp_path):
+    """A reader whose environment was closed under it (its server restarted and the prewriter
+    that opened it was closed) hands every read back instead of failing the epoch."""
+    from kvstore.storage import Storage
+
+    storage = Storage(str(tmp_path / "lmdb"), sync=False)
+    reader = DirectReader(storage)
+    reader.settle(100)
+    key = b"\x00\x00\x00\x09" + b"\x01" * 8
+    assert reader.scan_ranges([(key, after(key))], 50) == []
+    storage.close()
+    with pytest.raises(DirectUnavailable, match="the server reads it"):
+        reader.scan_ranges([(key, after(key))], 50)
+    with pytest.raises(DirectUnavailable, match="the server reads it"):
+        reader.scan_changes(9, 10, 50)

@@ -26,14 +26,18 @@ checked by a seeded property test (``tests/unit/ivm_ops/``) against the plain-Py
 Nothing here imports pyspark: the algebra stays apart from Spark, and converting Catalyst's plan
 or building state on Spark belongs in other modules.
 
-**Not wired in yet.** No view is maintained by this package today: ``spark_sink.ivm.delta``
-(row-at-a-time Z-sets of tuples) still maintains every incremental view. The plan for wiring it
-in, operator by operator with the Spark differential tests as judge: an operator registry keyed
-by ``spark_sink.ivm.plan`` node type (Scan, Filter, Project, Join, Union, Aggregate, Window), a
-converter per node from ``plan.py``'s expressions and columns to these specs (pyarrow compute
-expressions where the kernel matches Spark, Spark's evaluator from ``expressions.py`` over a batch
-where it does not), then changes and keyed reads delivered as Arrow instead of tuples. Exact
-DOUBLE and DECIMAL sums, AVG, SUM(DISTINCT x), FILTER clauses and windows are not ported yet;
-the stateful rules (outer join, MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets, and
-no state table layout or Spark build exists for them here yet.
+**Wired in so far:** ``aggregate.fold_changes`` folds the change of every grouped COUNT/SUM/AVG
+over integral columns (``spark_sink.ivm.aggregate_columnar``, the columnar aggregate path, with
+the row path as its fallback and its reference in ``tests/unit/test_aggregate_columnar.py``).
+Every other operator of every incremental view is still maintained by ``spark_sink.ivm.delta``
+(row-at-a-time Z-sets of tuples). The plan for the rest, operator by operator with the Spark
+differential tests as judge: an operator registry keyed by ``spark_sink.ivm.plan`` node type
+(Scan, Filter, Project, Join, Union, Aggregate, Window), a converter per node from ``plan.py``'s
+expressions and columns to these specs (pyarrow compute expressions where the kernel matches
+Spark, Spark's evaluator from ``expressions.py`` over a batch where it does not), then changes
+and keyed reads delivered as Arrow instead of tuples (the aggregate path already takes a
+source's change as Arrow: ``StoreInputs.changes_arrow``). Exact DOUBLE and DECIMAL sums, AVG's
+DECIMAL rounding, SUM(DISTINCT x), FILTER clauses and windows are not ported yet; the stateful
+rules (outer join, MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets, and no state
+table layout or Spark build exists for them here yet.
 """

@@ -21,9 +21,10 @@ not fit BIGINT; ``add_group_deltas`` raises it when a group's new sum leaves BIG
 ANSI raises ARITHMETIC_OVERFLOW. (A delta that leaves BIGINT while the stored sum plus it would
 not is also refused: the caller treats it as a rebuild.)
 
-Not handled yet (still on today's row-at-a-time engine, ``spark_sink.ivm.aggregate``, until
-ported): exact DOUBLE/FLOAT sums (Spark's order-dependent rounding; today a compensated pair),
-DECIMAL sums and their precision rules, AVG's division, SUM(DISTINCT x), and FILTER clauses.
+Used by the columnar aggregate path (``spark_sink.ivm.aggregate_columnar``), which adds the
+stored state, AVG's division of an integral sum and the output rows. Not handled here yet (on
+the row-at-a-time engine, ``spark_sink.ivm.aggregate``, until ported): exact DOUBLE/FLOAT sums (Spark's order-dependent rounding; today a compensated pair),
+DECIMAL sums and their precision rules, AVG of DECIMAL, SUM(DISTINCT x), and FILTER clauses.
 MIN/MAX and COUNT(DISTINCT x) need per-value state: ``minmax.py`` and ``distinct.py``. ``fold_changes`` refuses non-integral SUM inputs with
 ``TypeError``.
 """

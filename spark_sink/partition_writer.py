@@ -58,6 +58,7 @@ class EpochTarget:
 
 
 _direct: dict[tuple, DirectPrewriter | None] = {}
+_readers: dict[tuple, DirectReader] = {}  # by the same keys as _direct
 _direct_lock = threading.Lock()
 
 # The process's switch for the direct path: unset or "auto" uses it when this process sees the
@@ -89,11 +90,18 @@ def direct_prewriter(target: EpochTarget) -> DirectPrewriter | None:
     if target.direct is None or not direct_allowed():
         return None
     data_dir, instance_id, lmdb_path, map_size = target.direct
-    key = (os.getpid(), lmdb_path, instance_id)
+    key = _direct_key(target.direct)
     # Under a lock: several view jobs of one driver write their deltas from their own threads,
     # and LMDB refuses a second open of an environment in one process.
     with _direct_lock:
         return _direct_prewriter_locked(key, data_dir, instance_id, lmdb_path, map_size)
+
+
+def _direct_key(direct: DirectInfo) -> tuple[int, str, str]:
+    """The key of this process's direct prewriter (and reader) of a server: (pid, LMDB path,
+    instance id). The pid keeps a forked child from using its parent's environment."""
+    _, instance_id, lmdb_path, _ = direct
+    return os.getpid(), lmdb_path, instance_id
 
 
 def _direct_prewriter_locked(
@@ -107,15 +115,13 @@ def _direct_prewriter_locked(
         # an environment per process, so the one opened for the old instance is closed first.
         for old in [k for k in _direct if k[:2] == key[:2]]:
             stale = _direct.pop(old)
+            _readers.pop(old, None)  # its reader reads the environment closed below
             if stale is not None:
                 stale.close()
         _direct[key] = (
             DirectPrewriter(lmdb_path, map_size) if same_instance(data_dir, instance_id) else None
         )
     return _direct[key]
-
-
-_readers: dict[int, tuple[DirectPrewriter, DirectReader]] = {}
 
 
 def direct_reader(target: EpochTarget) -> DirectReader | None:
@@ -125,17 +131,15 @@ def direct_reader(target: EpochTarget) -> DirectReader | None:
     prewriter = direct_prewriter(target)
     if prewriter is None:
         return None
+    assert target.direct is not None  # a prewriter exists
+    key = _direct_key(target.direct)
     with _direct_lock:
-        got = _readers.get(id(prewriter))
-        if got is None or got[0] is not prewriter:
+        got = _readers.get(key)
+        if got is None:
             from kvstore.direct_reads import DirectReader
 
-            # (a prewriter closed for a restarted server is dropped from _direct; its reader
-            # goes with it here, keyed by the prewriter's identity)
-            for k in [k for k, (p, _) in _readers.items() if p not in _direct.values()]:
-                del _readers[k]
-            got = _readers[id(prewriter)] = (prewriter, DirectReader(prewriter.storage))
-        return got[1]
+            got = _readers[key] = DirectReader(prewriter.storage)
+        return got
 
 
 def task_context() -> TaskContext:

@@ -94,6 +94,14 @@ def decode_rows(columns: list[Column], codec: RowCodec, raws: list[bytes]) -> li
     return list(zip(*cols, strict=True))
 
 
+def _arrow_rows(info: TableInfo, raws: list[bytes]) -> pa.Table:
+    """Encoded rows of ``info`` decoded in bulk into one Arrow table over its visible columns
+    (an empty one for no rows)."""
+    if not raws:
+        return info.table_schema.arrow_schema().empty_table()
+    return pa.Table.from_batches([info.row_codec.decode_arrow(raws)])
+
+
 def _decode(info: TableInfo, raws: list[bytes]) -> list[tuple]:
     return decode_rows(info.table_schema.visible_columns, info.row_codec, raws)
 
@@ -164,12 +172,7 @@ class StoreInputs:
         """``changes(table)`` as Arrow: the images decoded in bulk into one table over the
         table's visible columns (one ``decode_arrow``, no tuple per row), and the weights."""
         raws, weights = self._change_images(table)
-        info = self.infos[table]
-        if not raws:
-            data = info.table_schema.arrow_schema().empty_table()
-        else:
-            data = pa.Table.from_batches([info.row_codec.decode_arrow(raws)])
-        return data, pa.array(weights, pa.int64())
+        return _arrow_rows(self.infos[table], raws), pa.array(weights, pa.int64())
 
     def _change_images(self, table: str) -> tuple[list[bytes], list[int]]:
         """The encoded old (-1) and new (+1) images of the table's net change, read once per
@@ -276,11 +279,9 @@ class StoreInputs:
         """The state rows of ``keys`` at ``state_ts`` (absent keys skipped), decoded in bulk
         into one Arrow table over the table's visible columns, in key order."""
         ordered = sorted(encode_keys(info, keys))
-        raws = self._read_raw(info, [(k, after(k)) for k in ordered], self.state_ts)
-        schema = info.table_schema.arrow_schema()
-        if not raws:
-            return schema.empty_table()
-        return pa.Table.from_batches([info.row_codec.decode_arrow(raws)])
+        return _arrow_rows(
+            info, self._read_raw(info, [(k, after(k)) for k in ordered], self.state_ts)
+        )
 
     def read_first(
         self, info: TableInfo, prefixes: list[tuple], width: int

@@ -174,11 +174,12 @@ class Incremental:
             build, why = True, "a build: the sources changed"
         view = client.describe_table(spec.target, refresh=True)
         target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
+        # This process's reader of the server's LMDB environment (None off its host): the
+        # change count and, in a delta, the change scans and keyed reads use it.
+        direct = None if build else direct_reader(target)
         if not build:
             assert last is not None
-            build, why, keys, unchanged = self._choose(
-                client, last.sources, new_ts, direct_reader(target)
-            )
+            build, why, keys, unchanged = self._choose(client, last.sources, new_ts, direct)
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
         with attempt.running(target):
             laps.lap("open")
@@ -186,7 +187,7 @@ class Incremental:
                 assert last is not None
                 try:
                     counts = self._delta(
-                        client, attempt, view, last.sources, new_ts, laps, unchanged
+                        client, attempt, view, last.sources, new_ts, laps, unchanged, direct
                     )
                 except NeedsBuild as e:  # raised before the delta wrote anything
                     build, why = True, f"a build: {e}"
@@ -522,21 +523,18 @@ class Incremental:
         new: dict[str, int],
         laps: Laps,
         unchanged: frozenset[str] = frozenset(),
+        direct: DirectReader | None = None,
     ) -> dict:
         """Write the view's and the state tables' change between the barriers of ``old`` and
         ``new`` (each source's read ts) into the attempt; returns the epoch's counters.
-        ``unchanged``: sources known to have no change between them (not scanned)."""
+        ``unchanged``: sources known to have no change between them (not scanned); ``direct``:
+        this process's direct reader (StoreInputs)."""
         plan = self.plan
         infos = {t: client.describe_table(t) for t in new}
         indexes = {}
         for st in plan.index_tables():
             indexes[(st.source, st.column)] = client.describe_table(st.name)
-        target = attempt.target(
-            self.spec.coordinator, self.spec.token, view, "upsert", self.direct_info
-        )
-        inputs = StoreInputs(
-            client, infos, old, new, attempt.start_ts, indexes, unchanged, direct_reader(target)
-        )
+        inputs = StoreInputs(client, infos, old, new, attempt.start_ts, indexes, unchanged, direct)
         groups = {}
         for st in plan.groups_tables():
             info = client.describe_table(st.name)

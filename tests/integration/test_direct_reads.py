@@ -24,14 +24,18 @@ def env(tmp_path_factory):
         str(tmp_path_factory.mktemp("direct_reads") / "d"),
         extra_args=["--retention", "0s", "--gc-interval", "1h"],
     ).start()
-    c = coordinator.connect(srv.address)
-    st = c.status()
-    prewriter = DirectPrewriter(st.lmdb_path, st.map_size_bytes)  # one open per process
     try:
-        yield c, DirectReader(prewriter.storage)
+        c = coordinator.connect(srv.address)
+        try:
+            st = c.status()
+            prewriter = DirectPrewriter(st.lmdb_path, st.map_size_bytes)  # one open per process
+            try:
+                yield c, DirectReader(prewriter.storage)
+            finally:
+                prewriter.close()
+        finally:
+            c.close()
     finally:
-        prewriter.close()
-        c.close()
         srv.stop()
 
 

@@ -688,7 +688,9 @@ def test_an_epochs_reads_go_direct_and_its_aggregate_columnar(spark, views_serve
         assert got == want
 
     change_and_check(10)
-    assert calls["_columnar_delta"] == 1 and calls["_row_delta"] == 0, calls
+    # (a barrier may fall between the last maintain and the change: then two epochs run, the
+    # first without a change, and both take the columnar path)
+    assert calls["_columnar_delta"] >= 1 and calls["_row_delta"] == 0, calls
     assert calls["direct.scan_changes"] >= 1 and calls["direct.scan_ranges"] >= 1, calls
     assert calls["direct.change_boundary"] >= 1, calls
     assert calls["rpc.scan_changes"] == calls["rpc.scan_ranges"] == 0, calls

@@ -44,7 +44,8 @@ from coordinator.errors import BarrierNotReached, SecondWriter
 from coordinator.jobs import JobState
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.schema import parse_ddl
-from spark_sink.ivm.plan import ConversionFailed, Unsupported
+from spark_sink.ivm.catalyst import ConversionFailed
+from spark_sink.ivm.plan import Unsupported
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.plan_check import analyze as analyze_incremental
 from spark_sink.ivm.state import ensure as ensure_state_tables
@@ -443,6 +444,10 @@ class MaterializedView:
             "previous barrier and keyed reads only:",
         ]
         lines += [f"    - {line}" for line in self.plan.describe()]
+        from spark_sink.ivm.delta import operator_tree
+
+        lines.append("  operators (spark_sink.ivm.ops), the root first:")
+        lines += [f"    {line}" for line in operator_tree(self.plan.root)]
         return "\n".join(lines)
 
     def maintain_available(self, until: int = 0, timeout: float = 60.0) -> int:

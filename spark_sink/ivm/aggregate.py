@@ -42,7 +42,7 @@ from spark_sink.ivm.aggregate_columnar import (
     Fallback,
     columnar_reason,
 )
-from spark_sink.ivm.delta import NEW, DeltaRules, NeedsBuild, ZSet
+from spark_sink.ivm.delta import DeltaRules
 from spark_sink.ivm.expressions import (
     WIDE_DECIMALS,
     agg_input,
@@ -52,6 +52,7 @@ from spark_sink.ivm.expressions import (
     finisher,
     keeps_values,
 )
+from spark_sink.ivm.ops.operator import NEW, NeedsBuild, ZSet
 from spark_sink.ivm.plan import Aggregate, Node, Scan, output
 
 if TYPE_CHECKING:

@@ -34,7 +34,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_sink.ivm.delta import ZSet
 from spark_sink.ivm.expressions import _INT_RANGE
 from spark_sink.ivm.ops.aggregate import (
     COUNT,
@@ -43,6 +42,7 @@ from spark_sink.ivm.ops.aggregate import (
     nonnull_column,
     sum_column,
 )
+from spark_sink.ivm.ops.operator import ZSet
 from spark_sink.ivm.ops.zset import ArrowZSet, WeightOverflow
 from spark_sink.ivm.plan import AggRef, Aggregate, Col, GroupRef, Lit
 

@@ -19,7 +19,7 @@ from kvstore.results import ChangeRecord
 from kvstore.rowcodec import RowCodec
 from kvstore.schema import Column, from_storage, to_storage
 from kvstore.table_info import TableInfo
-from spark_sink.ivm.delta import NEW, Access
+from spark_sink.ivm.ops.operator import NEW, Access
 from spark_source.key_ranges import after
 
 if TYPE_CHECKING:

@@ -1,35 +1,17 @@
-"""A view's query as a tree of the operators the delta rules know, taken from Spark's optimized
-logical plan (never from the SQL text).
+"""A view's query as a tree of the operators the delta rules know: the expressions (``Col``,
+``Lit``, ``Call``, ``GroupRef``, ``AggRef``) and the node types (Scan, Filter, Project, Join,
+Aggregate, Union, Window), each node with its inputs and its output columns.
 
-``delta_plan(df)`` walks the plan through py4j and returns the tree (Scan, Filter, Project, Join,
-Aggregate, Window) with expressions in a small closed language (``Col``, ``Lit``, ``Call``). Anything
-outside it raises ``Unsupported`` with a reason that names the construct, so whatever Spark
-accepts is either maintained incrementally or named as the reason it is not.
-
-The plan is the *optimized* one: Spark has then pushed filters below joins, pruned columns,
-split join conditions into equalities and rewritten subqueries. The session that analyzes must
-not push filters into the data source (``spark.sql.python.filterPushdown.enabled=false``): a
-filter the source absorbed would vanish from the plan.
-
-Columns are named by Spark's expression ids (``Attr.id``), which are unique in one plan.
+The tree is made from Spark's optimized logical plan by ``spark_sink.ivm.catalyst``
+(``delta_plan``); each node type's delta rule is its operator in ``spark_sink.ivm.ops``. Nothing
+here imports pyspark or py4j. Columns are named by Spark's expression ids (``Attr.id``), which are
+unique in one plan.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-JObject = Any  # a py4j handle on a JVM object (Catalyst plans and expressions)
-
-EPOCH_DAY = dt.date(1970, 1, 1)
-EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class Unsupported(Exception):
@@ -83,6 +65,16 @@ class Attr:
     nullable: bool
 
 
+@dataclass(frozen=True)
+class CalendarInterval:
+    """A value of Spark's legacy INTERVAL type (``make_interval``): months, days and
+    microseconds, added to a timestamp in that order."""
+
+    months: int
+    days: int
+    micros: int
+
+
 # ---------------------------------------------------------------------- operators
 
 
@@ -91,17 +83,35 @@ class Scan:
     table: str
     attrs: tuple[Attr, ...]  # the columns the plan uses, a subset of the table's
 
+    def inputs(self) -> tuple[Node, ...]:
+        return ()
+
+    def columns(self) -> tuple[Attr, ...]:
+        return self.attrs
+
 
 @dataclass(frozen=True)
 class Filter:
     cond: Expr
     child: Node
 
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def columns(self) -> tuple[Attr, ...]:
+        return self.child.columns()
+
 
 @dataclass(frozen=True)
 class Project:
     outputs: tuple[tuple[Attr, Expr], ...]
     child: Node
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def columns(self) -> tuple[Attr, ...]:
+        return tuple(a for a, _ in self.outputs)
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,12 @@ class Join:
     right_keys: tuple[int, ...]
     residual: Expr | None
     kind: str = "inner"
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def columns(self) -> tuple[Attr, ...]:
+        return self.left.columns() + self.right.columns()
 
 
 @dataclass(frozen=True)
@@ -135,6 +151,12 @@ class Aggregate:
     outputs: tuple[tuple[Attr, Expr], ...]  # over GroupRef / AggRef
     child: Node
 
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def columns(self) -> tuple[Attr, ...]:
+        return tuple(a for a, _ in self.outputs)
+
 
 @dataclass(frozen=True)
 class Union:
@@ -144,6 +166,12 @@ class Union:
     attrs: tuple[Attr, ...]
     children: tuple[Node, ...]
 
+    def inputs(self) -> tuple[Node, ...]:
+        return self.children
+
+    def columns(self) -> tuple[Attr, ...]:
+        return self.attrs
+
 
 @dataclass(frozen=True)
 class Window:
@@ -152,12 +180,18 @@ class Window:
     on the columns ``partition``, plain column ids of the child) in the order of ``order``
     (expression, ascending, nulls first), as Spark does. The rows of the child pass through with
     the function values appended. Maintained by recomputing every partition the change touches
-    (``spark_sink.ivm.window``)."""
+    (``spark_sink.ivm.ops.window``)."""
 
     funcs: tuple[tuple[Attr, str], ...]
     partition: tuple[int, ...]
     order: tuple[tuple[Expr, bool, bool], ...]
     child: Node
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def columns(self) -> tuple[Attr, ...]:
+        return self.child.columns() + tuple(a for a, _ in self.funcs)
 
 
 Node = Scan | Filter | Project | Join | Aggregate | Union | Window
@@ -165,501 +199,19 @@ Node = Scan | Filter | Project | Join | Aggregate | Union | Window
 
 def output(node: Node) -> tuple[Attr, ...]:
     """The attributes ``node`` produces, in order."""
-    match node:
-        case Scan(attrs=attrs):
-            return attrs
-        case Filter(child=child):
-            return output(child)
-        case Project(outputs=outs) | Aggregate(outputs=outs):
-            return tuple(a for a, _ in outs)
-        case Join(left=left, right=right):
-            return output(left) + output(right)
-        case Union(attrs=attrs):
-            return attrs
-        case Window(funcs=funcs, child=child):
-            return output(child) + tuple(a for a, _ in funcs)
-    raise TypeError(node)
+    return node.columns()
 
 
 def scans(node: Node) -> list[Scan]:
     """The Scan leaves, left to right (the order of the delta rule's terms)."""
-    match node:
-        case Scan():
-            return [node]
-        case Filter(child=c) | Project(child=c) | Aggregate(child=c) | Window(child=c):
-            return scans(c)
-        case Join(left=left, right=right):
-            return scans(left) + scans(right)
-        case Union(children=children):
-            return [s for c in children for s in scans(c)]
-    raise TypeError(node)
-
-
-# ---------------------------------------------------------------------- from Catalyst
-
-
-def _name(j) -> str:
-    return str(j.getClass().getSimpleName())
-
-
-def _seq(s) -> list:
-    return [s.apply(i) for i in range(s.size())]
-
-
-def _attr(a) -> Attr:
-    return Attr(
-        int(a.exprId().id()), str(a.name()), str(a.dataType().simpleString()), bool(a.nullable())
-    )
-
-
-_BINARY = {
-    "And": "and",
-    "Or": "or",
-    "EqualTo": "eq",
-    "EqualNullSafe": "eqns",
-    "LessThan": "lt",
-    "LessThanOrEqual": "le",
-    "GreaterThan": "gt",
-    "GreaterThanOrEqual": "ge",
-    "Add": "add",
-    "Subtract": "sub",
-    "Multiply": "mul",
-    "Divide": "div",
-    "Remainder": "mod",
-    "StartsWith": "startswith",
-    "EndsWith": "endswith",
-    "Contains": "contains",
-}
-_UNARY = {
-    "Not": "not",
-    "IsNull": "isnull",
-    "IsNotNull": "isnotnull",
-    "UnaryMinus": "neg",
-    "Upper": "upper",
-    "Lower": "lower",
-    "Abs": "abs",
-}
-# Wrappers the optimizer adds that do not change a value we compute (join keys and grouping
-# keys of DOUBLE are normalized: -0.0 becomes 0.0, every NaN the same NaN).
-_TRANSPARENT = {"KnownFloatingPointNormalized", "KnownNotNull", "KnownNullable"}
-_CAST_TYPES = (
-    "bigint",
-    "int",
-    "smallint",
-    "tinyint",
-    "double",
-    "float",
-    "decimal",
-    "string",
-    "boolean",
-    "date",
-)
-
-
-@dataclass(frozen=True)
-class CalendarInterval:
-    """A value of Spark's legacy INTERVAL type (``make_interval``): months, days and
-    microseconds, added to a timestamp in that order."""
-
-    months: int
-    days: int
-    micros: int
-
-
-class ConversionFailed(Unsupported):
-    """An internal error while converting Catalyst's plan (a construct this module meant to
-    handle but could not): ``str(e)`` names the construct and the error. Under ``auto`` the view
-    falls back to full recompute with this reason; it never crashes ``build()``."""
-
-
-def _describe(j: JObject) -> str:
-    """A Catalyst expression or plan node for an error message: its SQL (cut), else its class."""
-    try:
-        text = str(j.sql())
-    except Exception:  # noqa: BLE001 - only for a message: the class name is enough
-        text = ""
-    kind = _name(j)
-    if len(text) > 200:
-        text = text[:200] + "..."
-    return f"{text} ({kind})" if text else kind
-
-
-@contextmanager
-def _internal_errors_name(construct: Callable[[], str]) -> Iterator[None]:
-    """Turn any error but Unsupported raised inside into ConversionFailed naming
-    ``construct()`` (the innermost construct: an outer one lets ConversionFailed through)."""
-    try:
-        yield
-    except Unsupported:
-        raise
-    except Exception as e:  # noqa: BLE001 - any internal error names its construct
-        raise ConversionFailed(
-            f"an internal error converting {construct()}: {type(e).__name__}: {e}"
-        ) from e
-
-
-def literal_value(j: JObject) -> Any:
-    """A Catalyst Literal's value as the Python value our rows carry: int (BIGINT, INT,
-    SMALLINT, TINYINT), float (DOUBLE, FLOAT), Decimal (DECIMAL of any precision, at its scale),
-    str, bool, bytes (BINARY), datetime.date (DATE), an aware UTC datetime.datetime (TIMESTAMP
-    and TIMESTAMP_NTZ, as the store reads a TIMESTAMP column), datetime.timedelta (a day-time
-    INTERVAL), int months (a year-month INTERVAL), CalendarInterval (the legacy INTERVAL), and
-    None for a NULL of any type."""
-    v = j.value()
-    t = str(j.dataType().simpleString())
-    if v is None:
-        return None
-    if t == "string":
-        return str(v.toString())
-    if t.startswith("decimal"):
-        # py4j hands a java.math.BigDecimal over as a Python Decimal (scale kept).
-        big = v.toJavaBigDecimal()
-        return big if isinstance(big, decimal.Decimal) else decimal.Decimal(str(big.toString()))
-    if t == "date":
-        return EPOCH_DAY + dt.timedelta(days=int(v))
-    if t in ("timestamp", "timestamp_ntz"):
-        return EPOCH_TS + dt.timedelta(microseconds=int(v))
-    if t in ("bigint", "int", "smallint", "tinyint"):
-        return int(v)
-    if t in ("double", "float"):
-        return float(v)
-    if t == "boolean":
-        return bool(v)
-    if t == "binary":
-        return bytes(v)
-    if t.startswith("interval year") or t == "interval month":
-        return int(v)  # months
-    if t.startswith("interval") and t != "interval":
-        return dt.timedelta(microseconds=int(v))  # day-time: microseconds
-    if t == "interval":
-        from py4j.java_gateway import get_field  # type: ignore[import-untyped]  # JVM fields
-
-        return CalendarInterval(*(int(get_field(v, f)) for f in ("months", "days", "microseconds")))
-    raise Unsupported(f"a literal of type {t} is not maintained incrementally")
-
-
-# Date and timestamp arithmetic (the session's time zone is UTC: a day is 24 hours).
-_DATETIME = {
-    "DateAdd": "date_add",
-    "DateSub": "date_sub",
-    "AddMonths": "add_months",
-    "DateAddYMInterval": "add_months",
-    "TimestampAddYMInterval": "add_months",
-    "TimestampAddInterval": "ts_add",
-    "TimeAdd": "ts_add",
-}
-_UTC = ("UTC", "Etc/UTC", "Z", "+00:00", "GMT")
-
-
-class _Converter:
-    """Catalyst expressions to ours; ``groups`` (Catalyst grouping expressions) are replaced by
-    GroupRef and aggregate expressions by AggRef, inside an Aggregate's results."""
-
-    def __init__(self, groups: list | None = None) -> None:
-        self.groups = groups
-        self.aggs: list[AggCall] = []
-        self._agg_keys: list = []  # the Catalyst AggregateExpressions behind self.aggs
-
-    def expr(self, j: JObject) -> Expr:
-        """Our expression for Catalyst expression ``j``; Unsupported naming the construct,
-        ConversionFailed (naming it too) for an internal error."""
-        with _internal_errors_name(lambda: f"expression {_describe(j)}"):
-            return self._expr(j)
-
-    def _expr(self, j: JObject) -> Expr:
-        if self.groups is not None:
-            for i, g in enumerate(self.groups):
-                if j.semanticEquals(g):
-                    return GroupRef(i)
-        kind = _name(j)
-        if kind == "AggregateExpression":
-            if self.groups is None:
-                raise Unsupported("an aggregate outside GROUP BY is not maintained incrementally")
-            return self.aggregate(j)
-        if not j.deterministic():
-            raise Unsupported(
-                f"non-deterministic expression {j.prettyName()}() is not maintained incrementally"
-            )
-        dtype = str(j.dataType().simpleString())
-        if kind == "AttributeReference":
-            if self.groups is not None:
-                raise Unsupported(
-                    f"column {j.name()} in an aggregate's result is neither grouped nor aggregated"
-                )
-            return Col(int(j.exprId().id()))
-        if kind == "Alias":
-            return self.expr(j.child())
-        if kind == "Literal":
-            return Lit(literal_value(j), dtype)
-        if kind in _TRANSPARENT:
-            return self.expr(j.child())
-        if kind in _BINARY:
-            return Call(_BINARY[kind], (self.expr(j.left()), self.expr(j.right())), dtype)
-        if kind in _UNARY:
-            return Call(_UNARY[kind], (self.expr(j.child()),), dtype)
-        if kind in ("Cast", "AnsiCast"):
-            if not any(dtype.startswith(t) for t in _CAST_TYPES):
-                raise Unsupported(f"a cast to {dtype} is not maintained incrementally")
-            src = str(j.child().dataType().simpleString())
-            return Call("cast", (self.expr(j.child()),), dtype + "|" + src)
-        if kind == "In":
-            items = _seq(j.list())
-            if any(_name(i) != "Literal" for i in items):
-                raise Unsupported("IN with a non-literal list is not maintained incrementally")
-            return Call("in", (self.expr(j.value()), *(self.expr(i) for i in items)), dtype)
-        if kind in _DATETIME:
-            tz = j.timeZoneId() if kind.startswith(("Timestamp", "Time")) else None
-            if tz is not None and tz.isDefined() and str(tz.get()) not in _UTC:
-                raise Unsupported(
-                    f"{j.prettyName()} in time zone {tz.get()} is not maintained incrementally"
-                )
-            operands = tuple(self.expr(c) for c in _seq(j.children()))
-            return Call(_DATETIME[kind], operands, dtype)
-        if kind == "InSet":
-            raise Unsupported("IN with a very long list (InSet) is not maintained incrementally")
-        if kind == "Coalesce":
-            return Call("coalesce", tuple(self.expr(c) for c in _seq(j.children())), dtype)
-        if kind == "If":
-            return Call(
-                "if",
-                (self.expr(j.predicate()), self.expr(j.trueValue()), self.expr(j.falseValue())),
-                dtype,
-            )
-        if kind == "CaseWhen":
-            args = []
-            for b in _seq(j.branches()):
-                args += [self.expr(b._1()), self.expr(b._2())]
-            default = j.elseValue()
-            args.append(self.expr(default.get()) if default.isDefined() else Lit(None, dtype))
-            return Call("case", tuple(args), dtype)
-        if kind == "Like":
-            pattern = j.right()
-            if _name(pattern) != "Literal":
-                raise Unsupported("LIKE with a non-literal pattern is not maintained incrementally")
-            return Call(
-                "like",
-                (self.expr(j.left()), self.expr(pattern), Lit(str(j.escapeChar()), "string")),
-                dtype,
-            )
-        raise Unsupported(f"expression {j.prettyName()} is not maintained incrementally")
-
-    def aggregate(self, j: JObject) -> AggRef:
-        for i, k in enumerate(self._agg_keys):
-            if j.semanticEquals(k):
-                return AggRef(i)
-        f = j.aggregateFunction()
-        fname = str(f.prettyName())
-        if j.filter().isDefined():
-            raise Unsupported(
-                f"{fname.upper()}(...) FILTER (WHERE ...) is not maintained incrementally"
-            )
-        kind = {"Count": "count", "Sum": "sum", "Average": "avg", "Min": "min", "Max": "max"}.get(
-            _name(f)
-        )
-        if kind is None:
-            raise Unsupported(f"aggregate {fname}() is not maintained incrementally")
-        if fname.startswith("try_"):
-            raise Unsupported(f"aggregate {fname}() is not maintained incrementally")
-        plain = _Converter()
-        args = tuple(plain.expr(c) for c in _seq(f.children()))
-        distinct = bool(j.isDistinct()) and kind not in ("min", "max")  # the same either way
-        if distinct and len(args) != 1:
-            raise Unsupported(
-                f"{fname.upper()}(DISTINCT ...) of {len(args)} columns is not maintained "
-                "incrementally"
-            )
-        in_type = str(_seq(f.children())[0].dataType().simpleString()) if args else ""
-        call = AggCall(kind, args, str(f.dataType().simpleString()), in_type, distinct)
-        self.aggs.append(call)
-        self._agg_keys.append(j)
-        return AggRef(len(self.aggs) - 1)
-
-
-_JOIN_KINDS = {"Inner": "inner", "LeftOuter": "left", "RightOuter": "right", "FullOuter": "full"}
-
-
-def _split_and(j) -> list:
-    if _name(j) == "And":
-        return _split_and(j.left()) + _split_and(j.right())
-    return [j]
-
-
-def _refs(j) -> set[int]:
-    return {int(a.exprId().id()) for a in _seq(j.references().toSeq())}
-
-
-def _node(j, tables_of) -> Node:
-    """Our tree for Catalyst plan node ``j``; an internal error names the node
-    (ConversionFailed)."""
-    with _internal_errors_name(lambda: f"plan node {_name(j)}"):
-        return _node_of(j, tables_of)
-
-
-def _node_of(j, tables_of) -> Node:
-    kind = _name(j)
-    if kind in ("DataSourceV2ScanRelation", "DataSourceV2Relation"):
-        rel = j.relation() if kind == "DataSourceV2ScanRelation" else j
-        table = rel.options().get("table")
-        if table is None:
-            raise Unsupported("a relation that is not a snapview table")
-        return Scan(tables_of(str(table)), tuple(_attr(a) for a in _seq(j.output())))
-    if kind in ("SubqueryAlias", "View"):
-        return _node(j.child(), tables_of)
-    if kind == "Filter":
-        return Filter(_Converter().expr(j.condition()), _node(j.child(), tables_of))
-    if kind == "Project":
-        conv = _Converter()
-        outs = tuple((_attr(e.toAttribute()), conv.expr(e)) for e in _seq(j.projectList()))
-        return Project(outs, _node(j.child(), tables_of))
-    if kind == "Sort":
-        return _node(j.child(), tables_of)  # a view is a set of rows: order is not kept
-    if kind == "Join":
-        jt = str(j.joinType().toString())
-        if jt not in _JOIN_KINDS:
-            raise Unsupported(f"a {jt} join is not maintained incrementally")
-        left, right = _node(j.left(), tables_of), _node(j.right(), tables_of)
-        lids = {a.id for a in output(left)}
-        rids = {a.id for a in output(right)}
-        lk, rk, rest = [], [], []
-        cond = j.condition()
-        for c in _split_and(cond.get()) if cond.isDefined() else []:
-            e = _Converter().expr(c)
-            if isinstance(e, Call) and e.op == "eq" and all(isinstance(a, Col) for a in e.args):
-                a, b = e.args
-                if a.id in lids and b.id in rids:
-                    lk.append(a.id)
-                    rk.append(b.id)
-                    continue
-                if a.id in rids and b.id in lids:
-                    lk.append(b.id)
-                    rk.append(a.id)
-                    continue
-            rest.append(e)
-        if not lk:
-            raise Unsupported(
-                "a join without an equality between a column of each side (a cross join or a "
-                "join on computed keys) is not maintained incrementally"
-            )
-        residual = None
-        for e in rest:
-            residual = e if residual is None else Call("and", (residual, e), "boolean")
-        kind = _JOIN_KINDS[jt]
-        if kind != "inner" and residual is not None:
-            raise Unsupported(
-                f"a {kind.upper()} OUTER join with a condition beyond column equalities is not "
-                "maintained incrementally"
-            )
-        return Join(left, right, tuple(lk), tuple(rk), residual, kind)
-    if kind == "Aggregate":
-        groups = _seq(j.groupingExpressions())
-        plain = _Converter()
-        gexprs = tuple(plain.expr(g) for g in groups)
-        conv = _Converter(groups)
-        outs = tuple((_attr(e.toAttribute()), conv.expr(e)) for e in _seq(j.aggregateExpressions()))
-        return Aggregate(
-            gexprs,
-            tuple(str(g.dataType().simpleString()) for g in groups),
-            tuple(conv.aggs),
-            outs,
-            _node(j.child(), tables_of),
-        )
-    if kind == "Window":
-        return _window(j, tables_of)
-    if kind == "WindowGroupLimit":  # an optimization of a TopK filter above: the filter stays
-        return _node(j.child(), tables_of)
-    if kind in ("LocalLimit", "GlobalLimit", "Limit", "Offset"):
-        raise Unsupported("LIMIT is not maintained incrementally")
-    if kind == "Union":
-        if j.byName() or j.allowMissingCol():
-            raise Unsupported("UNION BY NAME is not maintained incrementally")
-        children = tuple(_node(c, tables_of) for c in _seq(j.children()))
-        return Union(tuple(_attr(a) for a in _seq(j.output())), children)
-    if kind in ("Intersect", "Except"):
-        raise Unsupported(f"{kind.upper()} is not maintained incrementally")
-    if kind == "Expand":
-        raise Unsupported("GROUPING SETS / ROLLUP / CUBE are not maintained incrementally")
-    if kind == "LocalRelation" or kind == "OneRowRelation":
-        raise Unsupported("a query over literal rows (VALUES) is not maintained incrementally")
-    raise Unsupported(f"plan node {kind} is not maintained incrementally")
-
-
-def delta_plan(df: DataFrame, tables_of: Callable[[str], str] = lambda name: name) -> Node:
-    """The query of ``df`` as a delta-rule tree. ``tables_of`` maps the data source's ``table``
-    option to the table's name (identity by default). Raises Unsupported naming the construct.
-
-    Supported: Filter and Project with deterministic expressions of the closed language above,
-    inner and LEFT OUTER equi-joins, and Aggregates (COUNT, SUM, AVG, GROUP BY or global,
-    DISTINCT) anywhere in the tree (a join looks one up by its grouping columns), and ranking
-    window functions (ROW_NUMBER, RANK, DENSE_RANK) over PARTITION BY plain columns."""
-    plan = df._jdf.queryExecution().optimizedPlan()
-    return _node(plan, tables_of)
-
-
-# Catalyst's ranking functions maintained by spark_sink.ivm.window (by class name).
-RANKING = {"RowNumber": "row_number", "Rank": "rank", "DenseRank": "dense_rank"}
-
-
-def _window(j, tables_of) -> Window:
-    """A Catalyst Window node: ranking functions over PARTITION BY plain columns; any other
-    window function (aggregates OVER, lag, lead, ntile, ...) is refused by name."""
-    funcs, bad = [], []
-    for e in _seq(j.windowExpressions()):
-        we = e.child() if _name(e) == "Alias" else e
-        f = we.windowFunction() if _name(we) == "WindowExpression" else we
-        kind = RANKING.get(_name(f))
-        if kind is None:
-            inner = f.aggregateFunction() if _name(f) == "AggregateExpression" else f
-            bad.append(f"{inner.prettyName()}()")
-            continue
-        funcs.append((_attr(e.toAttribute()), kind))
-    if bad:
-        names = ", ".join(sorted(set(bad)))
-        raise Unsupported(f"window function {names} is not maintained incrementally")
-    names = ", ".join(f"{k}()" for _, k in funcs)
-    child = _node(j.child(), tables_of)
-    parts = []
-    for p in _seq(j.partitionSpec()):
-        while _name(p) in _TRANSPARENT:
-            p = p.child()
-        dtype = str(p.dataType().simpleString())
-        if dtype in ("double", "float"):  # (the optimizer wraps it to normalize NaN and -0.0)
-            cols = ", ".join(str(a.name()) for a in _seq(p.references().toSeq()))
-            raise Unsupported(
-                f"window function {names} partitioned by a {dtype.upper()} column ({cols}) is "
-                "not maintained incrementally (NaN and -0.0 are not found by an equality lookup)"
-            )
-        if _name(p) != "AttributeReference":
-            raise Unsupported(
-                f"window function {names} partitioned by a computed expression is not "
-                "maintained incrementally"
-            )
-        a = _attr(p)
-        parts.append(a.id)
-    if not parts:
-        raise Unsupported(
-            f"window function {names} without PARTITION BY is not maintained incrementally "
-            "(every change would rank the whole input again)"
-        )
-    conv = _Converter()
-    order = tuple(
-        (conv.expr(o.child()), bool(o.isAscending()), str(o.nullOrdering().sql()) == "NULLS FIRST")
-        for o in _seq(j.orderSpec())
-    )
-    return Window(tuple(funcs), tuple(parts), order, child)
+    return [n for n in walk(node) if isinstance(n, Scan)]
 
 
 def walk(node: Node) -> Iterator[Node]:
-    """Every node of the tree, in pre-order."""
+    """Every node of the tree, in pre-order (inputs left to right)."""
     yield node
-    match node:
-        case Filter(child=c) | Project(child=c) | Aggregate(child=c) | Window(child=c):
-            yield from walk(c)
-        case Join(left=left, right=right):
-            yield from walk(left)
-            yield from walk(right)
-        case Union(children=children):
-            for c in children:
-                yield from walk(c)
+    for c in node.inputs():
+        yield from walk(c)
 
 
 def joins(node: Node) -> list[Join]:
@@ -667,37 +219,6 @@ def joins(node: Node) -> list[Join]:
     return [n for n in walk(node) if isinstance(n, Join)]
 
 
-def _catalyst_nodes(plan: JObject, kind: str) -> list[JObject]:
-    """The nodes of class ``kind`` of a Catalyst plan, in pre-order."""
-    out = []
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if _name(node) == kind:
-            out.append(node)
-        stack.extend(reversed(_seq(node.children())))
-    return out
-
-
-def catalyst_joins(plan: JObject) -> list[JObject]:
-    """The Catalyst Joins of an optimized plan in pre-order (as ``joins`` numbers them: the
-    nodes the tree passes through hold no join)."""
-    return _catalyst_nodes(plan, "Join")
-
-
 def aggregates(node: Node) -> list[Aggregate]:
     """The Aggregate nodes of the tree in pre-order (the order of catalyst_aggregates)."""
     return [n for n in walk(node) if isinstance(n, Aggregate)]
-
-
-def catalyst_aggregates(plan: JObject) -> list[tuple[JObject, list[JObject], list[JObject]]]:
-    """The Catalyst Aggregates of an optimized plan in pre-order, each as (child plan, grouping
-    expressions, AggregateExpressions numbered as ``delta_plan`` numbers them)."""
-    out = []
-    for node in _catalyst_nodes(plan, "Aggregate"):
-        groups = _seq(node.groupingExpressions())
-        conv = _Converter(groups)
-        for e in _seq(node.aggregateExpressions()):
-            conv.expr(e)
-        out.append((node.child(), groups, list(conv._agg_keys)))
-    return out

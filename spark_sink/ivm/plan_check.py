@@ -11,19 +11,17 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 
 from kvstore.table_info import TableInfo
-from spark_sink.ivm import window
-from spark_sink.ivm.delta import Access, outer_sides, plan_accesses
+from spark_sink.ivm.catalyst import delta_plan
+from spark_sink.ivm.delta import plan_accesses
 from spark_sink.ivm.expressions import compile_expr
+from spark_sink.ivm.ops.operator import Access, operator_for
+from spark_sink.ivm.ops.outer_join import outer_sides
 from spark_sink.ivm.plan import (
     Aggregate,
-    Filter,
-    Join,
     Node,
-    Project,
     Unsupported,
     Window,
     aggregates,
-    delta_plan,
     joins,
     output,
     scans,
@@ -84,7 +82,7 @@ class IncrementalPlan:
                 lines.append(f"lookup {a.table} by {a.index_column}: index state table {st.name}")
         for w in walk(self.root):
             if isinstance(w, Window):
-                lines.append(window.describe(w))
+                lines.append(operator_for(w).explain(w))
         for i, (agg, g) in enumerate(zip(self.aggs, self.groups_tables(), strict=True)):
             kind = "global aggregate" if not agg.groups else "aggregate"
             lines.append(f"{kind}: affected groups read by key from state table {g.name}")
@@ -112,39 +110,8 @@ class IncrementalPlan:
 def _check_expressions(root: Node) -> None:
     """Compile every expression once, so one this engine cannot evaluate is refused at build."""
     for n in walk(root):
-        ids = {a.id: i for i, a in enumerate(_inputs_of(n))}
-        match n:
-            case Filter(cond=c):
-                compile_expr(c, ids)
-            case Project(outputs=outs):
-                for _, e in outs:
-                    compile_expr(e, ids)
-            case Join(residual=r) if r is not None:
-                compile_expr(r, ids)
-            case Window(order=order):
-                for e, _, _ in order:
-                    compile_expr(e, ids)
-            case Aggregate(groups=gs, aggs=aggs, outputs=outs):
-                for g in gs:
-                    compile_expr(g, ids)
-                for a in aggs:
-                    for x in a.args:
-                        compile_expr(x, ids)
-                env = {
-                    "groups": list(range(len(gs))),
-                    "aggs": list(range(len(gs), len(gs) + len(aggs))),
-                }
-                for _, e in outs:
-                    compile_expr(e, {}, env)
-
-
-def _inputs_of(n: Node):
-    match n:
-        case Filter(child=c) | Project(child=c) | Aggregate(child=c) | Window(child=c):
-            return output(c)
-        case Join():
-            return output(n)
-    return ()
+        for expr, pos, env in operator_for(n).expressions(n):
+            compile_expr(expr, pos, env)
 
 
 def analyze(

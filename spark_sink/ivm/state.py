@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from coordinator.client import Client
 from kvstore.schema import parse_ddl
 from kvstore.table_info import STATE, STATE_INFIX, TableInfo
-from spark_sink.ivm.delta import Access
 from spark_sink.ivm.expressions import agg_state_type, compensated, ddl_of, keeps_values
+from spark_sink.ivm.ops.operator import Access
 from spark_sink.ivm.plan import Aggregate
 
 MAX_NAME = 128

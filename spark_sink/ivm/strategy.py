@@ -31,12 +31,14 @@ from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt
 from spark_sink.executor_diff import write_diff
 from spark_sink.ivm.aggregate import AggregateState, ValueOrder
+from spark_sink.ivm.catalyst import catalyst_aggregates, catalyst_joins
 from spark_sink.ivm.cost import CostModel
-from spark_sink.ivm.delta import DeltaRules, NeedsBuild, ZSet, consolidate
+from spark_sink.ivm.delta import DeltaRules
 from spark_sink.ivm.expressions import agg_state_type, compensated
 from spark_sink.ivm.inputs import StoreInputs, encode_keys
+from spark_sink.ivm.ops.operator import NeedsBuild, ZSet, consolidate
 from spark_sink.ivm.outer import MatchCounts
-from spark_sink.ivm.plan import catalyst_aggregates, catalyst_joins, joins, output
+from spark_sink.ivm.plan import joins, output
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.unique_keys import key_is_unique
 from spark_sink.partition_writer import (

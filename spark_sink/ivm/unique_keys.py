@@ -3,8 +3,8 @@
 A view's first build checks that its primary key is unique in the query's result (an
 aggregation over the whole result, and the result persisted so the query runs once). When the
 plan proves the key unique, that check cannot fail and is skipped (``key_is_unique``). The proof
-is conservative: a set is reported only by the rules below, so a query they do not cover is
-checked as before, never trusted.
+is conservative: a set is reported only by the operators' own rules (``Operator.unique_sets``
+in ``spark_sink.ivm.ops``), so a query they do not cover is checked as before, never trusted:
 
 - Scan: the table's primary key, when every key column is read.
 - Filter, Window: the child's sets (rows are dropped or extended, never repeated).
@@ -22,76 +22,14 @@ Nothing here imports pyspark.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from spark_sink.ivm.plan import (
-    Aggregate,
-    Col,
-    Filter,
-    GroupRef,
-    Join,
-    Node,
-    Project,
-    Scan,
-    Union,
-    Window,
-    output,
-)
-
-_FLOATS = ("double", "float")
-
-PkOf = Callable[[str], tuple[str, ...]]  # a table's primary key columns (() if it has none)
-Sets = list[frozenset[int]]
+from spark_sink.ivm.ops.operator import PkOf, Sets, operator_for
+from spark_sink.ivm.plan import Node
 
 
 def unique_sets(node: Node, pk_of: PkOf) -> Sets:
     """Sets of ``node``'s output column ids on which no two result rows agree (see the module's
     rules); an empty list when none is proven."""
-    match node:
-        case Scan(table=t, attrs=attrs):
-            pk = pk_of(t)
-            by_name = {a.name: a.id for a in attrs}
-            if pk and all(p in by_name for p in pk):
-                return [frozenset(by_name[p] for p in pk)]
-            return []
-        case Filter(child=c) | Window(child=c):
-            return unique_sets(c, pk_of)
-        case Project(outputs=outs, child=c):
-            copied: dict[int, int] = {}  # child id -> an output id holding it unchanged
-            for a, e in outs:
-                if isinstance(e, Col):
-                    copied.setdefault(e.id, a.id)
-            return [
-                frozenset(copied[i] for i in s)
-                for s in unique_sets(c, pk_of)
-                if all(i in copied for i in s)
-            ]
-        case Aggregate(groups=groups, outputs=outs):
-            at = {e.index: a.id for a, e in outs if isinstance(e, GroupRef)}
-            if all(i in at for i in range(len(groups))):
-                return [frozenset(at[i] for i in range(len(groups)))]
-            return []
-        case Join(left=left, right=right, left_keys=lk, right_keys=rk, kind=kind):
-            ls, rs = unique_sets(left, pk_of), unique_sets(right, pk_of)
-            # A left row meets at most one right row when the right side is unique on part of
-            # its join keys. Not for floating point keys: the join equates 0.0 and -0.0 (and
-            # every NaN), which a primary key holds as different values.
-            exact = {a.id for a in output(left) + output(right) if a.dtype not in _FLOATS}
-            left_once = any(s <= set(rk) & exact for s in rs)
-            right_once = any(s <= set(lk) & exact for s in ls)
-            if kind == "inner":
-                out = [a | b for a in ls for b in rs]
-                out += ls if left_once else []
-                out += rs if right_once else []
-                return out
-            if kind == "left":
-                return list(ls) if left_once else []
-            if kind == "right":
-                return list(rs) if right_once else []
-            return []
-        case Union():
-            return []
-    return []
+    return operator_for(node).unique_sets(node, pk_of)
 
 
 def key_is_unique(root: Node, key_ids: list[int], pk_of: PkOf) -> bool:

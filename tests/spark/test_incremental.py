@@ -113,20 +113,20 @@ def test_a_wrong_delta_rule_is_caught(spark, ivm_server, ic, monkeypatch):
     """Plant a fault in the join rule (use R_new instead of R_old beside dL): the run must fail,
     either in the differential check or earlier, when the wrong delta contradicts the view (a
     key added twice), so the check is known to catch a wrong delta rule."""
-    from spark_sink.ivm import delta
+    from spark_sink.ivm.ops import join
 
-    def wrong(self, node):
-        dl, dr = self.delta(node.left), self.delta(node.right)
-        out = delta.ZSet(tuple(a.id for a in delta.output(node)))
+    def wrong(rules, node):
+        dl, dr = rules.delta(node.left), rules.delta(node.right)
+        out = join.ZSet(tuple(a.id for a in node.columns()))
         if len(dl):
-            new_r = self.lookup(node.right, node.right_keys, dl.values(node.left_keys), delta.NEW)
-            self._join_into(out, node, dl, new_r)
+            new_r = rules.lookup(node.right, node.right_keys, dl.values(node.left_keys), join.NEW)
+            join.join_into(rules, out, node, dl, new_r)
         if len(dr):
-            new_l = self.lookup(node.left, node.left_keys, dr.values(node.right_keys), delta.NEW)
-            self._join_into(out, node, new_l, dr)
+            new_l = rules.lookup(node.left, node.left_keys, dr.values(node.right_keys), join.NEW)
+            join.join_into(rules, out, node, new_l, dr)
         return out
 
-    monkeypatch.setattr(delta.DeltaRules, "join_delta", wrong)
+    monkeypatch.setattr(join, "inner_delta", wrong)
     case = next(x for x in D.CASES if x.name == "v_fk_join")
     with pytest.raises(
         (AssertionError, SchemaMismatch), match=r"v_fk_join'?:? (at barrier|primary key)"
@@ -381,7 +381,7 @@ def test_an_internal_error_in_plan_conversion_falls_back_under_auto(
     incremental build() refuses, naming the construct."""
     from decimal import Decimal
 
-    from spark_sink.ivm import plan
+    from spark_sink.ivm import catalyst
 
     if "dec_src" not in {t.name for t in ic.tables()}:
         ic.create_table("dec_src", "id BIGINT, amount DECIMAL(12,2)", primary_key=["id"])
@@ -391,7 +391,7 @@ def test_an_internal_error_in_plan_conversion_falls_back_under_auto(
     def broken(j):
         raise RuntimeError("planted fault")
 
-    monkeypatch.setattr(plan, "literal_value", broken)
+    monkeypatch.setattr(catalyst, "literal_value", broken)
     auto = _decimal_view(spark, ivm_server.address, "dec_fault_auto", "auto")
     text = auto.explain()
     assert "strategy: full_recompute (asked: auto)" in text, text

@@ -1,4 +1,4 @@
-"""TopK per partition maintained incrementally (spark_sink.ivm.window) against a real server and
+"""TopK per partition maintained incrementally (spark_sink.ivm.ops.window) against a real server and
 Spark: ROW_NUMBER, RANK and DENSE_RANK views equal Spark's batch result at every barrier of the
 seeded workload; a NULL partition makes its epochs builds; a planted wrong window rule is
 caught."""
@@ -112,7 +112,7 @@ def test_a_null_partition_makes_the_epoch_a_build(spark, ivm_server, ic):
 def test_a_wrong_window_rule_is_caught(spark, ivm_server, ic, monkeypatch):
     """Plant a fault in the window rule (the touched partitions' old rows are not retracted):
     the run must fail, in the differential check or earlier (a key put twice)."""
-    from spark_sink.ivm import window
+    from spark_sink.ivm.ops import window
 
     right = window.window_delta
 

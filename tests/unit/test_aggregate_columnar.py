@@ -16,8 +16,9 @@ import pytest
 import spark_sink.ivm.aggregate_columnar as columnar
 from kvstore.table_info import TableInfo
 from spark_sink.ivm.aggregate import AggregateState
-from spark_sink.ivm.delta import DeltaRules, ZSet, consolidate
+from spark_sink.ivm.delta import DeltaRules
 from spark_sink.ivm.expressions import EvalError
+from spark_sink.ivm.ops.operator import ZSet, consolidate
 from spark_sink.ivm.plan import AggCall, AggRef, Aggregate, Attr, Call, Col, GroupRef, Lit, Scan
 from spark_sink.ivm.state import groups_table
 
@@ -217,7 +218,7 @@ def test_a_planted_fault_in_the_columnar_merge_is_caught(monkeypatch):
 
 def test_plain_source_follows_column_copies_only():
     """An aggregate's child is taken as the source's change only through plain copies."""
-    from spark_sink.ivm.delta import plain_source
+    from spark_sink.ivm.ops.aggregate import plain_source
     from spark_sink.ivm.plan import Project
 
     scan = _agg().child

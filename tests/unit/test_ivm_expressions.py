@@ -17,8 +17,8 @@ from spark_sink.ivm.aggregate import (
     merge,
 )
 from spark_sink.ivm.cost import PRIOR_PER_KEY_S, CostModel
-from spark_sink.ivm.delta import ZSet, consolidate
 from spark_sink.ivm.expressions import EvalError, compile_expr, finalize, finisher
+from spark_sink.ivm.ops.operator import ZSet, consolidate
 from spark_sink.ivm.plan import AggCall, AggRef, Aggregate, Attr, Call, Col, GroupRef, Lit, Scan
 
 
@@ -252,7 +252,7 @@ def test_literals_of_every_type_spark_produces():
     """Issue 24, item 6: a DECIMAL literal raised AttributeError ('toPlainString')."""
     import datetime as dt
 
-    from spark_sink.ivm.plan import literal_value
+    from spark_sink.ivm.catalyst import literal_value
 
     utc = dt.UTC
     cases = [

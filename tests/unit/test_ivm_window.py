@@ -1,11 +1,11 @@
-"""Spark's ordering and the ranking functions of spark_sink.ivm.window, without Spark."""
+"""Spark's ordering and the ranking functions of spark_sink.ivm.ops.window, without Spark."""
 
 from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
 
-from spark_sink.ivm.window import compare_keys, compare_values, rank_rows
+from spark_sink.ivm.ops.window import compare_keys, compare_values, rank_rows
 
 NAN = float("nan")
 ASC, DESC = (True, True), (False, False)  # Spark's defaults: ASC NULLS FIRST, DESC NULLS LAST
@@ -146,7 +146,8 @@ def test_window_delta_equals_the_difference_of_the_batch_results():
     import random
     from collections import Counter
 
-    from spark_sink.ivm.delta import DeltaRules, consolidate
+    from spark_sink.ivm.delta import DeltaRules
+    from spark_sink.ivm.ops.operator import consolidate
 
     rng = random.Random(7)
     node = _window_node(["row_number", "rank", "dense_rank"])
@@ -173,7 +174,8 @@ def test_window_delta_equals_the_difference_of_the_batch_results():
 def test_a_null_partition_in_the_change_asks_for_a_build():
     import pytest
 
-    from spark_sink.ivm.delta import DeltaRules, NeedsBuild
+    from spark_sink.ivm.delta import DeltaRules
+    from spark_sink.ivm.ops.operator import NeedsBuild
 
     rules = DeltaRules(_Inputs({1: (1, 1, 5)}, {1: (1, None, 5)}))
     with pytest.raises(NeedsBuild, match="NULL window partition"):

@@ -1,10 +1,18 @@
-"""The columnar incremental engine's operators (issue 26), one module per operator.
+"""The incremental engine's operators (issue 26), one module per plan node type.
 
-A change set is an ``ArrowZSet`` (``zset.py``): an Arrow table of rows plus an int64
-``__weight`` column. Each operator module exposes pure functions over ArrowZSets and small
-dataclass specs, states its delta rule and the SQL semantics it keeps (NULLs, overflow), and is
-checked by a seeded property test (``tests/unit/ivm_ops/``) against the plain-Python evaluator in
-``reference.py``:
+Each node type of ``spark_sink.ivm.plan`` has one ``Operator`` (``operator.py``: the interface,
+the registry by node type, row Z-sets and the vocabulary every operator shares), registered in
+its module: ``scan.py``, ``filter.py``, ``project.py``, ``join.py`` (inner and outer joins, the
+outer part's rule in ``outer_join.py``), ``aggregate.py``, ``union.py`` and ``window.py``. The
+operator owns its node's delta rule and keyed lookup (row-at-a-time today, over ``ZSet``), the
+keyed reads they make, the column sets its result is unique on, the expressions it evaluates and
+its ``explain()`` line; ``spark_sink.ivm.delta.DeltaRules`` runs an epoch through the registry.
+
+Beside the row rules, the modules hold the columnar kernels. A change set is an ``ArrowZSet``
+(``zset.py``): an Arrow table of rows plus an int64 ``__weight`` column. Each kernel is a pure
+function over ArrowZSets and a small dataclass spec, states its delta rule and the SQL semantics
+it keeps (NULLs, overflow), and is checked by a seeded property test (``tests/unit/ivm_ops/``)
+against the plain-Python evaluator in ``reference.py``:
 
 - ``filter.py``: WHERE (a row is kept only where the predicate is TRUE).
 - ``project.py``: computed columns, weights kept.
@@ -29,15 +37,15 @@ or building state on Spark belongs in other modules.
 **Wired in so far:** ``aggregate.fold_changes`` folds the change of every grouped COUNT/SUM/AVG
 over integral columns (``spark_sink.ivm.aggregate_columnar``, the columnar aggregate path, with
 the row path as its fallback and its reference in ``tests/unit/test_aggregate_columnar.py``).
-Every other operator of every incremental view is still maintained by ``spark_sink.ivm.delta``
-(row-at-a-time Z-sets of tuples). The plan for the rest, operator by operator with the Spark
-differential tests as judge: an operator registry keyed by ``spark_sink.ivm.plan`` node type
-(Scan, Filter, Project, Join, Union, Aggregate, Window), a converter per node from ``plan.py``'s
-expressions and columns to these specs (pyarrow compute expressions where the kernel matches
-Spark, Spark's evaluator from ``expressions.py`` over a batch where it does not), then changes
-and keyed reads delivered as Arrow instead of tuples (the aggregate path already takes a
-source's change as Arrow: ``StoreInputs.changes_arrow``). Exact DOUBLE and DECIMAL sums, AVG's
-DECIMAL rounding, SUM(DISTINCT x), FILTER clauses and windows are not ported yet; the stateful
-rules (outer join, MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets, and no state
-table layout or Spark build exists for them here yet.
+Every other kernel is not yet the path an epoch takes: the operators' row rules maintain the
+views. The plan for the rest, operator by operator with the Spark differential tests as judge: a
+converter per node from ``plan.py``'s expressions and columns to the kernels' specs (pyarrow
+compute expressions where the kernel matches Spark, Spark's evaluator from ``expressions.py``
+over a batch where it does not), then changes and keyed reads delivered as Arrow instead of
+tuples (the aggregate path already takes a source's change as Arrow:
+``StoreInputs.changes_arrow``). Exact DOUBLE and DECIMAL sums, AVG's DECIMAL rounding,
+SUM(DISTINCT x), FILTER clauses and windows have no kernel yet; the stateful kernels (outer join,
+MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets, and their state tables and Spark
+builds are still declared outside the operator (``spark_sink.ivm.state``,
+``spark_sink.ivm.strategy``).
 """

@@ -27,14 +27,34 @@ the row-at-a-time engine, ``spark_sink.ivm.aggregate``, until ported): exact DOU
 DECIMAL sums and their precision rules, AVG of DECIMAL, SUM(DISTINCT x), and FILTER clauses.
 MIN/MAX and COUNT(DISTINCT x) need per-value state: ``minmax.py`` and ``distinct.py``. ``fold_changes`` refuses non-integral SUM inputs with
 ``TypeError``.
+
+The module's operator (``AggregateOp``, at its end) is what maintains views today: the row rule
+over tuples (``ops.operator.ZSet``), registered for its plan node. The Arrow kernels above it
+are its columnar form, wired in through ``spark_sink.ivm.aggregate_columnar``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from spark_sink.ivm.ops.operator import Access, Operator, PkOf, Sets, ZSet, register, sees
+from spark_sink.ivm.plan import (
+    Aggregate,
+    Col,
+    Expr,
+    GroupRef,
+    Node,
+    Project,
+    Scan,
+    Unsupported,
+)
+
+if TYPE_CHECKING:
+    from spark_sink.ivm.delta import DeltaRules
 
 from spark_sink.ivm.ops.zset import (
     WEIGHT,
@@ -119,3 +139,102 @@ def _drop_zero_groups(t: pa.Table, columns: list[str]) -> pa.Table:
         m = pc.not_equal(t[c], 0)
         nonzero = m if nonzero is None else pc.or_(nonzero, m)
     return t if nonzero is None else t.filter(nonzero)
+
+
+# ---------------------------------------------------------------------- the operator
+
+
+def group_positions(node: Aggregate, ids: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(position in ids, grouping expression index) for each of ``ids`` that is a plain output
+    of a grouping expression; every grouping expression must be among them, else Unsupported."""
+    src = {a.id: e for a, e in node.outputs}
+    out = []
+    for i, c in enumerate(ids):
+        e = src[c]
+        if isinstance(e, GroupRef):
+            out.append((i, e.index))
+    if {g for _, g in out} != set(range(len(node.groups))):
+        raise Unsupported(
+            "a join with an aggregate on other than all its grouping columns is not maintained "
+            "incrementally"
+        )
+    return out
+
+
+def plain_source(node: Node) -> tuple[Scan, list[str]] | None:
+    """(the source, the source column of each output column of ``node``) when ``node`` is a
+    Scan, or Projects of plain column copies over one; None otherwise."""
+    if isinstance(node, Scan):
+        return node, [a.name for a in node.attrs]
+    if isinstance(node, Project):
+        below = plain_source(node.child)
+        if below is None:
+            return None
+        scan, names = below
+        by_id = dict(zip((a.id for a in node.child.columns()), names, strict=True))
+        out = []
+        for _, e in node.outputs:
+            if not isinstance(e, Col) or e.id not in by_id:
+                return None
+            out.append(by_id[e.id])
+        return scan, out
+    return None
+
+
+@register
+class AggregateOp(Operator[Aggregate]):
+    """The child's change folded per group into the group state table (the epoch's
+    ``AggregateState`` for this node, ``rules.aggregates``: the columnar path where
+    ``aggregate_columnar.columnar_reason`` allows, else the row path); its output change is each
+    touched group's old row retracted and its new row emitted. A lookup reads group states by
+    key (this epoch's new state of a group it changed, else the stored one)."""
+
+    node_type = Aggregate
+
+    def delta(self, rules: DeltaRules, node: Aggregate) -> ZSet:
+        state = rules.aggregates[id(node)]
+        src = plain_source(node.child)
+        if src is not None:  # the change of a source's columns: taken as Arrow where that helps
+            return state.delta_of_scan(rules, node, node.child, *src)
+        return state.delta(rules, node, rules.delta(node.child))
+
+    def lookup(
+        self,
+        rules: DeltaRules,
+        node: Aggregate,
+        ids: tuple[int, ...],
+        values: set[tuple],
+        side: str,
+    ) -> ZSet:
+        gpos = group_positions(node, ids)
+        groups = {tuple(v[i] for i, _ in gpos) for v in values}
+        rules.lookups += len(groups)
+        rows = rules.aggregates[id(node)].lookup(rules, node, [g for _, g in gpos], groups, side)
+        return ZSet(tuple(a.id for a in node.columns()), rows, [1] * len(rows))
+
+    def lookup_accesses(
+        self, node: Aggregate, ids: tuple[int, ...], pk_of: PkOf, out: list[Access]
+    ) -> None:
+        group_positions(node, ids)  # the group state is read by key: no access of a source
+
+    def unique_sets(self, node: Aggregate, pk_of: PkOf) -> Sets:
+        at = {e.index: a.id for a, e in node.outputs if isinstance(e, GroupRef)}
+        if all(i in at for i in range(len(node.groups))):
+            return [frozenset(at[i] for i in range(len(node.groups)))]
+        return []
+
+    def expressions(self, node: Aggregate) -> list[tuple[Expr, dict[int, int], dict | None]]:
+        pos = sees(node.child.columns())
+        out: list[tuple[Expr, dict[int, int], dict | None]] = [(g, pos, None) for g in node.groups]
+        out += [(x, pos, None) for a in node.aggs for x in a.args]
+        n = len(node.groups)
+        env = {"groups": list(range(n)), "aggs": list(range(n, n + len(node.aggs)))}
+        out += [(e, {}, env) for _, e in node.outputs]
+        return out
+
+    def explain(self, node: Aggregate) -> str:
+        fns = ", ".join(
+            f"{a.kind.upper()}({'DISTINCT ' if a.distinct else ''}...)" for a in node.aggs
+        )
+        kind = "global aggregate" if not node.groups else "Aggregate"
+        return f"{kind} {fns}: the change folded into the touched groups' kept state"

@@ -10,18 +10,28 @@ kernels, which raise ``pyarrow.ArrowInvalid`` instead of wrapping. Arrow's float
 are IEEE's (NaN compares false with everything) while Spark orders NaN above every other value
 and NaN = NaN is true: a converter maps Spark's comparisons of DOUBLE/FLOAT to a callable (or an
 expression that handles NaN), never to Arrow's kernels as they are.
+
+The module's operator (``FilterOp``, at its end) is what maintains views today: the row rule
+over tuples (``ops.operator.ZSet``), registered for its plan node. The Arrow kernels above it
+are its columnar form, not yet the path an epoch takes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_sink.ivm.ops.operator import Operator, PkOf, Sets, ZSet, register, sees
 from spark_sink.ivm.ops.zset import ArrowZSet
+from spark_sink.ivm.plan import Expr, Filter
+from spark_sink.ivm.unique_keys import unique_sets
+
+if TYPE_CHECKING:
+    from spark_sink.ivm.delta import DeltaRules
 
 # a pyarrow compute Expression, or a callable over the data table
 Predicate: TypeAlias = "pc.Expression | Callable[[pa.Table], pa.Array | pa.ChunkedArray]"
@@ -46,3 +56,41 @@ def apply_filter(spec: FilterSpec, z: ArrowZSet) -> ArrowZSet:
             f"a filter predicate returned {mask.type} of length {len(mask)} for {len(z)} rows"
         )
     return ArrowZSet(z.table.filter(mask, null_selection_behavior="drop"))
+
+
+# ---------------------------------------------------------------------- the row rule
+
+
+def filter_rows(rules: DeltaRules, node: Filter, z: ZSet) -> ZSet:
+    """The rows of ``z`` where ``node.cond`` is TRUE (Spark's evaluator), weights kept."""
+    f = rules.compiled(id(node), node.cond, z.pos())
+    out = ZSet(z.ids)
+    for r, w in zip(z.rows, z.weights, strict=True):
+        if f(r) is True:
+            out.rows.append(r)
+            out.weights.append(w)
+    return out
+
+
+@register
+class FilterOp(Operator[Filter]):
+    """d(filter(R)) = filter(dR); a lookup filters the rows its input's lookup read."""
+
+    node_type = Filter
+
+    def delta(self, rules: DeltaRules, node: Filter) -> ZSet:
+        return filter_rows(rules, node, rules.delta(node.child))
+
+    def lookup(
+        self, rules: DeltaRules, node: Filter, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ZSet:
+        return filter_rows(rules, node, rules.lookup(node.child, ids, values, side))
+
+    def unique_sets(self, node: Filter, pk_of: PkOf) -> Sets:
+        return unique_sets(node.child, pk_of)
+
+    def expressions(self, node: Filter) -> list[tuple[Expr, dict[int, int], dict | None]]:
+        return [(node.cond, sees(node.child.columns()), None)]
+
+    def explain(self, node: Filter) -> str:
+        return "Filter: the changed rows where the condition is TRUE"

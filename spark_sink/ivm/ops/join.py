@@ -17,16 +17,28 @@ multiplied with a check: a product that leaves int64 raises ``WeightOverflow``, 
 
 Implementation: one Arrow hash join (Acero, through ``pyarrow.Table.join``) over normalized copies
 of the key columns; the result's row order is unspecified.
+
+The module's operator (``JoinOp``, at its end) is what maintains views today: the row rule
+over tuples (``ops.operator.ZSet``), registered for its plan node. The Arrow kernels above it
+are its columnar form, not yet the path an epoch takes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_sink.ivm.delta import lookup_accesses
+from spark_sink.ivm.ops.operator import NEW, OLD, Access, Operator, PkOf, Sets, ZSet, register, sees
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, WeightOverflow, normalize_floats
+from spark_sink.ivm.plan import Expr, Join, Node
+from spark_sink.ivm.unique_keys import unique_sets
+
+if TYPE_CHECKING:
+    from spark_sink.ivm.delta import DeltaRules
 
 _LW, _RW = "__weight_l", "__weight_r"
 
@@ -77,3 +89,137 @@ def delta_inner_join(
     (``L_new = L_old + dL``), not consolidated. ``right_old`` and ``left_new`` may be just the
     rows whose keys occur in the other side's change, or any superset of them."""
     return inner_join(spec, d_left, right_old) + inner_join(spec, left_new, d_right)
+
+
+# ---------------------------------------------------------------------- the row rule
+
+_FLOATS = ("double", "float")
+
+
+def join_into(rules: DeltaRules, out: ZSet, node: Join, left: ZSet, right: ZSet) -> None:
+    """Append to ``out`` the inner join of ``left`` and ``right`` on ``node``'s keys (a NULL key
+    never matches) where its residual condition is TRUE, weights multiplied."""
+    lp, rp = left.pos(), right.pos()
+    li = [lp[c] for c in node.left_keys]
+    ri = [rp[c] for c in node.right_keys]
+    table: dict[tuple, list[int]] = {}
+    for j, r in enumerate(right.rows):
+        k = tuple(r[i] for i in ri)
+        if None not in k:
+            table.setdefault(k, []).append(j)
+    res = None
+    if node.residual is not None:
+        res = rules.compiled(id(node), node.residual, out.pos())
+    for lr, lw in zip(left.rows, left.weights, strict=True):
+        k = tuple(lr[i] for i in li)
+        for j in table.get(k, ()):
+            row = lr + right.rows[j]
+            if res is not None and res(row) is not True:
+                continue
+            out.rows.append(row)
+            out.weights.append(lw * right.weights[j])
+
+
+def inner_delta(rules: DeltaRules, node: Join) -> ZSet:
+    """d(L join R) = dL join R_old + L_new join dR, each other side read by key."""
+    dl, dr = rules.delta(node.left), rules.delta(node.right)
+    out = ZSet(tuple(a.id for a in node.columns()))
+    if len(dl):
+        old_r = rules.lookup(node.right, node.right_keys, dl.values(node.left_keys), OLD)
+        join_into(rules, out, node, dl, old_r)
+    if len(dr):
+        new_l = rules.lookup(node.left, node.left_keys, dr.values(node.right_keys), NEW)
+        join_into(rules, out, node, new_l, dr)
+    return out
+
+
+def join_order(node: Join, ids: tuple[int, ...]) -> tuple[Node, Node, tuple, tuple, tuple]:
+    """For a lookup into a join by ``ids``: which side is read first (the one holding ids), by
+    which of them, and the keys that lead from it into the other side."""
+    left_ids = {a.id for a in node.left.columns()}
+    mine_l = tuple(c for c in ids if c in left_ids)
+    if mine_l:
+        return node.left, node.right, node.left_keys, node.right_keys, mine_l
+    return node.right, node.left, node.right_keys, node.left_keys, ids
+
+
+@register
+class JoinOp(Operator[Join]):
+    """Inner and outer equi-joins: the inner delta, plus for an outer join the change of its
+    NULL-padded rows (``spark_sink.ivm.ops.outer_join.dangling_delta``)."""
+
+    node_type = Join
+
+    def delta(self, rules: DeltaRules, node: Join) -> ZSet:
+        # outer_join imports this module's kernels: imported here, not at the top
+        from spark_sink.ivm.ops.outer_join import dangling_delta, outer_sides
+
+        out = inner_delta(rules, node)
+        for side in outer_sides(node):
+            dangling_delta(rules, node, out, side)
+        return out
+
+    def lookup(
+        self, rules: DeltaRules, node: Join, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ZSet:
+        from spark_sink.ivm.ops.outer_join import outer_sides, pad_unmatched
+
+        first, then, fk, tk, mine = join_order(node, ids)
+        pos = {c: i for i, c in enumerate(ids)}
+        vals = {tuple(v[pos[c]] for c in mine) for v in values}
+        a = rules.lookup(first, mine, vals, side)
+        b = rules.lookup(then, tk, a.values(fk), side)
+        out = ZSet(tuple(x.id for x in node.columns()))
+        if first is node.left:
+            join_into(rules, out, node, a, b)
+        else:
+            join_into(rules, out, node, b, a)
+        # Padded rows of the side looked up by (an outer side) are found here; padded rows of
+        # the other side have NULL in ``ids`` and never equal a looked-up value.
+        looked = "left" if first is node.left else "right"
+        if looked in outer_sides(node):
+            pad_unmatched(out, node, a, b, looked)
+        return out
+
+    def lookup_accesses(
+        self, node: Join, ids: tuple[int, ...], pk_of: PkOf, out: list[Access]
+    ) -> None:
+        first, then, _, tk, mine = join_order(node, ids)
+        lookup_accesses(first, mine, pk_of, out)
+        lookup_accesses(then, tk, pk_of, out)
+
+    def plan_accesses(self, node: Join, pk_of: PkOf) -> list[Access]:
+        return lookup_accesses(node.right, node.right_keys, pk_of) + lookup_accesses(
+            node.left, node.left_keys, pk_of
+        )
+
+    def unique_sets(self, node: Join, pk_of: PkOf) -> Sets:
+        ls, rs = unique_sets(node.left, pk_of), unique_sets(node.right, pk_of)
+        # A left row meets at most one right row when the right side is unique on part of its
+        # join keys. Not for floating point keys: the join equates 0.0 and -0.0 (and every
+        # NaN), which a primary key holds as different values.
+        exact = {a.id for a in node.columns() if a.dtype not in _FLOATS}
+        left_once = any(s <= set(node.right_keys) & exact for s in rs)
+        right_once = any(s <= set(node.left_keys) & exact for s in ls)
+        if node.kind == "inner":
+            out = [a | b for a in ls for b in rs]
+            out += ls if left_once else []
+            out += rs if right_once else []
+            return out
+        if node.kind == "left":
+            return list(ls) if left_once else []
+        if node.kind == "right":
+            return list(rs) if right_once else []
+        return []
+
+    def expressions(self, node: Join) -> list[tuple[Expr, dict[int, int], dict | None]]:
+        if node.residual is None:
+            return []
+        return [(node.residual, sees(node.columns()), None)]
+
+    def explain(self, node: Join) -> str:
+        kind = "" if node.kind == "inner" else f"{node.kind.upper()} OUTER "
+        how = "dL join R_old + L_new join dR, the other side read by its join key"
+        if node.kind != "inner":
+            how += "; padded rows follow the touched keys' match counts"
+        return f"{kind or 'inner '}Join: {how}"

@@ -20,16 +20,26 @@ change is the change's own rows, padded. No other key's dangling rows can change
 them to the touched keys with ``keys.restrict_to_keys`` before anything else reads them. The
 wiring will read only those keys' rows (keyed lookups of each side at both barriers), which is
 why the narrowing is its own step: the rule's cost follows the change, not the inputs.
+
+The row rule for the NULL-padded rows (``dangling_delta``, ``pad_unmatched``, at the end) is
+what maintains outer joins today, called by the Join operator (``ops.join.JoinOp``); the Arrow
+kernels above are its columnar form, not yet the path an epoch takes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_sink.ivm.ops.join import JoinSpec, delta_inner_join, inner_join
+from spark_sink.ivm.ops.operator import NEW, OLD, ZSet
+from spark_sink.ivm.plan import Join, Node
+
+if TYPE_CHECKING:
+    from spark_sink.ivm.delta import DeltaRules
 from spark_sink.ivm.ops.keys import any_null, distinct_keys, restrict_to_keys
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, concat, normalized_keys
 
@@ -165,3 +175,81 @@ def _pad(kept: ArrowZSet, other_schema: pa.Schema, kept_is_left: bool) -> ArrowZ
     else:
         cols, names = [*pad, *data.columns], [*other_schema.names, *data.schema.names]
     return ArrowZSet(pa.Table.from_arrays([*cols, kept.weights], names=[*names, WEIGHT]))
+
+
+# ---------------------------------------------------------------------- the row rule
+# (the Join operator, ``spark_sink.ivm.ops.join.JoinOp``, calls these for an outer join)
+
+
+def outer_sides(node: Join) -> tuple[str, ...]:
+    """The sides of ``node`` whose unmatched rows are kept, padded with NULLs."""
+    return {"inner": (), "left": ("left",), "right": ("right",), "full": ("left", "right")}[
+        node.kind
+    ]
+
+
+def sides(node: Join, side: str) -> tuple[Node, tuple[int, ...], Node, tuple[int, ...]]:
+    """(``side``'s input, its join keys, the other input, its join keys)."""
+    if side == "left":
+        return node.left, node.left_keys, node.right, node.right_keys
+    return node.right, node.right_keys, node.left, node.left_keys
+
+
+def _padded(row: tuple, pad: tuple, side: str) -> tuple:
+    return row + pad if side == "left" else pad + row
+
+
+def dangling_delta(rules: DeltaRules, node: Join, out: ZSet, side: str) -> None:
+    """Add to ``out`` the change of an outer join's NULL-padded rows of ``side``. The padded
+    rows of key k are the kept side's rows of k while k's match count (spark_sink.ivm.outer)
+    is 0: their change is the kept side's change where the count stays 0, minus the old rows
+    where it leaves 0, plus the new rows where it reaches 0. A row with a NULL key never
+    matches: it always dangles."""
+    keep, keys_k, other, keys_o = sides(node, side)
+    dk, do = rules.delta(keep), rules.delta(other)
+    pad = (None,) * len(other.columns())
+    keys = dk.values(keys_k) | do.values(keys_o)
+    both: dict[tuple, tuple[int, int]] = {}
+    if keys:
+        change: dict[tuple, int] = {}
+        po = do.pos()
+        oi = [po[c] for c in keys_o]
+        for r, w in zip(do.rows, do.weights, strict=True):
+            k = tuple(r[i] for i in oi)
+            if None not in k:
+                change[k] = change.get(k, 0) + w
+        rules.lookups += len(keys)
+        both = rules.matches[(id(node), side)].step(keys, change)
+    pk = dk.pos()
+    ki = [pk[c] for c in keys_k]
+    for r, w in zip(dk.rows, dk.weights, strict=True):
+        k = tuple(r[i] for i in ki)
+        if None in k or both[k] == (0, 0):
+            out.rows.append(_padded(r, pad, side))
+            out.weights.append(w)
+    gained = {k for k, (a, b) in both.items() if a == 0 and b > 0}
+    lost = {k for k, (a, b) in both.items() if a > 0 and b == 0}
+    for ks, ts, sign in ((gained, OLD, -1), (lost, NEW, 1)):
+        if not ks:
+            continue
+        kept = rules.lookup(keep, keys_k, ks, ts)
+        p = kept.pos()
+        at = [p[c] for c in keys_k]
+        for r in kept.rows:
+            if tuple(r[i] for i in at) in ks:
+                out.rows.append(_padded(r, pad, side))
+                out.weights.append(sign)
+
+
+def pad_unmatched(out: ZSet, node: Join, kept: ZSet, other: ZSet, side: str) -> None:
+    """Append to ``out`` the rows of ``kept`` (the ``side`` input's rows read by a lookup) that
+    no row of ``other`` matches, padded with NULLs, each with weight 1."""
+    _, keys_k, other_node, keys_o = sides(node, side)
+    matched = other.values(keys_o)
+    p = kept.pos()
+    ki = [p[c] for c in keys_k]
+    pad = (None,) * len(other_node.columns())
+    for r in kept.rows:
+        if tuple(r[i] for i in ki) not in matched:
+            out.rows.append(_padded(r, pad, side))
+            out.weights.append(1)

@@ -11,19 +11,30 @@ the ``*_checked`` kernels (``add_checked``, ``multiply_checked``, ...), which ra
 ``pyarrow.ArrowInvalid``; the unchecked ones wrap and must not be used for Spark's integral
 arithmetic. Where no Arrow kernel matches Spark (DECIMAL precision rules, casts of strings,
 dates and intervals), the converter supplies a callable.
+
+The module's operator (``ProjectOp``, at its end) is what maintains views today: the row rule
+over tuples (``ops.operator.ZSet``), registered for its plan node. The Arrow kernels above it
+are its columnar form, not yet the path an epoch takes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
 
+from spark_sink.ivm.delta import lookup_accesses
+from spark_sink.ivm.ops.operator import Access, Operator, PkOf, Sets, ZSet, register, sees
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet
+from spark_sink.ivm.plan import Col, Expr, Project, Unsupported
+from spark_sink.ivm.unique_keys import unique_sets
+
+if TYPE_CHECKING:
+    from spark_sink.ivm.delta import DeltaRules
 
 # a pyarrow compute Expression, or a callable over the data table
 Column: TypeAlias = "pc.Expression | Callable[[pa.Table], pa.Array | pa.ChunkedArray]"
@@ -72,3 +83,74 @@ def _acero_project(table: pa.Table, exprs: list[pc.Expression], names: list[str]
         ]
     )
     return plan.to_table(use_threads=False)
+
+
+# ---------------------------------------------------------------------- the row rule
+
+
+def project_rows(rules: DeltaRules, node: Project, z: ZSet) -> ZSet:
+    """``node``'s columns computed for each row of ``z`` (Spark's evaluator), weights kept."""
+    pos = z.pos()
+    fs = [rules.compiled((id(node), i), e, pos) for i, (_, e) in enumerate(node.outputs)]
+    rows = [tuple(f(r) for f in fs) for r in z.rows]
+    return ZSet(tuple(a.id for a, _ in node.outputs), rows, list(z.weights))
+
+
+def through_project(node: Project, ids: tuple[int, ...]) -> tuple[tuple[int, ...], list[int]]:
+    """The child columns that ``ids`` are plain copies of, and which positions of ``ids``;
+    Unsupported when none is (a lookup cannot be keyed by a computed column)."""
+    src = {a.id: e for a, e in node.outputs}
+    child_ids, kept = [], []
+    for i, c in enumerate(ids):
+        e = src[c]
+        if isinstance(e, Col):
+            child_ids.append(e.id)
+            kept.append(i)
+    if not child_ids:
+        raise Unsupported(
+            "a join on a computed column (" + ", ".join(f"#{c}" for c in ids) + ") is not "
+            "maintained incrementally"
+        )
+    return tuple(child_ids), kept
+
+
+@register
+class ProjectOp(Operator[Project]):
+    """d(project(R)) = project(dR). A lookup by output columns reads the child by the columns
+    they copy (a superset when some are computed: the join above re-checks them)."""
+
+    node_type = Project
+
+    def delta(self, rules: DeltaRules, node: Project) -> ZSet:
+        return project_rows(rules, node, rules.delta(node.child))
+
+    def lookup(
+        self, rules: DeltaRules, node: Project, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ZSet:
+        child_ids, kept = through_project(node, ids)
+        vals = {tuple(v[i] for i in kept) for v in values}
+        return project_rows(rules, node, rules.lookup(node.child, child_ids, vals, side))
+
+    def lookup_accesses(
+        self, node: Project, ids: tuple[int, ...], pk_of: PkOf, out: list[Access]
+    ) -> None:
+        child_ids, _ = through_project(node, ids)
+        lookup_accesses(node.child, child_ids, pk_of, out)
+
+    def unique_sets(self, node: Project, pk_of: PkOf) -> Sets:
+        copied: dict[int, int] = {}  # child id -> an output id holding it unchanged
+        for a, e in node.outputs:
+            if isinstance(e, Col):
+                copied.setdefault(e.id, a.id)
+        return [
+            frozenset(copied[i] for i in s)
+            for s in unique_sets(node.child, pk_of)
+            if all(i in copied for i in s)
+        ]
+
+    def expressions(self, node: Project) -> list[tuple[Expr, dict[int, int], dict | None]]:
+        pos = sees(node.child.columns())
+        return [(e, pos, None) for _, e in node.outputs]
+
+    def explain(self, node: Project) -> str:
+        return "Project: the changed rows' columns computed"

@@ -6,13 +6,24 @@ SQL semantics kept: columns are matched by position (Spark's UNION ALL; its anal
 cast each child's columns to the common type), and the output takes the first child's column
 names. Duplicates are kept (weights add); UNION (distinct) is Spark's aggregate over UNION ALL,
 not this operator. Nothing is computed on values, so NULLs and overflow do not arise.
+
+The module's operator (``UnionOp``, at its end) is what maintains views today: the row rule
+over tuples (``ops.operator.ZSet``), registered for its plan node. The Arrow kernels above it
+are its columnar form, not yet the path an epoch takes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from spark_sink.ivm.delta import lookup_accesses
+from spark_sink.ivm.ops.operator import Access, Operator, PkOf, ZSet, register
 from spark_sink.ivm.ops.zset import ArrowZSet, concat
+from spark_sink.ivm.plan import Node, Union
+
+if TYPE_CHECKING:
+    from spark_sink.ivm.delta import DeltaRules
 
 
 def union_all(children: Sequence[ArrowZSet]) -> ArrowZSet:
@@ -30,3 +41,46 @@ def union_all(children: Sequence[ArrowZSet]) -> ArrowZSet:
             )
         renamed.append(ArrowZSet(c.table.rename_columns(names)))
     return concat(renamed)
+
+
+# ---------------------------------------------------------------------- the row rule
+
+
+def union_children(node: Union, ids: tuple[int, ...]) -> list[tuple[Node, tuple[int, ...]]]:
+    """Each child of a UNION ALL with the columns at the positions of ``ids`` in its result."""
+    at = [[a.id for a in node.attrs].index(c) for c in ids]
+    return [(child, tuple(child.columns()[i].id for i in at)) for child in node.children]
+
+
+@register
+class UnionOp(Operator[Union]):
+    """d(A union all B) = dA union all dB; a lookup reads every child by its own columns."""
+
+    node_type = Union
+
+    def delta(self, rules: DeltaRules, node: Union) -> ZSet:
+        out = ZSet(tuple(a.id for a in node.attrs))
+        for c in node.children:  # columns match by position
+            d = rules.delta(c)
+            out.rows += d.rows
+            out.weights += d.weights
+        return out
+
+    def lookup(
+        self, rules: DeltaRules, node: Union, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ZSet:
+        out = ZSet(tuple(a.id for a in node.attrs))
+        for c, c_ids in union_children(node, ids):
+            got = rules.lookup(c, c_ids, values, side)
+            out.rows += got.rows
+            out.weights += got.weights
+        return out
+
+    def lookup_accesses(
+        self, node: Union, ids: tuple[int, ...], pk_of: PkOf, out: list[Access]
+    ) -> None:
+        for c, c_ids in union_children(node, ids):
+            lookup_accesses(c, c_ids, pk_of, out)
+
+    def explain(self, node: Union) -> str:
+        return f"UNION ALL of {len(node.children)}: the children's changes together"

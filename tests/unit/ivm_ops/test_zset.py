@@ -81,15 +81,62 @@ def test_planted_fault_consolidating_without_float_normalization_is_caught():
     assert any(isinstance(r[2], float) for r in rows)
 
 
-def test_ops_import_no_spark():
-    for path in sorted(OPS.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-            for n in names:
-                assert not n.startswith("pyspark"), f"{path.name} imports {n}"
-                if n.startswith("spark_sink"):
-                    assert n.startswith("spark_sink.ivm.ops"), f"{path.name} imports {n}"
+def _spark_sink_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (at any depth of its code), absolute and dotted."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            base = node.module or ""
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def _algebra_closure() -> dict[str, set[str]]:
+    """The operators' modules and every spark_sink module they import, transitively: module ->
+    what it imports."""
+    root = OPS.parents[2]
+    todo = [f"spark_sink.ivm.ops.{p.stem}" for p in OPS.glob("*.py") if p.stem != "__init__"]
+    seen: dict[str, set[str]] = {}
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        path = root / (m.replace(".", "/") + ".py")
+        if not path.exists():  # "from pkg.mod import name" names a module and its attributes
+            continue
+        seen[m] = _spark_sink_imports(path)
+        todo += [n for n in seen[m] if n.startswith("spark_sink.")]
+    return seen
+
+
+def test_the_operators_and_what_they_import_load_no_spark():
+    """The algebra stays apart from Spark: no operator module, and no spark_sink module they
+    reach through their imports (the delta rules, the plan tree, the expression evaluator),
+    imports pyspark, py4j, the client or the store (its error types aside), or the modules that
+    drive Spark."""
+    closure = _algebra_closure()
+    assert {"spark_sink.ivm.ops.join", "spark_sink.ivm.delta", "spark_sink.ivm.plan"} <= set(
+        closure
+    )
+    for m, names in closure.items():
+        for n in names:
+            assert not n.startswith(("pyspark", "py4j", "coordinator")), (m, n)
+            # the store's error types are the shared vocabulary of errors; nothing else of it
+            assert not n.startswith("kvstore") or n.startswith("kvstore.errors"), (m, n)
+            assert not n.startswith(("spark_sink.ivm.strategy", "spark_sink.materialized_view")), (
+                m,
+                n,
+            )
+
+
+def test_the_closure_sees_a_planted_spark_import():
+    """The check above can fail: a module that imports pyspark is reported."""
+    planted = OPS / "zz_planted_for_test.py"
+    planted.write_text("from pyspark.sql import SparkSession\n")
+    try:
+        names = _algebra_closure()["spark_sink.ivm.ops.zz_planted_for_test"]
+    finally:
+        planted.unlink()
+    assert "pyspark.sql" in names

@@ -30,7 +30,7 @@ Decisions:
   at a first barrier), correct at every barrier; its metadata's ``why`` says so. A partition
   column declared NOT NULL never triggers it.
 - DOUBLE/FLOAT partition columns and partitions by computed expressions are refused at build
-  (``plan._window``).
+  (``catalyst._window``).
 - **A lookup into a window's result** (a join above a TopK, the window's side looked up by the
   join keys) reads the partitions of the looked-up values and ranks them (``window_lookup``):
   the lookup columns must include every PARTITION BY column, else the join is refused at build.
@@ -43,8 +43,21 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from spark_sink.ivm.delta import NEW, OLD, NeedsBuild, ZSet
-from spark_sink.ivm.plan import Unsupported, Window, output
+from spark_sink.ivm.delta import lookup_accesses
+from spark_sink.ivm.ops.operator import (
+    NEW,
+    OLD,
+    Access,
+    NeedsBuild,
+    Operator,
+    PkOf,
+    Sets,
+    ZSet,
+    register,
+    sees,
+)
+from spark_sink.ivm.plan import Expr, Unsupported, Window, output
+from spark_sink.ivm.unique_keys import unique_sets
 
 if TYPE_CHECKING:
     from spark_sink.ivm.delta import DeltaRules
@@ -145,7 +158,9 @@ def _ranked(rules: DeltaRules, node: Window, parts: set[tuple], side: str) -> li
     columns) at ``side``: the child read by key, cut to exactly those partitions, numbered."""
     child_ids = tuple(a.id for a in output(node.child))
     pos = {c: i for i, c in enumerate(child_ids)}
-    key_fns = [rules._fn((id(node), "order", n), e, pos) for n, (e, _, _) in enumerate(node.order)]
+    key_fns = [
+        rules.compiled((id(node), "order", n), e, pos) for n, (e, _, _) in enumerate(node.order)
+    ]
     spec = [(asc, nf) for _, asc, nf in node.order]
     kinds = [k for _, k in node.funcs]
     ppos = [pos[c] for c in node.partition]
@@ -201,3 +216,38 @@ def describe(node: Window) -> str:
     if any(attrs[c].nullable for c in node.partition):
         line += "; a change in a NULL partition makes the epoch a build"
     return line
+
+
+@register
+class WindowOp(Operator[Window]):
+    """Every touched partition read whole at both barriers and ranked again (the module's
+    rule); a lookup ranks the looked-up values' partitions."""
+
+    node_type = Window
+
+    def delta(self, rules: DeltaRules, node: Window) -> ZSet:
+        return window_delta(rules, node)
+
+    def lookup(
+        self, rules: DeltaRules, node: Window, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ZSet:
+        return window_lookup(rules, node, ids, values, side)
+
+    def lookup_accesses(
+        self, node: Window, ids: tuple[int, ...], pk_of: PkOf, out: list[Access]
+    ) -> None:
+        lookup_partition_positions(node, ids)  # raises unless ids hold every partition column
+        lookup_accesses(node.child, node.partition, pk_of, out)
+
+    def plan_accesses(self, node: Window, pk_of: PkOf) -> list[Access]:
+        return lookup_accesses(node.child, node.partition, pk_of)
+
+    def unique_sets(self, node: Window, pk_of: PkOf) -> Sets:
+        return unique_sets(node.child, pk_of)
+
+    def expressions(self, node: Window) -> list[tuple[Expr, dict[int, int], dict | None]]:
+        pos = sees(node.child.columns())
+        return [(e, pos, None) for e, _, _ in node.order]
+
+    def explain(self, node: Window) -> str:
+        return describe(node)

@@ -4,6 +4,7 @@
                                             [--fr-barriers 5] [--runs 1] [--views agg,fk,nk]
     .venv/bin/python scripts/bench_views.py --sizes 1000000 --crossover 1000,10000,100000,1000000
     .venv/bin/python scripts/bench_views.py --sizes 1000000 --fr-barriers 0 --peers duckdb
+    .venv/bin/python scripts/bench_views.py --sizes 100000 --fr-barriers 0 --peers duckdb,pathway
 
 Views (--views): ``agg``, ``fk``, ``nk`` below, and ``lj`` (customers LEFT JOIN orders with an
 aggregate per customer), ``mm`` (MIN and MAX of amount per group; the workload deletes a group's
@@ -12,7 +13,12 @@ current minimum in a tenth of its changes) and ``cd`` (COUNT(DISTINCT customer) 
 into this interpreter on demand) holds copies of the sources, takes each barrier's change as the
 workload made it and recomputes every view whole; its per-barrier time (apply + recompute) is
 printed beside each view's incremental epochs, and its views must equal snapview's at the end of
-each run.
+each run. --peers pathway: Pathway 0.33 (``scripts/peer_pathway.py``, installed on demand into an
+environment of its own, as it requires pyarrow<26) maintains every view incrementally, each in a
+dataflow (worker process, 2 threads) of its own, from the same change fed as one Pathway commit
+per barrier; its per-barrier time (from handing Pathway the change until the view's output for
+it is complete) is printed the same way and its views are checked the same way. --peers
+duckdb,pathway runs both side by side (one after the other at each barrier).
 
 For each size N in --sizes: ``orders`` (N rows), ``customers`` (100,000 rows, key id) and
 ``shipments`` (N/2 rows, key id, ``order_id`` not a key) are loaded (timed), and three views are
@@ -66,6 +72,7 @@ from snapview.local_spark import local_session  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_duckdb import DuckPeer, ensure_duckdb  # noqa: E402
+from peer_pathway import PathwayPeer, ensure_pathway  # noqa: E402
 
 CUSTOMERS = 100_000
 GROUPS = 10_000
@@ -263,17 +270,25 @@ class Workload:
         return txn.commit_ts
 
 
-def replay(peer, w: Workload, n: int, timed: dict[str, list[float]] | None = None) -> None:
-    """The peer takes the barrier's change ``w`` logged and recomputes every view whole; with
-    ``timed``, each view's apply + recompute seconds are appended to it."""
-    if peer is None or w.log is None:
+def replay(
+    peers: dict, w: Workload, n: int, timed: dict[str, dict[str, list[float]]] | None = None
+) -> None:
+    """Each peer, one after the other, takes the barrier's change ``w`` logged: DuckDB applies
+    it and recomputes every view whole, Pathway maintains its views from it. With ``timed``
+    (peer -> view -> seconds), each view's seconds are appended: DuckDB's apply + recompute,
+    Pathway's from handing it the change until the view's output for it was complete."""
+    if not peers or w.log is None:
         return
-    apply_s = peer.apply(w.log)
-    w.log.clear()
-    for name in VIEWS:
-        secs = apply_s + peer.recompute(name, queries(n)[name][0])
+    for peer_name, peer in peers.items():
+        if peer_name == "duckdb":
+            apply_s = peer.apply(w.log)
+            secs = {name: apply_s + peer.recompute(name, queries(n)[name][0]) for name in VIEWS}
+        else:
+            secs = peer.apply(w.log)
         if timed is not None:
-            timed[name].append(secs)
+            for name, x in secs.items():
+                timed[peer_name][name].append(x)
+    w.log.clear()
 
 
 class _Logged:
@@ -396,7 +411,9 @@ def main() -> int:
         default="",
         help="duckdb: also keep the sources in DuckDB (installed on demand), apply each "
         "barrier's change there and recompute every view whole, timed beside the incremental "
-        "epochs (scripts/peer_duckdb.py)",
+        "epochs (scripts/peer_duckdb.py); pathway: also maintain every view incrementally in "
+        "Pathway 0.33 (installed on demand into its own environment), fed each barrier's change "
+        "as one commit (scripts/peer_pathway.py); duckdb,pathway: both",
     )
     ap.add_argument(
         "--crossover",
@@ -406,6 +423,9 @@ def main() -> int:
         "incremental, full_recompute and auto side by side (--runs barriers per size)",
     )
     args = ap.parse_args()
+    peer_names = [p for p in args.peers.split(",") if p]
+    if set(peer_names) - {"duckdb", "pathway"}:
+        ap.error(f"--peers: unknown {sorted(set(peer_names) - {'duckdb', 'pathway'})}")
     VIEWS = tuple(v for v in args.views.split(",") if v)  # --fr-barriers 0: no full recompute
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
@@ -417,6 +437,7 @@ def main() -> int:
 
     spark_sink.register(spark)
     results: dict[int, dict] = {}
+    open_peers: list = []  # ended in finally (the Pathway peer's worker processes)
     try:
         c = coordinator.connect(srv.address)
         for n in sizes:
@@ -437,24 +458,37 @@ def main() -> int:
             print(f"size {n:,}:", flush=True)
             recs, build_s = build_views(c, views)
             w = Workload(n, seed=n)
-            peer = None
-            if "duckdb" in args.peers.split(","):
+            peers: dict = {}
+            t, at = names(n), c.tso()  # every peer loads the sources at the same timestamp
+            if "duckdb" in peer_names:
                 duckdb = ensure_duckdb()
                 if duckdb is not None:
-                    t = names(n)
-                    peer = DuckPeer(duckdb, c, {t[k]: "id" for k in t}, at=c.tso())
-                    w.log = []
-                    print(f"  DuckDB {peer.version} peer loaded", flush=True)
+                    peers["duckdb"] = DuckPeer(duckdb, c, {t[k]: "id" for k in t}, at=at)
+                    print(f"  DuckDB {peers['duckdb'].version} peer loaded", flush=True)
+            if "pathway" in peer_names:
+                python = ensure_pathway()
+                if python is not None:
+                    pw_peer = PathwayPeer(python, c, t, at=at, views=VIEWS)
+                    open_peers.append(pw_peer)
+                    peers["pathway"] = pw_peer
+                    print(
+                        f"  Pathway {pw_peer.version} peer loaded: {len(pw_peer.workers)} "
+                        f"dataflow(s), {pw_peer.rows:,} rows fed, load "
+                        + ", ".join(f"{v} {x:.1f}s" for v, x in pw_peer.load_s.items()),
+                        flush=True,
+                    )
+            if peers:
+                w.log = []
 
             runs = []
             for run in range(args.runs):
                 inc: dict[str, list[dict]] = {v: [] for v in VIEWS}
                 fr: dict[str, list[dict]] = {v: [] for v in VIEWS}
                 # Phase 1: every view through --fr-barriers barriers (the full-recompute figures).
-                duck: dict[str, list[float]] = {v: [] for v in VIEWS}
+                timed = {p: {v: [] for v in VIEWS} for p in ("duckdb", "pathway")}
                 for _ in range(args.fr_barriers):
                     ts = w.apply(c)
-                    replay(peer, w, n)
+                    replay(peers, w, n)
                     for name in VIEWS:
                         views[(name, "inc")].maintain_available(until=ts, timeout=600)
                         recs[(name, "inc")].take()
@@ -466,7 +500,7 @@ def main() -> int:
                 rss = []
                 for _ in range(args.barriers):
                     ts = w.apply(c)
-                    replay(peer, w, n, duck)
+                    replay(peers, w, n, timed)
                     for name in VIEWS:
                         views[(name, "inc")].maintain_available(until=ts, timeout=600)
                         inc[name] += recs[(name, "inc")].take()
@@ -475,15 +509,20 @@ def main() -> int:
                 tracemalloc.start()
                 for _ in range(args.traced):
                     ts = w.apply(c)
-                    replay(peer, w, n)
+                    replay(peers, w, n)
                     for name in VIEWS:
                         views[(name, "inc")].maintain_available(until=ts, timeout=600)
                         recs[(name, "inc")].take()
                 heap_peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
-                if peer is not None:  # the peer's views equal snapview's at the last barrier
+                # Each peer's views equal snapview's at the last barrier (else SystemExit).
+                for peer_name, peer in peers.items():
                     for name in VIEWS:
                         peer.check(name, c, f"{name}_inc_{n}")
+                    print(
+                        f"    {peer_name} peer: its views equal snapview's ({', '.join(VIEWS)})",
+                        flush=True,
+                    )
                 runs.append(
                     {
                         "inc": inc,
@@ -492,14 +531,20 @@ def main() -> int:
                         "anon": (rss[0][0], max(a for a, _ in rss)),
                         "file": max(f for _, f in rss),
                         "heap_peak": heap_peak,
-                        "duck": duck,
+                        "duck": timed["duckdb"],
+                        "pathway": timed["pathway"],
                     }
                 )
                 report_run(n, run, inc, fr, runs[-1])
             results[n] = summarize(runs)
+            for peer in peers.values():
+                if peer in open_peers:
+                    peer.close()
         print_summary(sizes, results, args)
         c.close()
     finally:
+        for peer in open_peers:
+            peer.close()
         spark.stop()
         srv.stop()
     return 0
@@ -636,6 +681,16 @@ def report_run(n: int, run: int, inc, fr, r) -> None:
                 f"{pct(d, 50) / i50:.2f}x",
                 flush=True,
             )
+    for name in VIEWS:
+        p = r["pathway"].get(name) or []
+        if p and inc[name]:
+            i50 = pct([x["epoch_s"] for x in inc[name]], 50)
+            print(
+                f"    {name}: Pathway incremental (change fed until output complete), {len(p)} "
+                f"barriers p50 {pct(p, 50):.3f}s p99 {pct(p, 99):.3f}s; Pathway / incremental "
+                f"{pct(p, 50) / i50:.2f}x",
+                flush=True,
+            )
     print(
         f"    driver memory over the incremental epochs: ru_maxrss {r['maxrss'][0] / 1024:.0f} MB "
         f"before, {r['maxrss'][1] / 1024:.0f} MB after; RssAnon {r['anon'][0] / 1024:.0f} MB at "
@@ -654,8 +709,10 @@ def summarize(runs: list[dict]) -> dict:
             statistics.median(x["epoch_s"] for x in r["fr"][name]) for r in runs if r["fr"][name]
         ]
         d50 = [pct(r["duck"][name], 50) for r in runs if r["duck"].get(name)]
+        p50 = [pct(r["pathway"][name], 50) for r in runs if r["pathway"].get(name)]
         out[name] = {
             "duck_p50": statistics.median(d50) if d50 else float("nan"),
+            "pw_p50": statistics.median(p50) if p50 else float("nan"),
             "inc_p50": statistics.median(i50) if i50 else float("nan"),
             "inc_p99": statistics.median(i99) if i99 else float("nan"),
             "fr_p50": statistics.median(f50) if f50 else float("nan"),
@@ -680,7 +737,7 @@ def print_summary(sizes: list[int], results: dict, args) -> None:
     )
     print(
         f"  {'size':>12} {'view':>4} {'inc p50':>9} {'inc p99':>9} {'full p50':>9} {'full/inc':>9}"
-        f" {'duckdb p50':>11} {'duckdb/inc':>11}"
+        f" {'duckdb p50':>11} {'duckdb/inc':>11} {'pathway p50':>12} {'pathway/inc':>12}"
     )
     for n in sizes:
         for name in VIEWS:
@@ -689,6 +746,7 @@ def print_summary(sizes: list[int], results: dict, args) -> None:
                 f"  {n:>12,} {name:>4} {r['inc_p50']:>8.3f}s {r['inc_p99']:>8.3f}s "
                 f"{r['fr_p50']:>8.3f}s {r['fr_p50'] / r['inc_p50']:>8.1f}x"
                 f" {r['duck_p50']:>10.3f}s {r['duck_p50'] / r['inc_p50']:>10.2f}x"
+                f" {r['pw_p50']:>11.3f}s {r['pw_p50'] / r['inc_p50']:>11.2f}x"
             )
     lo, hi = sizes[0], sizes[-1]
     for name in VIEWS:

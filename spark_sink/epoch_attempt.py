@@ -22,6 +22,7 @@ a sink's (its batch, its rows and the change-feed high-water it consumed up to).
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -131,6 +132,75 @@ class EpochAttempt:
             self.client.jobs.abort_transaction(self.job, self.epoch, self.start_ts)
         except SnapviewError:
             pass
+
+
+class OpeningAttempt:
+    """An epoch opened in a thread of its own while the caller works on: a view's epoch computes
+    its delta (reads only) while OpenTransaction waits its turn at the server's writer (behind
+    the previous epoch's secondaries, say). From the moment the attempt is open it is kept alive
+    (a Heartbeat every ttl/3), so a long computation never lets its lock or hold lapse.
+
+    The caller either takes the attempt over (``result()``, then ``attempt.running(target)``,
+    which heartbeats from then on) or drops it (``abandon()``: the attempt, if it opened, is
+    aborted, so nothing of it can become visible). Either way the thread is joined."""
+
+    def __init__(
+        self,
+        client: Client,
+        job: str,
+        epoch: int,
+        *,
+        ttl_ms: int,
+        coordinator: str | ConnectionSettings,
+        token: str | None,
+        table: TableInfo,
+    ) -> None:
+        self._attempt: EpochAttempt | None = None
+        self._error: BaseException | None = None
+        self._beat: Heartbeat | None = None
+        self._thread = threading.Thread(
+            target=self._open,
+            args=(client, job, epoch, ttl_ms, coordinator, token, table),
+            name="snapview-epoch-open",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _open(self, client, job, epoch, ttl_ms, coordinator, token, table) -> None:
+        try:
+            attempt = EpochAttempt.open(client, job, epoch, ttl_ms=ttl_ms)
+            if not attempt.committed:
+                self._beat = Heartbeat(attempt.target(coordinator, token, table, "upsert"))
+                self._beat.__enter__()
+            self._attempt = attempt
+        except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
+            self._error = e
+
+    def wait(self) -> None:
+        """Wait for the open to finish (the attempt stays alive: the early heartbeat goes on)."""
+        self._thread.join()
+
+    def result(self) -> EpochAttempt:
+        """The opened attempt (waits for the open); raises what the open raised. The early
+        heartbeat stops here: the caller's ``running()`` heartbeats from now on."""
+        self._thread.join()
+        self._stop_beating()
+        if self._error is not None:
+            raise self._error
+        assert self._attempt is not None
+        return self._attempt
+
+    def abandon(self) -> None:
+        """Drop the attempt: wait for the open, then abort it if it opened (best effort)."""
+        self._thread.join()
+        self._stop_beating()
+        if self._attempt is not None and not self._attempt.committed:
+            self._attempt.abort()
+
+    def _stop_beating(self) -> None:
+        if self._beat is not None:
+            self._beat.__exit__(None, None, None)
+            self._beat = None
 
 
 class _Unknown(enum.Enum):

@@ -124,16 +124,18 @@ def _direct_prewriter_locked(
     return _direct[key]
 
 
-def direct_reader(target: EpochTarget) -> DirectReader | None:
-    """This process's direct reader of the target's server's LMDB environment (sharing the
-    environment ``direct_prewriter`` opened: LMDB allows one open per process), or None where
-    this process may not use it."""
-    prewriter = direct_prewriter(target)
-    if prewriter is None:
+def direct_reader(direct: DirectInfo | None) -> DirectReader | None:
+    """This process's direct reader of the LMDB environment of the server ``direct`` describes
+    (an ``EpochTarget.direct``; sharing the environment ``direct_prewriter`` opened: LMDB allows
+    one open per process), or None where this process may not use it."""
+    if direct is None or not direct_allowed():
         return None
-    assert target.direct is not None  # a prewriter exists
-    key = _direct_key(target.direct)
+    key = _direct_key(direct)
+    data_dir, instance_id, lmdb_path, map_size = direct
     with _direct_lock:
+        prewriter = _direct_prewriter_locked(key, data_dir, instance_id, lmdb_path, map_size)
+        if prewriter is None:
+            return None
         got = _readers.get(key)
         if got is None:
             from kvstore.direct_reads import DirectReader

@@ -14,6 +14,7 @@ the view whole, and nothing proportional to them reaches the driver.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -28,7 +29,7 @@ from kvstore.failpoints import fail_point
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
-from spark_sink.epoch_attempt import EpochAttempt
+from spark_sink.epoch_attempt import EpochAttempt, OpeningAttempt
 from spark_sink.executor_diff import write_diff
 from spark_sink.ivm.aggregate import AggregateState, ValueOrder
 from spark_sink.ivm.catalyst import catalyst_aggregates, catalyst_joins
@@ -62,6 +63,14 @@ INCREMENTAL = "incremental"
 # The break-even count when no build has been measured (metadata written by an older version):
 # above this many changed keys in one barrier, the epoch is a build under auto.
 BULK_CHANGE_KEYS = 100_000
+
+
+@dataclass
+class _Writes:
+    """A delta computed ahead of its epoch's open: mutations per table, and the counters."""
+
+    tables: dict[str, list[Mutation]]
+    counts: dict[str, int]
 
 
 def last_committed(client: Client, job: str) -> EpochMetadata | None:
@@ -118,6 +127,7 @@ class Incremental:
         self.progress = Progress()
         self._last: EpochMetadata | None = None  # this job's last committed epoch (cache)
         self._last_known = False
+        self._clean = False  # the last epoch ended in a commit by this object (_maintain_once)
 
     @staticmethod
     def why() -> str:
@@ -130,7 +140,7 @@ class Incremental:
         from a stale epoch would read changes it has applied already."""
         cached = 0 if self._last is None else _after(self._last).get("after_epoch", -1)
         if self._last_known and cached != last_committed:
-            self._last_known = False
+            self._last_known = self._clean = False
 
     # ------------------------------------------------------------------ one barrier
 
@@ -141,7 +151,7 @@ class Incremental:
                 self._maintain_once(barrier, reads)
                 return
             except Aborted:
-                self._last_known = False  # re-read what is committed
+                self._last_known = self._clean = False  # re-read what is committed
                 if attempt == MAX_COMMIT_ATTEMPTS:
                     raise
 
@@ -149,50 +159,55 @@ class Incremental:
         spec = self.spec
         laps = Laps()
         client = client_for(spec.coordinator, spec.token)
-        attempt = EpochAttempt.open(client, spec.job, barrier, ttl_ms=spec.lock_ttl_ms)
+        view = client.describe_table(spec.target, refresh=True)
+        # The epoch is opened while the delta is computed: OpenTransaction waits its turn at
+        # the server's writer (behind another view's commit, whose secondaries it resolves
+        # next), and the delta only reads, at barriers that are already fixed.
+        opening = OpeningAttempt(
+            client,
+            spec.job,
+            barrier,
+            ttl_ms=spec.lock_ttl_ms,
+            coordinator=spec.coordinator,
+            token=spec.token,
+            table=view,
+        )
+        clean, self._clean = self._clean, False
+        try:
+            if not clean:
+                # The last epoch did not end in a commit here (or this is the first): an
+                # attempt it left may hold locks the reads would meet. The open rolls it back,
+                # so it goes first.
+                opening.wait()
+            ahead = self._delta_ahead(client, view, reads, laps)
+            attempt = opening.result()
+        except BaseException:
+            opening.abandon()
+            raise
         if attempt.committed:
             self.progress.skipped += 1
             self.progress.last_barrier = max(self.progress.last_barrier, barrier)
-            self._last_known = False
+            self._last_known = self._clean = False
             return
-        if not self._last_known:
-            self._last = last_committed(client, spec.job)
-            self._last_known = True
-            if self._last is not None:
-                self.cost = CostModel.from_fields(self._last.fields)
         new_ts = {t: ts for t, (ts, _) in reads.items()}
         last = self._last
-        keys = 0
-        unchanged: frozenset[str] = frozenset()  # sources proven to have no change: not scanned
+        build, why, keys, writes = ahead
         rebuild = attempt.info.rebuild
-        build, why = False, ""
-        if rebuild:
-            build, why = True, f"a build: a rebuild was requested (revision {rebuild})"
-        elif last is None:
-            build, why = True, "a build: the view's first barrier"
-        elif last.fields.get("plan") != self.plan.fingerprint:
-            build, why = True, "a build: the query or its state layout changed"
-        elif set(last.sources) != set(new_ts):
-            build, why = True, "a build: the sources changed"
-        view = client.describe_table(spec.target, refresh=True)
+        if rebuild:  # told by the open: whatever was computed ahead is dropped
+            build, why, writes = (
+                True,
+                f"a build: a rebuild was requested (revision {rebuild})",
+                None,
+            )
         target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
-        # This process's reader of the server's LMDB environment (None off its host): the
-        # change count and, in a delta, the change scans and keyed reads use it.
-        direct = None if build else direct_reader(target)
-        if not build:
-            assert last is not None
-            build, why, keys, unchanged = self._choose(client, last.sources, new_ts, direct)
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
         with attempt.running(target):
             laps.lap("open")
             if not build:
-                assert last is not None
-                try:
-                    counts = self._delta(
-                        client, attempt, view, last.sources, new_ts, laps, unchanged, direct
-                    )
-                except NeedsBuild as e:  # raised before the delta wrote anything
-                    build, why = True, f"a build: {e}"
+                assert writes is not None
+                counts = writes.counts
+                counts["mutations"] = self._write(client, attempt, view, writes.tables)
+                laps.lap("write")
             if build:
                 counts["mutations"] = self._build(client, attempt, view, new_ts, laps)
             fail_point("view.before_commit")
@@ -226,6 +241,7 @@ class Incremental:
             )
             attempt.commit(meta)
         self._last = meta
+        self._clean = True
         laps.lap("commit")
         p = self.progress
         p.first_barrier = p.first_barrier or barrier
@@ -241,6 +257,41 @@ class Incremental:
         p.last_lookups = counts["lookups"]
         p.last_mutations = counts["mutations"]
         p.last_why = why
+
+    def _delta_ahead(
+        self, client: Client, view: TableInfo, reads: dict[str, tuple[int, bool]], laps: Laps
+    ) -> tuple[bool, str, int, _Writes | None]:
+        """What can be done before the epoch is open: decide build or delta, and for a delta
+        compute every table's mutations (reads only). Returns (build?, why, changed keys
+        counted, the delta's writes or None for a build). State tables are read at a fresh
+        TSO timestamp: every epoch of this job committed so far is below it, and none can
+        commit after it without this epoch's commit being refused (it names its predecessor)."""
+        spec = self.spec
+        if not self._last_known:
+            self._last = last_committed(client, spec.job)
+            self._last_known = True
+            if self._last is not None:
+                self.cost = CostModel.from_fields(self._last.fields)
+        new_ts = {t: ts for t, (ts, _) in reads.items()}
+        last = self._last
+        if last is None:
+            return True, "a build: the view's first barrier", 0, None
+        if last.fields.get("plan") != self.plan.fingerprint:
+            return True, "a build: the query or its state layout changed", 0, None
+        if set(last.sources) != set(new_ts):
+            return True, "a build: the sources changed", 0, None
+        # This process's reader of the server's LMDB environment (None off its host): the
+        # change count and the delta's change scans and keyed reads use it.
+        direct = direct_reader(self.direct_info)
+        build, why, keys, unchanged = self._choose(client, last.sources, new_ts, direct)
+        laps.lap("open")
+        if build:
+            return build, why, keys, None
+        try:
+            writes = self._delta(client, view, last.sources, new_ts, laps, unchanged, direct)
+        except NeedsBuild as e:  # raised before anything was written
+            return True, f"a build: {e}", keys, None
+        return False, why, keys, writes
 
     def _choose(
         self,
@@ -519,24 +570,24 @@ class Incremental:
     def _delta(
         self,
         client: Client,
-        attempt: EpochAttempt,
         view: TableInfo,
         old: dict[str, int],
         new: dict[str, int],
         laps: Laps,
         unchanged: frozenset[str] = frozenset(),
         direct: DirectReader | None = None,
-    ) -> dict:
-        """Write the view's and the state tables' change between the barriers of ``old`` and
-        ``new`` (each source's read ts) into the attempt; returns the epoch's counters.
-        ``unchanged``: sources known to have no change between them (not scanned); ``direct``:
-        this process's direct reader (StoreInputs)."""
+    ) -> _Writes:
+        """The view's and the state tables' change between the barriers of ``old`` and ``new``
+        (each source's read ts), as mutations per table, and the epoch's counters; nothing is
+        written. ``unchanged``: sources known to have no change between them (not scanned);
+        ``direct``: this process's direct reader (StoreInputs)."""
         plan = self.plan
         infos = {t: client.describe_table(t) for t in new}
         indexes = {}
         for st in plan.index_tables():
             indexes[(st.source, st.column)] = client.describe_table(st.name)
-        inputs = StoreInputs(client, infos, old, new, attempt.start_ts, indexes, unchanged, direct)
+        state_ts = client.tso()
+        inputs = StoreInputs(client, infos, old, new, state_ts, indexes, unchanged, direct)
         groups = {}
         for st in plan.groups_tables():
             info = client.describe_table(st.name)
@@ -565,6 +616,13 @@ class Incremental:
         for st in plan.index_tables():
             writes[st.name] = self._index_mutations(inputs, indexes[(st.source, st.column)], st)
         laps.lap("diff")
+        counts = {"changes": inputs.changes_read, "lookups": rules.lookups + inputs.rows_read}
+        return _Writes(writes, counts)
+
+    def _write(
+        self, client: Client, attempt: EpochAttempt, view: TableInfo, writes: dict[str, list]
+    ) -> int:
+        """Prewrite each table's mutations into the attempt; returns how many."""
         n = 0
         for table, muts in writes.items():
             if muts:
@@ -574,12 +632,7 @@ class Incremental:
                 )
                 write_mutations(client, tgt, muts)
                 n += len(muts)
-        laps.lap("write")
-        return {
-            "changes": inputs.changes_read,
-            "lookups": rules.lookups + inputs.rows_read,
-            "mutations": n,
-        }
+        return n
 
     def _view_mutations(self, view: TableInfo, z: ZSet) -> list[Mutation]:
         """PUT every row the change adds, DELETE every key it only removes."""

@@ -758,3 +758,103 @@ def test_an_epochs_writes_go_direct_in_key_order(spark, views_server, vc, monkey
     )
     got = sorted((x["id"], x["v"], x["r"]) for x in snap.read("kw_view").to_pylist())
     assert got == want
+
+
+def test_an_epoch_opens_while_its_delta_is_computed(spark, views_server, vc, monkeypatch):
+    """A delta epoch's OpenTransaction runs beside its delta (the open waits at the server's
+    writer while the delta reads), and the attempt is kept alive by heartbeats while the delta
+    runs. A delta that fails aborts the attempt opened beside it; the next epoch then opens
+    before it reads (an attempt left behind would hold locks its reads could meet), and the view
+    stays exact."""
+    import dataclasses
+
+    from coordinator.jobs import JobClient
+    from spark_sink.epoch_attempt import EpochAttempt
+    from spark_sink.ivm.strategy import Incremental
+
+    vc.create_table("oa_src", "id BIGINT, g INT, v BIGINT", primary_key=["id"])
+    with vc.transaction() as t:
+        for i in range(30):
+            t.put("oa_src", {"id": i, "g": i % 3, "v": i})
+    mv = (
+        MaterializedView.builder(spark)
+        .coordinator(views_server.address)
+        .query("SELECT g, COUNT(*) AS n, SUM(v) AS s FROM oa_src GROUP BY g")
+        .target("oa_view")
+        .primary_key("g")
+        .strategy("incremental")
+        .build()
+    )
+    mv.maintain_available(until=vc.tso(), timeout=60)
+    st = mv._strategy
+    st.spec = dataclasses.replace(st.spec, lock_ttl_ms=600)  # a heartbeat every 200 ms
+
+    events: list[str] = []
+    delta_began = threading.Event()
+    beats = threading.Semaphore(0)
+    real_open, real_delta = EpochAttempt.open.__func__, Incremental._delta
+    real_beat = JobClient.heartbeat_transaction
+    fail = {"next": False}
+    wait_s = {"for_delta": 10.0}
+    opened: list[int] = []  # the epochs opened, in order
+
+    def open_(cls, client, job, epoch, **k):
+        opened.append(epoch)
+        # the open waits for the delta to begin: it can only see it if they run side by side
+        seen = delta_began.wait(wait_s["for_delta"])
+        events.append("open:" + ("beside" if seen else "alone"))
+        got = real_open(cls, client, job, epoch, **k)
+        events.append("opened")
+        return got
+
+    def delta(self, *a, **k):
+        events.append("delta")
+        delta_began.set()
+        if fail["next"]:
+            fail["next"] = False
+            raise RuntimeError("planted failure in the delta")
+        # two heartbeats of the open attempt while the delta runs (bounded: 10 s)
+        assert beats.acquire(timeout=10) and beats.acquire(timeout=10), "no heartbeat"
+        return real_delta(self, *a, **k)
+
+    def beat(self, *a, **k):
+        beats.release()
+        return real_beat(self, *a, **k)
+
+    monkeypatch.setattr(EpochAttempt, "open", classmethod(open_))
+    monkeypatch.setattr(Incremental, "_delta", delta)
+    monkeypatch.setattr(JobClient, "heartbeat_transaction", beat)
+
+    def change(k: int) -> None:
+        delta_began.clear()
+        events.clear()
+        with vc.transaction() as t:
+            t.put("oa_src", {"id": 100 + k, "g": k % 3, "v": k})
+
+    def exact() -> None:
+        by: dict[int, list[int]] = {}
+        snap = vc.snapshot(["oa_src", "oa_view"])
+        for r in snap.read("oa_src").to_pylist():
+            by.setdefault(r["g"], []).append(r["v"])
+        got = sorted((r["g"], r["n"], r["s"]) for r in snap.read("oa_view").to_pylist())
+        assert got == sorted((g, len(v), sum(v)) for g, v in by.items())
+
+    change(1)
+    mv.maintain_available(until=vc.tso(), timeout=60)
+    assert "open:beside" in events and "open:alone" not in events, events
+    exact()
+
+    change(2)
+    fail["next"] = True
+    with pytest.raises(RuntimeError, match="planted failure"):
+        mv.maintain_available(until=vc.tso(), timeout=60)
+    left = vc.jobs.get_epoch(mv.job, opened[-1])
+    assert left.state is EpochState.ABORTED, left  # the attempt opened beside it, aborted
+
+    wait_s["for_delta"] = 0.0  # after a failure the open comes first: it must not wait
+    delta_began.clear()
+    events.clear()
+    mv.maintain_available(until=vc.tso(), timeout=60)
+    assert events[:3] == ["open:alone", "opened", "delta"], events
+    assert mv._strategy.progress.last_strategy == "delta"
+    exact()

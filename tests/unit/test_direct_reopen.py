@@ -20,15 +20,15 @@ def test_direct_prewriter_reopens_after_a_server_restart(tmp_path, clock):
         write_instance_id(data_dir, "first")
         first = SimpleNamespace(direct=(data_dir, "first", lmdb_path, 1 << 26))
         a = direct_prewriter(first)
-        ra = direct_reader(first)
+        ra = direct_reader(first.direct)
         assert a is not None and ra is not None and ra.storage is a.storage
-        assert direct_reader(first) is ra  # one reader per environment, asked twice
+        assert direct_reader(first.direct) is ra  # one reader per environment, asked twice
         write_instance_id(data_dir, "second")  # the server restarted
         second = SimpleNamespace(direct=(data_dir, "second", lmdb_path, 1 << 26))
         b = direct_prewriter(second)
         assert b is not None and b is not a
         assert ra not in _readers.values()  # dropped with the closed environment
-        rb = direct_reader(second)
+        rb = direct_reader(second.direct)
         assert rb is not None and rb.storage is b.storage
         with b.storage.read_txn() as r:  # the new environment works
             assert r.get("meta", b"store/format") is not None

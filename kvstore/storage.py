@@ -25,7 +25,7 @@ import errno
 import os
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from operator import itemgetter
 
@@ -389,6 +389,47 @@ class Reader:
         and unchecked: one C-level call for a batch of point reads (``actions.scan._points``),
         which parse only the few found."""
         return self.txn.cursor(db=self.cf["lock"]).getmulti(keys)
+
+    def locks_in(self, ranges: Sequence[tuple[bytes, bytes]]) -> list[tuple[int, bytes, bytes]]:
+        """(index of the range, key, raw lock) of every lock in any of the [start, end)
+        ``ranges``, range by range in the order given and in key order inside each, unparsed:
+        one cursor seek per range (a batch of short range reads, ``actions.scan._shorts``)."""
+        cur = self.txn.cursor(db=self.cf["lock"])
+        seek, key = cur.set_range, cur.key
+        out = []
+        for i, (start, end) in enumerate(ranges):
+            if not seek(start) or key() >= end:
+                continue  # nearly always: no lock in the range
+            for k, raw in cur.iternext():
+                if k >= end:
+                    break
+                out.append((i, k, raw))
+        return out
+
+    def short_runs(
+        self, ranges: Sequence[tuple[bytes, bytes]], most: int
+    ) -> list[tuple[list[bytes], list[bytes]] | None]:
+        """For each [start, end) of ``ranges`` (user keys), in order, its write records (keys,
+        raw records; unchecked), or None from the first range that holds more than ``most``
+        (the list ends there): one cursor seek per range and one Python step per record, for
+        ranges that hold a few keys' versions each."""
+        cur = self.txn.cursor(db=self.cf["write"])
+        seek = cur.set_range
+        out: list[tuple[list[bytes], list[bytes]] | None] = []
+        for start, end in ranges:
+            ks: list[bytes] = []
+            vs: list[bytes] = []
+            if seek(start):
+                for k, v in cur.iternext():
+                    if k[:-8] >= end:  # compared on the user key, as scan cuts its run
+                        break
+                    if len(ks) == most:
+                        out.append(None)
+                        return out
+                    ks.append(k)
+                    vs.append(v)
+            out.append((ks, vs))
+        return out
 
     def newest_records(self, keys: list[bytes], ts: int) -> list[tuple[bytes, bytes]]:
         """For each of ``keys`` in order, (versioned key, raw record) of its newest write record

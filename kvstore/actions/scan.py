@@ -134,6 +134,18 @@ def scan_ranges(
             if room < range_limit and keys:
                 return keys, values, i, None
             room = min(room, range_limit)
+        if room and not range_limit and not (i == first and resume is not None):
+            # A run of short ranges (a key prefix holding a few rows each, such as an index's
+            # entries for one value) is read as one batch; a long range leaves it to scan.
+            j = _short_run_end(ranges, i, _SHORT_BATCH)
+            if j - i > 1:
+                ks, vs, n = _shorts(reader, ranges[i:j], read_ts, room, max_bytes - size)
+                if n:
+                    keys += ks
+                    values += vs
+                    size += sum(map(len, vs))
+                    i += n
+                    continue
         if room and _is_point(start, end):  # one key alone: a point read, same rules
             if not range_limit:
                 # A run of point ranges is read as one batch: at most ``room`` of them (each
@@ -321,6 +333,58 @@ def _points(
         if size >= budget:
             return keys, values, at
     return keys, values, len(pts)
+
+
+_SHORT_BATCH = 1024  # short ranges read in one batch by scan_ranges
+_SHORT_MOST = 64  # write records a range may hold to be read in such a batch
+
+
+def _short_run_end(ranges: Sequence[tuple[bytes, bytes]], i: int, most: int) -> int:
+    """The end of the run of ranges that are not point ranges starting at ``i``, at most
+    ``most`` long."""
+    j, stop = i, min(len(ranges), i + most)
+    while j < stop and not _is_point(*ranges[j]):
+        j += 1
+    return j
+
+
+def _shorts(
+    reader: Reader, rs: Sequence[tuple[bytes, bytes]], read_ts: int, room: int, budget: int
+) -> tuple[list[bytes], list[bytes], int]:
+    """``scan`` of each range of ``rs`` in order, as one batch: (keys, values, how many of
+    ``rs`` were read). It stops before a range that holds more than _SHORT_MOST write records
+    or whose pairs would reach ``room`` pairs (``scan`` reads that one, resumably), and after
+    the range whose values reach ``budget`` bytes (checked after each range, as scan_ranges
+    does). The same answers, the same KeyIsLocked (the first blocking lock of the first range
+    read that has one) and the same DataLoss as one ``scan`` per range; one seek per range into
+    the lock CF and one into the write CF, no iterator or chunk per range."""
+    blocked, error = len(rs), None
+    for at, key, raw in reader.locks_in(rs):
+        lock = reader.parse_lock(key, raw)
+        if lock.start_ts <= read_ts and lock.op is not LockOp.LOCK:
+            blocked = at
+            error = KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
+            break
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    size = 0
+    runs = reader.short_runs(rs[:blocked], _SHORT_MOST)
+    for n, run in enumerate(runs):
+        if run is None:
+            return keys, values, n
+        ks: list[bytes] = []
+        vs: list[bytes] = []
+        _select(reader, run[0], run[1], read_ts, b"", ks, vs)
+        if len(keys) + len(ks) >= room:
+            return keys, values, n
+        keys += ks
+        values += vs
+        size += sum(map(len, vs))
+        if size >= budget:
+            return keys, values, n + 1
+    if error is not None:
+        raise error
+    return keys, values, len(runs)
 
 
 def _emit(reader: Reader, uk: bytes, v: bytes, keys: list[bytes], values: list[bytes]) -> None:

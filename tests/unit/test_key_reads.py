@@ -7,10 +7,13 @@ times; locks in the way; damaged records):
 - scan_ranges' point read of a range holding one key against scan of that range, one at a time
   and in batches (``_points``: a run of point ranges read with one lock fetch and one seek per
   key), with either end a client gives such a range (key + b"\\0", ``past_versions(key)``), under
-  row and byte budgets that cut a batch short."""
+  row and byte budgets that cut a batch short;
+- scan_ranges' batches of short ranges (``_shorts``: one seek per range into each column family)
+  against scan of each range, under the same budgets, with locks and damaged records."""
 
 from __future__ import annotations
 
+import importlib
 import random
 
 import pytest
@@ -151,9 +154,10 @@ def test_a_point_read_is_blocked_by_a_lock_and_refuses_a_lost_value(kv):
         scan_ranges(r, [(kv.key(1), kv.key(1) + b"\0")], 15, 10, 1 << 30)
 
 
-def _read_all(r, ranges, ts, max_rows, max_bytes):
-    """scan_ranges over point ranges, called until every range is read, each call resuming
-    where the last ended, each within its row and byte budgets."""
+def _read_all(r, ranges, ts, max_rows, max_bytes, one_pair_a_range=True):
+    """scan_ranges over the ranges, called until every range is read, each call resuming
+    where the last ended, each within its row and byte budgets (the bytes are checked after
+    each range: with one pair a range, all but a call's last pair fit under them)."""
     keys: list[bytes] = []
     values: list[bytes] = []
     first, resume = 0, None
@@ -162,7 +166,7 @@ def _read_all(r, ranges, ts, max_rows, max_bytes):
         k, v, first, resume = scan_ranges(r, ranges, ts, max_rows, max_bytes, first, resume)
         assert len(k) <= max_rows
         # a call stops once its values reach max_bytes: all but the last pair fit under it
-        assert sum(map(len, v[:-1])) < max_bytes
+        assert not one_pair_a_range or sum(map(len, v[:-1])) < max_bytes
         keys += k
         values += v
         calls += 1
@@ -218,5 +222,98 @@ def test_a_damaged_record_in_a_batch_is_data_loss(kv):
         raw[0] ^= 0x14  # 'P' -> 'D': without the check, key 4 would read as deleted
         txn.put(vkey, bytes(raw), db=storage.cf["write"])
     ranges = [(kv.key(k), past_versions(kv.key(k))) for k in range(10)]
+    with storage.read_txn() as r, pytest.raises(DataLoss, match="checksum"):
+        scan_ranges(r, ranges, 15, 100, 1 << 30)
+
+
+def _range_scans(r, ranges, ts: int) -> tuple[list[bytes], list[bytes]]:
+    """One scan of each range, the answers joined: what scan_ranges must equal."""
+    want_k: list[bytes] = []
+    want_v: list[bytes] = []
+    for start, end in ranges:
+        a, b = scan(r, start, end, ts)
+        want_k += a
+        want_v += b
+    return want_k, want_v
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_short_range_batches_read_as_scan_reads_them_under_budgets(kv, seed):
+    """Runs of short ranges (a few keys each, empty ones, repeats, out of order, and long ones
+    over key 0's many versions or most of the table, which the batch leaves to scan), read
+    whole and under small row and byte budgets, give what one scan per range gives."""
+    scan_mod = importlib.import_module("kvstore.actions.scan")  # (the package exports scan())
+
+    rng = random.Random(500 + seed)
+    last = _history(kv, rng, 40)
+    with kv.store.storage.read_txn() as r:
+        for _ in range(40):
+            ranges = []
+            for _ in range(rng.randrange(2, 40)):
+                a = rng.randrange(45)
+                b = a + (rng.randrange(0, 4) if rng.random() < 0.9 else rng.randrange(10, 45))
+                ranges.append((kv.key(a), kv.key(b)) if b > a else (kv.key(a), kv.key(a + 1)))
+            assert not any(scan_mod._is_point(*x) for x in ranges)
+            ts = rng.randrange(5, last + 3)
+            want_k, want_v = _range_scans(r, ranges, ts)
+            assert scan_ranges(r, ranges, ts, 10_000, 1 << 30) == (
+                want_k,
+                want_v,
+                len(ranges),
+                None,
+            )
+            rows, size = rng.randrange(1, 8), rng.choice([1, 10, 200, 1 << 30])
+            assert _read_all(r, ranges, ts, rows, size, False) == (want_k, want_v)
+
+
+def test_short_ranges_take_the_batch(kv, monkeypatch):
+    """The batch is the path a run of short ranges takes (scan is not called for them), and a
+    range longer than the batch's bound still reads whole through scan."""
+    scan_mod = importlib.import_module("kvstore.actions.scan")  # (the package exports scan())
+
+    for k in range(200):
+        kv.must_put(k, f"v{k}", 10, 11)
+    calls = []
+    real = scan_mod.scan
+    monkeypatch.setattr(scan_mod, "scan", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    ranges = [(kv.key(k), kv.key(k + 2)) for k in range(0, 40, 4)]
+    with kv.store.storage.read_txn() as r:
+        keys, _, done, _ = scan_ranges(r, ranges, 15, 1000, 1 << 30)
+        assert done == len(ranges) and len(keys) == 20 and calls == []
+        ranges = [(kv.key(0), kv.key(2)), (kv.key(2), kv.key(150))]
+        ranges += [(kv.key(150), kv.key(152)), (kv.key(152), kv.key(154))]
+        keys, _, done, _ = scan_ranges(r, ranges, 15, 1000, 1 << 30)
+        assert done == 4 and keys == [kv.key(k) for k in range(154)]
+        assert calls == [kv.key(2)]  # the long range, and only it, left to scan
+
+
+def test_a_lock_inside_a_short_batch_blocks_it_and_a_lock_past_the_budget_does_not(kv):
+    for k in range(20):
+        kv.must_put(k, f"v{k}", 10, 11)
+    kv.must_prewrite_put(13, "new", 13, 20)
+    ranges = [(kv.key(k), kv.key(k + 2)) for k in range(0, 20, 2)]
+    with kv.store.storage.read_txn() as r:
+        with pytest.raises(KeyIsLocked) as e:
+            scan_ranges(r, ranges, 25, 100, 1 << 30)
+        assert e.value.key == kv.key(13)
+        keys, _, done, _ = scan_ranges(r, ranges, 15, 100, 1 << 30)  # the lock is above 15
+        assert keys == [kv.key(k) for k in range(20)] and done == 10
+        # a byte budget met before the locked range: the read stops there, unblocked
+        keys, _, done, _ = scan_ranges(r, ranges, 25, 100, 1)
+        assert keys == [kv.key(0), kv.key(1)] and done == 1
+
+
+def test_a_damaged_record_in_a_short_batch_is_data_loss(kv):
+    for k in range(10):
+        kv.must_put(k, f"v{k}", 10, 11)
+    storage = kv.store.storage
+    from kvstore.mvcc.keys import versioned_key
+
+    vkey = versioned_key(kv.key(5), 11)
+    with storage.env.begin(write=True) as txn:
+        raw = bytearray(txn.get(vkey, db=storage.cf["write"]))
+        raw[0] ^= 0x14  # 'P' -> 'D': without the check, key 5 would read as deleted
+        txn.put(vkey, bytes(raw), db=storage.cf["write"])
+    ranges = [(kv.key(k), kv.key(k + 2)) for k in range(0, 10, 2)]
     with storage.read_txn() as r, pytest.raises(DataLoss, match="checksum"):
         scan_ranges(r, ranges, 15, 100, 1 << 30)

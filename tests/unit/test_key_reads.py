@@ -210,19 +210,25 @@ def test_a_lock_inside_a_batch_blocks_it_and_a_lock_above_the_read_does_not(kv):
         assert kv.value_of(values[6]) == "v6"
 
 
-def test_a_damaged_record_in_a_batch_is_data_loss(kv):
+def _ten_keys_one_put_read_as_a_delete(kv, bad: int):
+    """Keys 0..9 put at 10/11; key ``bad``'s record's kind byte flipped 'P' -> 'D' (its CRC
+    left): without the check, the key would read as deleted."""
+    from kvstore.mvcc.keys import versioned_key
+
     for k in range(10):
         kv.must_put(k, f"v{k}", 10, 11)
     storage = kv.store.storage
-    from kvstore.mvcc.keys import versioned_key
-
-    vkey = versioned_key(kv.key(4), 11)
+    vkey = versioned_key(kv.key(bad), 11)
     with storage.env.begin(write=True) as txn:
         raw = bytearray(txn.get(vkey, db=storage.cf["write"]))
-        raw[0] ^= 0x14  # 'P' -> 'D': without the check, key 4 would read as deleted
+        raw[0] ^= 0x14
         txn.put(vkey, bytes(raw), db=storage.cf["write"])
+
+
+def test_a_damaged_record_in_a_batch_is_data_loss(kv):
+    _ten_keys_one_put_read_as_a_delete(kv, 4)
     ranges = [(kv.key(k), past_versions(kv.key(k))) for k in range(10)]
-    with storage.read_txn() as r, pytest.raises(DataLoss, match="checksum"):
+    with kv.store.storage.read_txn() as r, pytest.raises(DataLoss, match="checksum"):
         scan_ranges(r, ranges, 15, 100, 1 << 30)
 
 
@@ -304,16 +310,7 @@ def test_a_lock_inside_a_short_batch_blocks_it_and_a_lock_past_the_budget_does_n
 
 
 def test_a_damaged_record_in_a_short_batch_is_data_loss(kv):
-    for k in range(10):
-        kv.must_put(k, f"v{k}", 10, 11)
-    storage = kv.store.storage
-    from kvstore.mvcc.keys import versioned_key
-
-    vkey = versioned_key(kv.key(5), 11)
-    with storage.env.begin(write=True) as txn:
-        raw = bytearray(txn.get(vkey, db=storage.cf["write"]))
-        raw[0] ^= 0x14  # 'P' -> 'D': without the check, key 5 would read as deleted
-        txn.put(vkey, bytes(raw), db=storage.cf["write"])
+    _ten_keys_one_put_read_as_a_delete(kv, 5)
     ranges = [(kv.key(k), kv.key(k + 2)) for k in range(0, 10, 2)]
-    with storage.read_txn() as r, pytest.raises(DataLoss, match="checksum"):
+    with kv.store.storage.read_txn() as r, pytest.raises(DataLoss, match="checksum"):
         scan_ranges(r, ranges, 15, 100, 1 << 30)

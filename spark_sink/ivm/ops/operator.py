@@ -30,8 +30,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -84,6 +85,18 @@ def consolidate(rows: Iterable[tuple], weights: Iterable[int]) -> dict[tuple, in
     for r, w in zip(rows, weights, strict=True):
         acc[r] = acc.get(r, 0) + w
     return {r: w for r, w in acc.items() if w}
+
+
+def columns_of(rows: list[tuple], idx: Sequence[int], width: int) -> list[tuple]:
+    """``rows`` (each ``width`` wide) cut to the positions ``idx``, in that order, as tuples
+    in a new list: the same tuples when ``idx`` is every position in order, else one C-level
+    pick a row."""
+    if list(idx) == list(range(width)):
+        return list(rows)
+    if len(idx) == 1:
+        (i,) = idx
+        return [(r[i],) for r in rows]
+    return list(map(itemgetter(*idx), rows))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,16 @@ import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from spark_sink.ivm.delta import lookup_accesses
-from spark_sink.ivm.ops.operator import Access, Operator, PkOf, Sets, ZSet, register, sees
+from spark_sink.ivm.ops.operator import (
+    Access,
+    Operator,
+    PkOf,
+    Sets,
+    ZSet,
+    columns_of,
+    register,
+    sees,
+)
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet
 from spark_sink.ivm.plan import Col, Expr, Project, Unsupported
 from spark_sink.ivm.unique_keys import unique_sets
@@ -91,9 +100,13 @@ def _acero_project(table: pa.Table, exprs: list[pc.Expression], names: list[str]
 def project_rows(rules: DeltaRules, node: Project, z: ZSet) -> ZSet:
     """``node``'s columns computed for each row of ``z`` (Spark's evaluator), weights kept."""
     pos = z.pos()
+    ids = tuple(a.id for a, _ in node.outputs)
+    if all(isinstance(e, Col) for _, e in node.outputs):  # column copies: picked, not evaluated
+        idx = [pos[e.id] for _, e in node.outputs]  # type: ignore[union-attr]
+        return ZSet(ids, columns_of(z.rows, idx, len(z.ids)), list(z.weights))
     fs = [rules.compiled((id(node), i), e, pos) for i, (_, e) in enumerate(node.outputs)]
     rows = [tuple(f(r) for f in fs) for r in z.rows]
-    return ZSet(tuple(a.id for a, _ in node.outputs), rows, list(z.weights))
+    return ZSet(ids, rows, list(z.weights))
 
 
 def through_project(node: Project, ids: tuple[int, ...]) -> tuple[tuple[int, ...], list[int]]:

@@ -19,6 +19,7 @@ from spark_sink.ivm.ops.operator import (
     Sets,
     ZSet,
     choose_access,
+    columns_of,
     register,
 )
 from spark_sink.ivm.plan import Attr, Scan
@@ -30,8 +31,7 @@ if TYPE_CHECKING:
 def pick(inputs: Inputs, table: str, attrs: tuple[Attr, ...], rows: list[tuple]) -> list[tuple]:
     """``rows`` (full rows of ``table`` in column order) cut to the columns ``attrs``."""
     cols = inputs.columns(table)
-    idx = [cols.index(a.name) for a in attrs]
-    return [tuple(r[i] for i in idx) for r in rows]
+    return columns_of(rows, [cols.index(a.name) for a in attrs], len(cols))
 
 
 @register

@@ -71,19 +71,38 @@ def test_get_change_equals_the_two_gets(kv, seed):
         assert get_change(r, kv.key(0), 9, last) == (None, new, commit_ts)
 
 
-def test_change_records_and_counts_agree_with_the_gets(kv):
-    rng = random.Random(7)
+@pytest.mark.parametrize("seed", range(4))
+def test_change_records_and_counts_agree_with_the_gets(kv, seed):
+    """Over random intervals and key sets (Rollback records and values in the data CF among
+    them), change_records and count_changes give what the two gets of each key give."""
+    rng = random.Random(seed)
     last = _history(kv, rng, 30)
-    keys = [kv.key(k) for k in range(31)]
-    mid = last // 2
     with kv.store.storage.read_txn() as r:
-        want = [
-            (k, get(r, k, mid), get(r, k, last)) for k in keys if get(r, k, mid) != get(r, k, last)
-        ]
-        got = actions.change_records(r, keys, mid, last)
-        assert [(c.key, c.old, c.new) for c in got] == want
-        restored = sum(1 for _, old, _ in want if old is not None)
-        assert actions.count_changes(r, keys, mid, last) == (restored, len(want) - restored)
+        for _ in range(40):
+            keys = sorted({kv.key(rng.randrange(31)) for _ in range(rng.choice([3, 12, 40]))})
+            a, b = sorted(rng.sample(range(5, last + 3), 2))
+            want = [(k, get(r, k, a), get(r, k, b)) for k in keys if get(r, k, a) != get(r, k, b)]
+            got = actions.change_records(r, keys, a, b)
+            assert [(c.key, c.old, c.new) for c in got] == want
+            assert [c.commit_ts for c in got] == [get_versioned(r, c.key, b)[1] for c in got]
+            restored = sum(1 for _, old, _ in want if old is not None)
+            assert actions.count_changes(r, keys, a, b) == (restored, len(want) - restored)
+
+
+def test_change_records_are_blocked_by_a_lock_and_refuse_a_damaged_record(kv):
+    for k in range(20):
+        kv.must_put(k, f"v{k}", 10, 11)
+        kv.must_put(k, f"w{k}", 12, 13)
+    kv.must_prewrite_put(7, "new", 7, 20)
+    keys = [kv.key(k) for k in range(20)]
+    with kv.store.storage.read_txn() as r:
+        with pytest.raises(KeyIsLocked) as e:
+            actions.change_records(r, keys, 11, 25)
+        assert e.value.key == kv.key(7)
+        assert len(actions.change_records(r, keys, 11, 15)) == 20  # the lock is above 15
+    _flip_to_delete(kv, 3, 13)
+    with kv.store.storage.read_txn() as r, pytest.raises(DataLoss, match="checksum"):
+        actions.change_records(r, keys, 11, 15)
 
 
 def test_a_lock_in_the_interval_or_below_it_blocks(kv):
@@ -210,19 +229,24 @@ def test_a_lock_inside_a_batch_blocks_it_and_a_lock_above_the_read_does_not(kv):
         assert kv.value_of(values[6]) == "v6"
 
 
-def _ten_keys_one_put_read_as_a_delete(kv, bad: int):
-    """Keys 0..9 put at 10/11; key ``bad``'s record's kind byte flipped 'P' -> 'D' (its CRC
-    left): without the check, the key would read as deleted."""
+def _flip_to_delete(kv, k: int, commit_ts: int) -> None:
+    """Key ``k``'s Put record at ``commit_ts`` damaged: its kind byte flipped 'P' -> 'D' (its
+    CRC left), so that without the check the key would read as deleted."""
     from kvstore.mvcc.keys import versioned_key
 
-    for k in range(10):
-        kv.must_put(k, f"v{k}", 10, 11)
     storage = kv.store.storage
-    vkey = versioned_key(kv.key(bad), 11)
+    vkey = versioned_key(kv.key(k), commit_ts)
     with storage.env.begin(write=True) as txn:
         raw = bytearray(txn.get(vkey, db=storage.cf["write"]))
         raw[0] ^= 0x14
         txn.put(vkey, bytes(raw), db=storage.cf["write"])
+
+
+def _ten_keys_one_put_read_as_a_delete(kv, bad: int):
+    """Keys 0..9 put at 10/11, key ``bad``'s record damaged (``_flip_to_delete``)."""
+    for k in range(10):
+        kv.must_put(k, f"v{k}", 10, 11)
+    _flip_to_delete(kv, bad, 11)
 
 
 def test_a_damaged_record_in_a_batch_is_data_loss(kv):

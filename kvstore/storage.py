@@ -161,7 +161,7 @@ class Storage:
             # Before the first read of a tree page (opening a CF reads the main tree): a page
             # past the end of the file would be a SIGBUS, here it is DataLoss naming the file.
             integrity.check_pages_present(self.env, path)
-            self.cf = {name: self._open_cf(name, readonly) for name in CF_NAMES}
+            self.cf = self._open_cfs(readonly)
             self._check_format(create and not readonly)
         except DAMAGED_TREE as e:  # a damaged page on the way to the CFs or the format record
             self.env.close()
@@ -169,6 +169,18 @@ class Storage:
         except BaseException:
             self.env.close()
             raise
+
+    def _open_cfs(self, readonly: bool) -> dict[str, lmdb._Database]:
+        # Opening the CFs is this process's first transaction. Another process (the server, for
+        # a direct prewriter or reader) may have grown the map past the size this one mapped,
+        # even between lmdb.open and here: LMDB then refuses the transaction (MDB_MAP_RESIZED)
+        # until this process adopts the grown size, which it may do now, with none open.
+        for _ in range(3):
+            try:
+                return {name: self._open_cf(name, readonly) for name in CF_NAMES}
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)
+        return {name: self._open_cf(name, readonly) for name in CF_NAMES}
 
     def _open_cf(self, name: str, readonly: bool) -> lmdb._Database:
         if not readonly:

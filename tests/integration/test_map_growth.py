@@ -81,3 +81,50 @@ def test_map_grows_under_barrier_planning_and_snapshots(small):
         assert not errors, errors
         assert calls[0] > 0 and time.monotonic() - started < 60
         assert len(c.jobs.plan_barriers("vj").barriers) > 0
+
+
+def test_a_direct_reader_opened_after_the_map_grew_adopts_its_size(small, monkeypatch):
+    """A view driver learns the server's map size when its job is built and opens the LMDB
+    environment at its first delta epoch, after the server may have grown the map (a first build
+    writes the view and its state), even while it opens: opening with the stale size must adopt
+    the grown one, not fail with MDB_MAP_RESIZED (it did, at the first epoch of a view over
+    300,000 rows, the server growing the map between LMDB's open and the first transaction;
+    planted here: the first transaction is refused once)."""
+    import lmdb
+
+    from kvstore.storage import Storage
+    from spark_sink.partition_writer import _direct, _readers, direct_info, direct_reader
+
+    real_open_cf = Storage._open_cf
+    refused: list[str] = []
+
+    def open_cf(self, name, readonly):
+        if not refused:
+            refused.append(name)
+            raise lmdb.MapResizedError("mdb_txn_begin: MDB_MAP_RESIZED (planted)")
+        return real_open_cf(self, name, readonly)
+
+    monkeypatch.setattr(Storage, "_open_cf", open_cf)
+
+    with coordinator.connect(small.address) as c:
+        info = direct_info(c)
+        assert info is not None and info[3] == 1 << 20  # the 1 MiB map the server started on
+        c.create_table("grown", SCHEMA, primary_key=["id"])
+        for i in range(0, 6000, 500):
+            put(c, "grown", [{"id": j, "v": "x" * 1000} for j in range(i, i + 500)])
+        assert c.status().map_size_bytes > info[3]  # the server grew it
+        try:
+            reader = direct_reader(info)  # opened with the size of before
+            assert reader is not None and refused
+            t = c.describe_table("grown")
+            ts = c.tso()
+            c.get("grown", {"id": 0})  # a read the server answers at a later ts: settled
+            reader.settle(ts)
+            rows = reader.scan_ranges([(t.prefix, t.prefix + b"\xff")], ts)
+            assert len(rows) == 6000
+        finally:
+            for p in list(_direct.values()):
+                if p is not None:
+                    p.close()
+            _direct.clear()
+            _readers.clear()

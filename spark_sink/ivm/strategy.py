@@ -36,6 +36,7 @@ from spark_sink.ivm.catalyst import catalyst_aggregates, catalyst_joins
 from spark_sink.ivm.cost import CostModel
 from spark_sink.ivm.delta import DeltaRules
 from spark_sink.ivm.expressions import agg_state_type, compensated
+from spark_sink.ivm.index_state import index_change, index_change_rows
 from spark_sink.ivm.inputs import StoreInputs, encode_keys
 from spark_sink.ivm.ops.operator import NeedsBuild, ZSet, consolidate
 from spark_sink.ivm.outer import MatchCounts
@@ -672,23 +673,40 @@ class Incremental:
         return self._encode(info, upserts, "upsert") + self._encode(info, deletes, "delete")
 
     def _index_mutations(self, inputs: StoreInputs, ix: TableInfo, st) -> list[Mutation]:
-        rows, weights = inputs.changes(st.source)
-        names = inputs.columns(st.source)
-        ci = names.index(st.column)
+        """The index state table's change (spark_sink.ivm.index_state): computed over the
+        source's change as Arrow, or row by row for a floating point column."""
         pk = inputs.primary_key(st.source)
-        pi = [names.index(p) for p in pk]
-        put: dict[tuple, list] = {}
-        gone: dict[tuple, list] = {}
-        for r, w in zip(rows, weights, strict=True):
-            if r[ci] is None:
-                continue
-            k = (r[ci], *(r[i] for i in pi))
-            (put if w > 0 else gone)[k] = list(k)
-        return self._state_mutations(
-            ix, list(put.values()), [v for k, v in gone.items() if k not in put]
+        dtype = ix.table_schema.arrow_schema().field("k").type
+        if not pa.types.is_floating(dtype):
+            data, weights = inputs.changes_arrow(st.source)
+            if not data.num_rows:
+                return []
+            try:
+                put, gone = index_change(data, weights, st.column, pk)
+            except pa.ArrowNotImplementedError:  # a key type Arrow's kernels do not group
+                pass
+            else:
+                return self._encode_table(ix, put, "upsert") + self._encode_table(
+                    ix, gone, "delete"
+                )
+        rows, weights = inputs.changes(st.source)
+        put_rows, gone_rows = index_change_rows(
+            rows, weights, inputs.columns(st.source), st.column, pk
         )
+        return self._state_mutations(ix, put_rows, gone_rows)
 
     # ------------------------------------------------------------------ encoding and writing
+
+    @staticmethod
+    def _encode_table(info: TableInfo, table: pa.Table, mode: str) -> list[Mutation]:
+        """Mutations of ``mode`` for the rows of ``table`` (the table's visible columns by name,
+        cast to its types), encoded in bulk."""
+        if not table.num_rows:
+            return []
+        schema = info.table_schema.arrow_schema()
+        table = table.select(schema.names).cast(schema).combine_chunks()
+        enc = ArrowEncoder(info)
+        return [m for b in table.to_batches() for m in enc.mutations(b, mode, 0, 0, 0)]
 
     def _encode(self, info: TableInfo, rows: list[list], mode: str) -> list[Mutation]:
         if not rows:

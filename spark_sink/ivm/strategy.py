@@ -13,6 +13,7 @@ the view whole, and nothing proportional to them reaches the driver.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ from coordinator.client import Client
 from coordinator.jobs import EpochMetadata
 from kvstore.errors import Aborted, SchemaMismatch
 from kvstore.failpoints import fail_point
+from kvstore.gc_pause import gc_paused
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
@@ -157,6 +159,18 @@ class Incremental:
                     raise
 
     def _maintain_once(self, barrier: int, reads: dict[str, tuple[int, bool]]) -> None:
+        # A delta epoch allocates tens of thousands of short-lived tuples, lists and dicts and
+        # makes no reference cycle: the cyclic collector is paused over it (kvstore.gc_pause),
+        # so the full collections those allocations trigger, each a walk over every tracked
+        # object of the driver (all of PySpark: 40-50 ms measured), run after the epoch, not
+        # inside it. A build runs Spark: the collector is back on before it (``_epoch``).
+        with contextlib.ExitStack() as paused:
+            paused.enter_context(gc_paused())
+            self._epoch(barrier, reads, paused)
+
+    def _epoch(
+        self, barrier: int, reads: dict[str, tuple[int, bool]], paused: contextlib.ExitStack
+    ) -> None:
         spec = self.spec
         laps = Laps()
         client = client_for(spec.coordinator, spec.token)
@@ -200,6 +214,8 @@ class Incremental:
                 f"a build: a rebuild was requested (revision {rebuild})",
                 None,
             )
+        if build:
+            paused.close()  # the collector back on for Spark
         target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
         with attempt.running(target):

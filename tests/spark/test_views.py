@@ -858,3 +858,48 @@ def test_an_epoch_opens_while_its_delta_is_computed(spark, views_server, vc, mon
     assert events[:3] == ["open:alone", "opened", "delta"], events
     assert mv._strategy.progress.last_strategy == "delta"
     exact()
+
+
+def test_the_collector_is_paused_over_a_delta_epoch_and_not_over_a_build(
+    spark, views_server, vc, monkeypatch
+):
+    """A delta epoch runs with the cyclic collector paused (its full collections walk all of
+    PySpark), a build (Spark) with it on, and the collector is on again after each."""
+    import gc
+
+    from spark_sink.ivm.strategy import Incremental
+
+    seen: dict[str, list[bool]] = {"delta": [], "build": []}
+    real_delta, real_build = Incremental._delta, Incremental._build
+
+    def delta(self, *a, **k):
+        seen["delta"].append(gc.isenabled())
+        return real_delta(self, *a, **k)
+
+    def build(self, *a, **k):
+        seen["build"].append(gc.isenabled())
+        return real_build(self, *a, **k)
+
+    monkeypatch.setattr(Incremental, "_delta", delta)
+    monkeypatch.setattr(Incremental, "_build", build)
+    vc.create_table("gcp_src", "id BIGINT, g INT", primary_key=["id"])
+    with vc.transaction() as t:
+        t.put("gcp_src", {"id": 1, "g": 1})
+    mv = (
+        MaterializedView.builder(spark)
+        .coordinator(views_server.address)
+        .query("SELECT g, COUNT(*) AS n FROM gcp_src GROUP BY g")
+        .target("gcp_view")
+        .primary_key("g")
+        .strategy("incremental")
+        .build()
+    )
+    assert gc.isenabled()
+    mv.maintain_available(until=vc.tso(), timeout=60)
+    assert gc.isenabled() and seen["build"] and all(seen["build"]), seen
+    with vc.transaction() as t:
+        t.put("gcp_src", {"id": 2, "g": 1})
+    mv.maintain_available(until=vc.tso(), timeout=60)
+    assert gc.isenabled() and seen["delta"] and not any(seen["delta"]), seen
+    rows = vc.snapshot(["gcp_view"]).read("gcp_view").to_pylist()
+    assert rows == [{"g": 1, "n": 2}]

@@ -55,6 +55,7 @@ runs' figures.
 from __future__ import annotations
 
 import argparse
+import gc
 import multiprocessing as mp
 import os
 import random
@@ -498,6 +499,7 @@ def main() -> int:
                 # figures, and the driver's memory over them).
                 maxrss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                 rss = []
+                collections = GcCount()  # the driver's full collections over these barriers
                 for _ in range(args.barriers):
                     ts = w.apply(c)
                     replay(peers, w, n, timed)
@@ -505,6 +507,7 @@ def main() -> int:
                         views[(name, "inc")].maintain_available(until=ts, timeout=600)
                         inc[name] += recs[(name, "inc")].take()
                         rss.append(rss_kb())
+                collections.stop()
                 maxrss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                 tracemalloc.start()
                 for _ in range(args.traced):
@@ -531,6 +534,7 @@ def main() -> int:
                         "anon": (rss[0][0], max(a for a, _ in rss)),
                         "file": max(f for _, f in rss),
                         "heap_peak": heap_peak,
+                        "gc": (collections.full, collections.seconds),
                         "duck": timed["duckdb"],
                         "pathway": timed["pathway"],
                     }
@@ -651,8 +655,34 @@ def crossover(args, n: int, changes: list[int]) -> int:
     return 0
 
 
+class GcCount:
+    """The driver's full (generation 2) collections from now to ``stop()``: how many, seconds."""
+
+    def __init__(self) -> None:
+        self.full, self.seconds, self._t0 = 0, 0.0, 0.0
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, info: dict) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.full += 1
+            self.seconds += time.perf_counter() - self._t0
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._seen)
+
+
 def report_run(n: int, run: int, inc, fr, r) -> None:
     print(f"  run {run + 1}:", flush=True)
+    if "gc" in r:
+        print(
+            f"    driver: {r['gc'][0]} full collections over the incremental barriers, "
+            f"{r['gc'][1]:.3f}s",
+            flush=True,
+        )
     for name in VIEWS:
         e = inc[name]
         if not e:

@@ -230,4 +230,6 @@ def test_soak_the_data_dir_stops_growing(spark, soak_server, sc):
         f"{end[1] / 1e6:.2f} MB at {end[0]:.0f}s; LMDB used {third[2] / 1e6:.2f} -> "
         f"{end[2] / 1e6:.2f} MB; {st.progress.versions_removed} versions collected"
     )
-    assert end[1] <= third[1] * 1.10, sizes
+    assert end[1] <= third[1] * 1.10, ", ".join(
+        f"{t:.0f}s {d / 1e6:.2f}/{u / 1e6:.2f} MB" for t, d, u in sizes
+    )

@@ -144,6 +144,17 @@ def direct_reader(direct: DirectInfo | None) -> DirectReader | None:
         return got
 
 
+def close_direct() -> None:
+    """Close and forget every direct prewriter and reader of this process (their LMDB
+    environments); the next direct write or read opens them anew."""
+    with _direct_lock:
+        for p in _direct.values():
+            if p is not None:
+                p.close()
+        _direct.clear()
+        _readers.clear()
+
+
 def task_context() -> TaskContext:
     """The running Spark task's context (the caller runs in a task, on an executor)."""
     tc = TaskContext.get()

@@ -93,7 +93,7 @@ def test_a_direct_reader_opened_after_the_map_grew_adopts_its_size(small, monkey
     import lmdb
 
     from kvstore.storage import Storage
-    from spark_sink.partition_writer import _direct, _readers, direct_info, direct_reader
+    from spark_sink.partition_writer import close_direct, direct_info, direct_reader
 
     real_open_cf = Storage._open_cf
     refused: list[str] = []
@@ -123,8 +123,4 @@ def test_a_direct_reader_opened_after_the_map_grew_adopts_its_size(small, monkey
             rows = reader.scan_ranges([(t.prefix, t.prefix + b"\xff")], ts)
             assert len(rows) == 6000
         finally:
-            for p in list(_direct.values()):
-                if p is not None:
-                    p.close()
-            _direct.clear()
-            _readers.clear()
+            close_direct()

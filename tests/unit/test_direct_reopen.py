@@ -9,7 +9,12 @@ from types import SimpleNamespace
 
 from kvstore.direct import write_instance_id
 from kvstore.store import LocalStore
-from spark_sink.partition_writer import _direct, _readers, direct_prewriter, direct_reader
+from spark_sink.partition_writer import (
+    _readers,
+    close_direct,
+    direct_prewriter,
+    direct_reader,
+)
 
 
 def test_direct_prewriter_reopens_after_a_server_restart(tmp_path, clock):
@@ -33,8 +38,4 @@ def test_direct_prewriter_reopens_after_a_server_restart(tmp_path, clock):
         with b.storage.read_txn() as r:  # the new environment works
             assert r.get("meta", b"store/format") is not None
     finally:
-        for p in list(_direct.values()):
-            if p is not None:
-                p.close()
-        _direct.clear()
-        _readers.clear()
+        close_direct()

@@ -12,7 +12,7 @@ import pytest
 from kvstore.direct import write_instance_id
 from kvstore.errors import InvalidArgument
 from kvstore.store import LocalStore
-from spark_sink.partition_writer import DIRECT_ENV, _direct, direct_allowed, direct_prewriter
+from spark_sink.partition_writer import DIRECT_ENV, close_direct, direct_allowed, direct_prewriter
 from tests.spark.standalone import lmdb_holders
 
 
@@ -26,10 +26,7 @@ def server_files(tmp_path, clock):
     try:
         yield SimpleNamespace(direct=(data_dir, "inst", lmdb_path, 1 << 26)), lmdb_path
     finally:
-        for p in list(_direct.values()):
-            if p is not None:
-                p.close()
-        _direct.clear()
+        close_direct()
 
 
 def test_off_keeps_a_process_on_the_servers_host_off_the_direct_path(server_files, monkeypatch):

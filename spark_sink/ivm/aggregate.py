@@ -42,7 +42,7 @@ from spark_sink.ivm.aggregate_columnar import (
     Fallback,
     columnar_reason,
 )
-from spark_sink.ivm.delta import DeltaRules
+from spark_sink.ivm.delta import COLUMNAR_ENV, DeltaRules, columnar_switched_off
 from spark_sink.ivm.expressions import (
     WIDE_DECIMALS,
     agg_input,
@@ -302,7 +302,11 @@ class AggregateState:
         # The columnar path (spark_sink.ivm.aggregate_columnar) when this aggregate's shape
         # allows it; ``path`` says which path the last epoch took, ``why_rows`` why not columnar.
         self.why_rows = (
-            "values-keeping functions (MIN/MAX, DISTINCT)" if self.values else columnar_reason(agg)
+            f"{COLUMNAR_ENV} is off"
+            if columnar_switched_off()
+            else "values-keeping functions (MIN/MAX, DISTINCT)"
+            if self.values
+            else columnar_reason(agg)
         )
         self.path = ""
         self._columnar: ColumnarAggregate | None = None

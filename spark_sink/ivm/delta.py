@@ -37,12 +37,17 @@ view job keeps in step with the table (``spark_sink.ivm.state``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from kvstore.errors import InvalidArgument
 from spark_sink.ivm.expressions import Fn, compile_expr
 from spark_sink.ivm.ops.operator import Access, Inputs, PkOf, ZSet, operator_for
 from spark_sink.ivm.plan import Aggregate, Expr, Node, Scan, walk
+
+if TYPE_CHECKING:
+    from spark_sink.ivm.ops.zset import ArrowZSet
 
 # ---------------------------------------------------------------------- planning
 
@@ -64,6 +69,38 @@ def plan_accesses(root: Node, pk_of: PkOf) -> list[Access]:
     for n in walk(root):
         out += operator_for(n).plan_accesses(n, pk_of)
     return out
+
+
+# The process's switch for the columnar path of epochs (the view's tree over Arrow, and the
+# columnar aggregate): unset or "auto" takes it where the plan allows, "off" never does (the row
+# rules take every epoch: for comparing the two, and as a way around a fault in one).
+COLUMNAR_ENV = "SNAPVIEW_COLUMNAR"
+
+
+def columnar_switched_off() -> bool:
+    """Whether SNAPVIEW_COLUMNAR is off in this process; a value that is neither auto nor off
+    is refused, naming it."""
+    value = os.environ.get(COLUMNAR_ENV, "").strip().lower()
+    if value in ("", "auto", "on", "1", "true", "yes"):
+        return False
+    if value in ("off", "0", "false", "no"):
+        return True
+    raise InvalidArgument(
+        f"{COLUMNAR_ENV}={os.environ[COLUMNAR_ENV]!r}: expected auto (the default: the columnar "
+        "path where the plan allows it) or off"
+    )
+
+
+def columnar_reason(root: Node) -> str | None:
+    """None when every node of ``root``'s tree has a columnar rule (``DeltaRules.delta_arrow``
+    then computes its delta over Arrow), else the first node's reason, in pre-order."""
+    if columnar_switched_off():
+        return f"{COLUMNAR_ENV} is off"
+    for n in walk(root):
+        why = operator_for(n).columnar_reason(n)
+        if why is not None:
+            return why
+    return None
 
 
 def operator_tree(root: Node) -> list[str]:
@@ -122,6 +159,7 @@ class DeltaRules:
         self.lookups = 0  # keys looked up
         self._compiled: dict[object, Fn] = {}
         self._deltas: dict[int, ZSet] = {}
+        self._arrow_deltas: dict[int, ArrowZSet] = {}
 
     def delta(self, node: Node) -> ZSet:
         """The change of ``node``'s result between the old and the new barrier (computed once
@@ -137,6 +175,21 @@ class DeltaRules:
         if not values:
             return ZSet(tuple(a.id for a in node.columns()))
         return operator_for(node).lookup(self, node, ids, values, side)
+
+    def delta_arrow(self, node: Node) -> ArrowZSet:
+        """``delta(node)`` over Arrow (once per node and epoch), for a tree whose
+        ``columnar_reason`` is None; ``ops.arrow_expr.NotColumnar`` when this epoch's data is
+        not taken that way."""
+        got = self._arrow_deltas.get(id(node))
+        if got is None:
+            got = self._arrow_deltas[id(node)] = operator_for(node).delta_arrow(self, node)
+        return got
+
+    def lookup_arrow(
+        self, node: Node, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ArrowZSet:
+        """``lookup`` over Arrow; empty ``values`` give an empty Z-set of the node's schema."""
+        return operator_for(node).lookup_arrow(self, node, ids, values, side)
 
     def compiled(self, key: object, expr: Expr, pos: dict[int, int]) -> Fn:
         """``compile_expr(expr, pos)``, compiled once per ``key`` and epoch."""

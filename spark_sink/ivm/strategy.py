@@ -36,15 +36,18 @@ from spark_sink.executor_diff import write_diff
 from spark_sink.ivm.aggregate import AggregateState, ValueOrder
 from spark_sink.ivm.catalyst import catalyst_aggregates, catalyst_joins
 from spark_sink.ivm.cost import CostModel
-from spark_sink.ivm.delta import DeltaRules
+from spark_sink.ivm.delta import DeltaRules, columnar_reason
 from spark_sink.ivm.expressions import agg_state_type, compensated
 from spark_sink.ivm.index_state import index_change, index_change_rows
 from spark_sink.ivm.inputs import StoreInputs, encode_keys
+from spark_sink.ivm.ops.arrow_expr import NotColumnar
 from spark_sink.ivm.ops.operator import NeedsBuild, ZSet, consolidate
+from spark_sink.ivm.ops.zset import ArrowZSet, WeightOverflow
 from spark_sink.ivm.outer import MatchCounts
 from spark_sink.ivm.plan import joins, output
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.unique_keys import key_is_unique
+from spark_sink.ivm.view_change import view_change
 from spark_sink.partition_writer import (
     DirectInfo,
     direct_reader,
@@ -131,6 +134,10 @@ class Incremental:
         self._last: EpochMetadata | None = None  # this job's last committed epoch (cache)
         self._last_known = False
         self._clean = False  # the last epoch ended in a commit by this object (_maintain_once)
+        # Which path the last delta epoch's view change took (columnar: the tree over Arrow,
+        # DeltaRules.delta_arrow; rows: the row rules) and, for rows, why not columnar.
+        self.path = ""
+        self.why_rows: str | None = None
 
     @staticmethod
     def why() -> str:
@@ -242,6 +249,8 @@ class Incremental:
                     "step": "build" if build else "delta",
                     "why": why,
                     "changed_keys": keys,
+                    # a delta's view change: over Arrow (columnar) or by the row rules (rows)
+                    **({} if build else {"path": self.path}),
                     # A delta is the change after `last`'s barrier: the coordinator refuses the
                     # commit if another run of the job committed past it meanwhile (a stale
                     # cache here), and the retry re-reads what is committed.
@@ -621,9 +630,22 @@ class Incremental:
             key = (id(all_joins[st.index]), st.column)
             matches[key] = MatchCounts(info, inputs, self.spec.target)
         rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
-        z = rules.delta(plan.root)
-        laps.lap("delta")
-        writes: dict[str, list[Mutation]] = {view.name: self._view_mutations(view, z)}
+        writes: dict[str, list[Mutation]] = {}
+        self.why_rows = columnar_reason(plan.root)
+        if self.why_rows is None and not self.spec.one_row:
+            try:
+                za = rules.delta_arrow(plan.root)
+                laps.lap("delta")
+                writes[view.name] = self._view_mutations_arrow(view, za)
+            except (NotColumnar, WeightOverflow, pa.ArrowException) as e:
+                # the row rules take the epoch and decide it (an error of theirs names the key)
+                self.why_rows = f"this epoch's change: {type(e).__name__}: {e}"
+                rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
+        self.path = "rows" if self.why_rows is not None else "columnar"
+        if view.name not in writes:
+            z = rules.delta(plan.root)
+            laps.lap("delta")
+            writes[view.name] = self._view_mutations(view, z)
         for name, g in groups.items():
             writes[name] = self._state_mutations(g.table, g.upserts, g.deletes)
             for vt in g.values.values():
@@ -680,6 +702,15 @@ class Incremental:
         out = self._encode(view, [list(r) for r in put.values()], "upsert")
         if deletes:
             out += [(LockOp.DELETE, k, b"") for k in encode_keys(view, deletes)]
+        return out
+
+    def _view_mutations_arrow(self, view: TableInfo, z: ArrowZSet) -> list[Mutation]:
+        """``_view_mutations`` of a columnar delta (spark_sink.ivm.view_change), encoded in
+        bulk; NotColumnar where the row path must decide."""
+        puts, gone = view_change(view, z)
+        out = self._encode_table(view, puts, "upsert")
+        if gone:
+            out += [(LockOp.DELETE, k, b"") for k in encode_keys(view, gone)]
         return out
 
     def _state_mutations(

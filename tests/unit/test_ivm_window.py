@@ -6,6 +6,7 @@ import datetime as dt
 from decimal import Decimal
 
 from spark_sink.ivm.ops.window import compare_keys, compare_values, rank_rows
+from tests.unit.net_change import net_change
 
 NAN = float("nan")
 ASC, DESC = (True, True), (False, False)  # Spark's defaults: ASC NULLS FIRST, DESC NULLS LAST
@@ -99,18 +100,7 @@ class _Inputs:
         return ("id",)
 
     def changes(self, table):
-        rows, weights = [], []
-        for k in sorted(set(self.old) | set(self.new)):
-            a, b = self.old.get(k), self.new.get(k)
-            if a == b:
-                continue
-            if a is not None:
-                rows.append(a)
-                weights.append(-1)
-            if b is not None:
-                rows.append(b)
-                weights.append(1)
-        return rows, weights
+        return net_change(self.old, self.new)
 
     def fetch(self, access, side, values):
         return list((self.new if side == "new" else self.old).values())

@@ -14,6 +14,7 @@ from spark_sink.ivm.delta import DeltaRules, operator_tree, plan_accesses
 from spark_sink.ivm.ops import operator as op_mod
 from spark_sink.ivm.ops.operator import Operator, ZSet, consolidate, operator_for, register
 from spark_sink.ivm.plan import Aggregate, Attr, Call, Col, Filter, Join, Lit, Project, Scan
+from tests.unit.net_change import net_change
 
 A = Attr(1, "id", "bigint", False)
 K = Attr(2, "k", "int", True)
@@ -35,18 +36,7 @@ class _Inputs:
         return {"a": ("id",), "b": ("bid",)}[table]
 
     def changes(self, table):
-        old, new = self.old[table], self.new[table]
-        rows, weights = [], []
-        for key in sorted(set(old) | set(new)):
-            x, y = old.get(key), new.get(key)
-            if x != y:
-                if x is not None:
-                    rows.append(x)
-                    weights.append(-1)
-                if y is not None:
-                    rows.append(y)
-                    weights.append(1)
-        return rows, weights
+        return net_change(self.old[table], self.new[table])
 
     def fetch(self, access, side, values):
         return list((self.new if side == "new" else self.old)[access.table].values())

@@ -34,18 +34,23 @@ against the plain-Python evaluator in ``reference.py``:
 Nothing here imports pyspark: the algebra stays apart from Spark, and converting Catalyst's plan
 or building state on Spark belongs in other modules.
 
-**Wired in so far:** ``aggregate.fold_changes`` folds the change of every grouped COUNT/SUM/AVG
-over integral columns (``spark_sink.ivm.aggregate_columnar``, the columnar aggregate path, with
-the row path as its fallback and its reference in ``tests/unit/test_aggregate_columnar.py``).
-Every other kernel is not yet the path an epoch takes: the operators' row rules maintain the
-views. The plan for the rest, operator by operator with the Spark differential tests as judge: a
-converter per node from ``plan.py``'s expressions and columns to the kernels' specs (pyarrow
-compute expressions where the kernel matches Spark, Spark's evaluator from ``expressions.py``
-over a batch where it does not), then changes and keyed reads delivered as Arrow instead of
-tuples (the aggregate path already takes a source's change as Arrow:
-``StoreInputs.changes_arrow``). Exact DOUBLE and DECIMAL sums, AVG's DECIMAL rounding,
-SUM(DISTINCT x), FILTER clauses and windows have no kernel yet; the stateful kernels (outer join,
-MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets, and their state tables and Spark
-builds are still declared outside the operator (``spark_sink.ivm.state``,
+**Wired in so far** (each with the row rules as its fallback and its reference):
+
+- The view's tree over Arrow: a tree of Scan, Filter, Project, inner Join and UNION ALL whose
+  expressions ``arrow_expr.py`` translates (comparisons, AND/OR/NOT, IS NULL, IN of literals over
+  integral, STRING, BOOLEAN and DATE values) takes the columnar path
+  (``DeltaRules.delta_arrow``; the view's PUTs and DELETEs from ``spark_sink.ivm.view_change``;
+  ``tests/unit/test_columnar_delta.py`` holds it to a plain evaluator and to the row path).
+- ``aggregate.fold_changes`` folds the change of every grouped COUNT/SUM/AVG over integral
+  columns right over a source (``spark_sink.ivm.aggregate_columnar``, the columnar aggregate
+  path; its reference ``tests/unit/test_aggregate_columnar.py``).
+- Index state tables follow their source's change over Arrow (``spark_sink.ivm.index_state``).
+
+Not wired in: outer joins, aggregates over anything but a source, MIN/MAX, DISTINCT, windows,
+arithmetic and casts (their Arrow kernels exist beside the row rules, tested against the
+reference, but the row rules maintain those views). Exact DOUBLE and DECIMAL sums, AVG's DECIMAL
+rounding, SUM(DISTINCT x), FILTER clauses and windows have no kernel yet; the stateful kernels
+(outer join, MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets, and their state tables
+and Spark builds are still declared outside the operator (``spark_sink.ivm.state``,
 ``spark_sink.ivm.strategy``).
 """

@@ -11,9 +11,10 @@ are IEEE's (NaN compares false with everything) while Spark orders NaN above eve
 and NaN = NaN is true: a converter maps Spark's comparisons of DOUBLE/FLOAT to a callable (or an
 expression that handles NaN), never to Arrow's kernels as they are.
 
-The module's operator (``FilterOp``, at its end) is what maintains views today: the row rule
-over tuples (``ops.operator.ZSet``), registered for its plan node. The Arrow kernels above it
-are its columnar form, not yet the path an epoch takes.
+The module's operator (``FilterOp``, at its end) has two forms of its rule: over Arrow
+(``delta_arrow``/``lookup_arrow``, with the kernels above; the condition translated by ``ops.arrow_expr``), which an epoch takes when
+every node of the view's tree has one (``delta.columnar_reason``), and row-at-a-time over tuples
+(``ops.operator.ZSet``), which takes every other tree and any epoch the Arrow form hands back.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_sink.ivm.ops.arrow_expr import NotColumnar, arrow_expr
 from spark_sink.ivm.ops.operator import Operator, PkOf, Sets, ZSet, register, sees
 from spark_sink.ivm.ops.zset import ArrowZSet
 from spark_sink.ivm.plan import Expr, Filter
@@ -92,5 +94,25 @@ class FilterOp(Operator[Filter]):
     def expressions(self, node: Filter) -> list[tuple[Expr, dict[int, int], dict | None]]:
         return [(node.cond, sees(node.child.columns()), None)]
 
+    def columnar_reason(self, node: Filter) -> str | None:
+        try:
+            arrow_expr(node.cond, {a.id: a for a in node.child.columns()})
+        except NotColumnar as e:
+            return f"a filter on {e}"
+        return None
+
+    def delta_arrow(self, rules: DeltaRules, node: Filter) -> ArrowZSet:
+        return _filter_arrow(node, rules.delta_arrow(node.child))
+
+    def lookup_arrow(
+        self, rules: DeltaRules, node: Filter, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ArrowZSet:
+        return _filter_arrow(node, rules.lookup_arrow(node.child, ids, values, side))
+
     def explain(self, node: Filter) -> str:
         return "Filter: the changed rows where the condition is TRUE"
+
+
+def _filter_arrow(node: Filter, z: ArrowZSet) -> ArrowZSet:
+    pred = arrow_expr(node.cond, {a.id: a for a in node.child.columns()})
+    return apply_filter(FilterSpec(pred), z)

@@ -18,9 +18,10 @@ multiplied with a check: a product that leaves int64 raises ``WeightOverflow``, 
 Implementation: one Arrow hash join (Acero, through ``pyarrow.Table.join``) over normalized copies
 of the key columns; the result's row order is unspecified.
 
-The module's operator (``JoinOp``, at its end) is what maintains views today: the row rule
-over tuples (``ops.operator.ZSet``), registered for its plan node. The Arrow kernels above it
-are its columnar form, not yet the path an epoch takes.
+The module's operator (``JoinOp``, at its end) has two forms of its rule: over Arrow
+(``delta_arrow``/``lookup_arrow``, with the kernels above; inner joins only; the other side read by key into Arrow), which an epoch takes when
+every node of the view's tree has one (``delta.columnar_reason``), and row-at-a-time over tuples
+(``ops.operator.ZSet``), which takes every other tree and any epoch the Arrow form hands back.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_sink.ivm.delta import lookup_accesses
+from spark_sink.ivm.ops.arrow_expr import COLUMNAR_DTYPES, NotColumnar, arrow_expr, col_name
+from spark_sink.ivm.ops.filter import FilterSpec, apply_filter
+from spark_sink.ivm.ops.keys import key_values
 from spark_sink.ivm.ops.operator import NEW, OLD, Access, Operator, PkOf, Sets, ZSet, register, sees
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, WeightOverflow, normalize_floats
 from spark_sink.ivm.plan import Expr, Join, Node
@@ -143,6 +147,12 @@ def join_order(node: Join, ids: tuple[int, ...]) -> tuple[Node, Node, tuple, tup
     return node.right, node.left, node.right_keys, node.left_keys, ids
 
 
+def _first_values(ids: tuple[int, ...], mine: tuple[int, ...], values: set[tuple]) -> set[tuple]:
+    """``values`` (tuples over ``ids``) cut to the columns ``mine`` the first side is read by."""
+    pos = {c: i for i, c in enumerate(ids)}
+    return {tuple(v[pos[c]] for c in mine) for v in values}
+
+
 @register
 class JoinOp(Operator[Join]):
     """Inner and outer equi-joins: the inner delta, plus for an outer join the change of its
@@ -165,9 +175,7 @@ class JoinOp(Operator[Join]):
         from spark_sink.ivm.ops.outer_join import outer_sides, pad_unmatched
 
         first, then, fk, tk, mine = join_order(node, ids)
-        pos = {c: i for i, c in enumerate(ids)}
-        vals = {tuple(v[pos[c]] for c in mine) for v in values}
-        a = rules.lookup(first, mine, vals, side)
+        a = rules.lookup(first, mine, _first_values(ids, mine, values), side)
         b = rules.lookup(then, tk, a.values(fk), side)
         out = ZSet(tuple(x.id for x in node.columns()))
         if first is node.left:
@@ -217,9 +225,57 @@ class JoinOp(Operator[Join]):
             return []
         return [(node.residual, sees(node.columns()), None)]
 
+    def columnar_reason(self, node: Join) -> str | None:
+        if node.kind != "inner":
+            return f"a {node.kind.upper()} OUTER join"
+        ltypes = {a.id: a.dtype for a in node.left.columns()}
+        rtypes = {a.id: a.dtype for a in node.right.columns()}
+        for lk, rk in zip(node.left_keys, node.right_keys, strict=True):
+            if ltypes[lk] != rtypes[rk]:
+                return f"a join of {ltypes[lk]} with {rtypes[rk]}"
+            if ltypes[lk] not in COLUMNAR_DTYPES:
+                return f"a join on a {ltypes[lk]} key"
+        if node.residual is not None:
+            try:
+                arrow_expr(node.residual, {a.id: a for a in node.columns()})
+            except NotColumnar as e:
+                return f"a join condition on {e}"
+        return None
+
+    def delta_arrow(self, rules: DeltaRules, node: Join) -> ArrowZSet:
+        dl, dr = rules.delta_arrow(node.left), rules.delta_arrow(node.right)
+        lk = [col_name(c) for c in node.left_keys]
+        rk = [col_name(c) for c in node.right_keys]
+        old_r = rules.lookup_arrow(node.right, node.right_keys, key_values(dl.table, lk), OLD)
+        new_l = rules.lookup_arrow(node.left, node.left_keys, key_values(dr.table, rk), NEW)
+        return _residual(node, delta_inner_join(_spec(node), dl, old_r, new_l, dr))
+
+    def lookup_arrow(
+        self, rules: DeltaRules, node: Join, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ArrowZSet:
+        first, then, fk, tk, mine = join_order(node, ids)
+        a = rules.lookup_arrow(first, mine, _first_values(ids, mine, values), side)
+        b = rules.lookup_arrow(then, tk, key_values(a.table, [col_name(c) for c in fk]), side)
+        left, right = (a, b) if first is node.left else (b, a)
+        return _residual(node, inner_join(_spec(node), left, right))
+
     def explain(self, node: Join) -> str:
         kind = "" if node.kind == "inner" else f"{node.kind.upper()} OUTER "
         how = "dL join R_old + L_new join dR, the other side read by its join key"
         if node.kind != "inner":
             how += "; padded rows follow the touched keys' match counts"
         return f"{kind or 'inner '}Join: {how}"
+
+
+def _spec(node: Join) -> JoinSpec:
+    return JoinSpec(
+        tuple(col_name(c) for c in node.left_keys), tuple(col_name(c) for c in node.right_keys)
+    )
+
+
+def _residual(node: Join, z: ArrowZSet) -> ArrowZSet:
+    """``z`` where the join's residual condition is TRUE (all of it when there is none)."""
+    if node.residual is None:
+        return z
+    pred = arrow_expr(node.residual, {a.id: a for a in node.columns()})
+    return apply_filter(FilterSpec(pred), z)

@@ -76,3 +76,12 @@ def restrict_to_keys(
     if not nulls_equal:
         out = out.filter(pc.invert(any_null(out, cols)))
     return ArrowZSet(out)
+
+
+def key_values(table: pa.Table, columns: Sequence[str]) -> set[tuple]:
+    """The distinct tuples of ``columns`` in ``table`` holding no NULL, as Python values (what a
+    keyed read is asked for: a NULL key matches no join key)."""
+    t = distinct_keys(table, columns, nulls_equal=False)
+    if t.num_rows == 0:
+        return set()
+    return set(zip(*(t[c].to_pylist() for c in columns), strict=True))

@@ -36,7 +36,10 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from spark_sink.ivm.delta import DeltaRules
+    from spark_sink.ivm.ops.zset import ArrowZSet
     from spark_sink.ivm.plan import Attr, Expr, Node
 
 OLD, NEW = "old", "new"
@@ -134,6 +137,15 @@ class Inputs(Protocol):
 
     def primary_key(self, table: str) -> tuple[str, ...]: ...
 
+    def changes_arrow(self, table: str) -> tuple[pa.Table, pa.Array]:
+        """``changes(table)`` as Arrow: the rows over the table's visible columns, and their
+        weights (int64)."""
+        ...
+
+    def fetch_arrow(self, access: Access, side: str, values: set[tuple]) -> pa.Table:
+        """``fetch`` as one Arrow table over the table's visible columns."""
+        ...
+
 
 class Operator(Generic[N]):
     """The rules of the plan node type ``N`` (see the module docstring). The defaults are those
@@ -182,6 +194,28 @@ class Operator(Generic[N]):
     def explain(self, node: N) -> str:
         """This node's line in ``explain()``'s operator tree: what it is and how it is kept."""
         return type(node).__name__
+
+    # The columnar form of ``delta`` and ``lookup`` (the same rules over ``ArrowZSet``s whose
+    # columns are named ``ops.arrow_expr.col_name(id)``), for the nodes whose
+    # ``columnar_reason`` is None. ``DeltaRules.delta_arrow`` takes a whole tree that way or
+    # not at all (``delta.columnar_reason``).
+
+    def columnar_reason(self, node: N) -> str | None:
+        """None when this node's own rules run over Arrow with Spark's results (its inputs are
+        asked on their own), else why not."""
+        return f"{type(node).__name__} has no columnar rule"
+
+    def delta_arrow(self, rules: DeltaRules, node: N) -> ArrowZSet:
+        """``delta`` over Arrow; ``ops.arrow_expr.NotColumnar`` when this epoch's data is not
+        taken that way (the row rules then take the epoch)."""
+        raise NotImplementedError
+
+    def lookup_arrow(
+        self, rules: DeltaRules, node: N, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ArrowZSet:
+        """``lookup`` over Arrow (``values`` may be empty: the result is then empty, with the
+        node's Arrow schema)."""
+        raise NotImplementedError
 
 
 _REGISTRY: dict[type, Operator[Any]] = {}

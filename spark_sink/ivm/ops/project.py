@@ -12,9 +12,10 @@ the ``*_checked`` kernels (``add_checked``, ``multiply_checked``, ...), which ra
 arithmetic. Where no Arrow kernel matches Spark (DECIMAL precision rules, casts of strings,
 dates and intervals), the converter supplies a callable.
 
-The module's operator (``ProjectOp``, at its end) is what maintains views today: the row rule
-over tuples (``ops.operator.ZSet``), registered for its plan node. The Arrow kernels above it
-are its columnar form, not yet the path an epoch takes.
+The module's operator (``ProjectOp``, at its end) has two forms of its rule: over Arrow
+(``delta_arrow``/``lookup_arrow``, with the kernels above; each column a copy or an ``ops.arrow_expr`` translation), which an epoch takes when
+every node of the view's tree has one (``delta.columnar_reason``), and row-at-a-time over tuples
+(``ops.operator.ZSet``), which takes every other tree and any epoch the Arrow form hands back.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from spark_sink.ivm.delta import lookup_accesses
+from spark_sink.ivm.ops.arrow_expr import NotColumnar, arrow_expr, col_name
 from spark_sink.ivm.ops.operator import (
     Access,
     Operator,
@@ -165,5 +167,45 @@ class ProjectOp(Operator[Project]):
         pos = sees(node.child.columns())
         return [(e, pos, None) for _, e in node.outputs]
 
+    def columnar_reason(self, node: Project) -> str | None:
+        try:
+            _project_spec(node)
+        except NotColumnar as e:
+            return f"a projection of {e}"
+        return None
+
+    def delta_arrow(self, rules: DeltaRules, node: Project) -> ArrowZSet:
+        return _project_arrow(node, rules.delta_arrow(node.child))
+
+    def lookup_arrow(
+        self, rules: DeltaRules, node: Project, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ArrowZSet:
+        child_ids, kept = through_project(node, ids)
+        vals = {tuple(v[i] for i in kept) for v in values}
+        return _project_arrow(node, rules.lookup_arrow(node.child, child_ids, vals, side))
+
     def explain(self, node: Project) -> str:
         return "Project: the changed rows' columns computed"
+
+
+def _project_spec(node: Project) -> ProjectSpec:
+    """The projection over Arrow: a column copied is picked whatever its type; a computed one
+    is translated (``NotColumnar`` when it cannot be)."""
+    attrs = {a.id: a for a in node.child.columns()}
+    return ProjectSpec(
+        tuple(
+            (
+                col_name(a.id),
+                pc.field(col_name(e.id)) if isinstance(e, Col) else arrow_expr(e, attrs),
+            )
+            for a, e in node.outputs
+        )
+    )
+
+
+def _project_arrow(node: Project, z: ArrowZSet) -> ArrowZSet:
+    if all(isinstance(e, Col) for _, e in node.outputs):  # column copies: picked, not evaluated
+        cols = [z.table[col_name(e.id)] for _, e in node.outputs]  # type: ignore[union-attr]
+        names = [col_name(a.id) for a, _ in node.outputs]
+        return ArrowZSet(pa.Table.from_arrays([*cols, z.weights], names=[*names, WEIGHT]))
+    return apply_project(_project_spec(node), z)

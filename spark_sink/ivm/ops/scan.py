@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
+from spark_sink.ivm.ops.arrow_expr import col_name
 from spark_sink.ivm.ops.operator import (
     Access,
     Inputs,
@@ -22,6 +25,7 @@ from spark_sink.ivm.ops.operator import (
     columns_of,
     register,
 )
+from spark_sink.ivm.ops.zset import ArrowZSet
 from spark_sink.ivm.plan import Attr, Scan
 
 if TYPE_CHECKING:
@@ -32,6 +36,23 @@ def pick(inputs: Inputs, table: str, attrs: tuple[Attr, ...], rows: list[tuple])
     """``rows`` (full rows of ``table`` in column order) cut to the columns ``attrs``."""
     cols = inputs.columns(table)
     return columns_of(rows, [cols.index(a.name) for a in attrs], len(cols))
+
+
+def arrow_pick(table: pa.Table, attrs: tuple[Attr, ...], weights: pa.Array | None) -> ArrowZSet:
+    """Full rows of a source (its visible columns by name) as a columnar Z-set over ``attrs``
+    (columns named by id), each row weighted by ``weights`` (1 when None)."""
+    cols = [table[a.name] for a in attrs]
+    data = pa.Table.from_arrays(cols, names=[col_name(a.id) for a in attrs])
+    return ArrowZSet.from_table(data, weights)
+
+
+def _access(rules: DeltaRules, node: Scan, ids: tuple[int, ...], values: set[tuple]) -> Access:
+    """How a lookup of ``node`` by the columns ``ids`` reads its table (``values`` counted as
+    the keys looked up)."""
+    names = {a.id: a.name for a in node.attrs}
+    cols = tuple(names[i] for i in ids)
+    rules.lookups += len(values)
+    return choose_access(node.table, cols, rules.inputs.primary_key(node.table))
 
 
 @register
@@ -46,11 +67,7 @@ class ScanOp(Operator[Scan]):
     def lookup(
         self, rules: DeltaRules, node: Scan, ids: tuple[int, ...], values: set[tuple], side: str
     ) -> ZSet:
-        names = {a.id: a.name for a in node.attrs}
-        cols = tuple(names[i] for i in ids)
-        access = choose_access(node.table, cols, rules.inputs.primary_key(node.table))
-        rules.lookups += len(values)
-        rows = rules.inputs.fetch(access, side, values)
+        rows = rules.inputs.fetch(_access(rules, node, ids, values), side, values)
         out_ids = tuple(a.id for a in node.attrs)
         return ZSet(out_ids, pick(rules.inputs, node.table, node.attrs, rows), [1] * len(rows))
 
@@ -66,6 +83,19 @@ class ScanOp(Operator[Scan]):
         if pk and all(p in by_name for p in pk):
             return [frozenset(by_name[p] for p in pk)]
         return []
+
+    def columnar_reason(self, node: Scan) -> str | None:
+        return None  # a change read as Arrow holds every stored type
+
+    def delta_arrow(self, rules: DeltaRules, node: Scan) -> ArrowZSet:
+        data, weights = rules.inputs.changes_arrow(node.table)
+        return arrow_pick(data, node.attrs, weights)
+
+    def lookup_arrow(
+        self, rules: DeltaRules, node: Scan, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ArrowZSet:
+        access = _access(rules, node, ids, values)
+        return arrow_pick(rules.inputs.fetch_arrow(access, side, values), node.attrs, None)
 
     def explain(self, node: Scan) -> str:
         cols = ", ".join(a.name for a in node.attrs)

@@ -7,9 +7,10 @@ cast each child's columns to the common type), and the output takes the first ch
 names. Duplicates are kept (weights add); UNION (distinct) is Spark's aggregate over UNION ALL,
 not this operator. Nothing is computed on values, so NULLs and overflow do not arise.
 
-The module's operator (``UnionOp``, at its end) is what maintains views today: the row rule
-over tuples (``ops.operator.ZSet``), registered for its plan node. The Arrow kernels above it
-are its columnar form, not yet the path an epoch takes.
+The module's operator (``UnionOp``, at its end) has two forms of its rule: over Arrow
+(``delta_arrow``/``lookup_arrow``, with the kernels above; children whose stored types agree), which an epoch takes when
+every node of the view's tree has one (``delta.columnar_reason``), and row-at-a-time over tuples
+(``ops.operator.ZSet``), which takes every other tree and any epoch the Arrow form hands back.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spark_sink.ivm.delta import lookup_accesses
+from spark_sink.ivm.ops.arrow_expr import NotColumnar, col_name
 from spark_sink.ivm.ops.operator import Access, Operator, PkOf, ZSet, register
-from spark_sink.ivm.ops.zset import ArrowZSet, concat
+from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, concat
 from spark_sink.ivm.plan import Node, Union
 
 if TYPE_CHECKING:
@@ -82,5 +84,31 @@ class UnionOp(Operator[Union]):
         for c, c_ids in union_children(node, ids):
             lookup_accesses(c, c_ids, pk_of, out)
 
+    def columnar_reason(self, node: Union) -> str | None:
+        for c in node.children:
+            got = tuple(a.dtype for a in c.columns())
+            if got != tuple(a.dtype for a in node.attrs):
+                return f"a UNION ALL child of types {', '.join(got)}"
+        return None
+
+    def delta_arrow(self, rules: DeltaRules, node: Union) -> ArrowZSet:
+        return _union_arrow(node, [rules.delta_arrow(c) for c in node.children])
+
+    def lookup_arrow(
+        self, rules: DeltaRules, node: Union, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ArrowZSet:
+        got = [rules.lookup_arrow(c, c_ids, values, side) for c, c_ids in union_children(node, ids)]
+        return _union_arrow(node, got)
+
     def explain(self, node: Union) -> str:
         return f"UNION ALL of {len(node.children)}: the children's changes together"
+
+
+def _union_arrow(node: Union, children: list[ArrowZSet]) -> ArrowZSet:
+    names = [*(col_name(a.id) for a in node.attrs), WEIGHT]
+    out = [ArrowZSet(c.table.rename_columns(names)) for c in children]
+    first = out[0].table.schema
+    if any(not z.table.schema.equals(first) for z in out[1:]):
+        # stored types that differ under one Spark type (none today): the row rule takes it
+        raise NotColumnar("UNION ALL children of different Arrow types")
+    return concat(out)

@@ -85,19 +85,20 @@ def stage_value(
     return value
 
 
-def _all_short_puts(mutations: list[Mutation]) -> bool:
+def _all_inline(mutations: list[Mutation]) -> bool:
+    """Every mutation a PUT of an inline value or a DELETE (a view's delta, an index's change)."""
     # list.count compares by identity first: no Python-level Enum.__hash__ per mutation
     ops = list(map(itemgetter(0), mutations))
     return (
-        ops.count(LockOp.PUT) == len(ops)
+        ops.count(LockOp.PUT) + ops.count(LockOp.DELETE) == len(ops)
         and max(map(len, map(itemgetter(2), mutations))) <= SHORT_VALUE_MAX
     )
 
 
-def _unversioned_short_puts(
+def _unversioned_inline(
     reader: Reader, mutations: list[Mutation], primary: bytes, start_ts: int
 ) -> list[Mutation]:
-    """The mutations of prewrite's common shape (only PUTs of inline values, no key locked)
+    """The mutations of prewrite's common shape (PUTs of inline values and DELETEs, no key locked)
     that still need a lock: the same rules as check_prewrite, with no per-key branching on op or
     size. ``mutations`` must be sorted by key.
 
@@ -155,30 +156,42 @@ def prewrite(
     locked = {k for k, _ in reader.get_many("lock", [k for _, k, _ in mutations])}
     locks, index = [], []
     ts_be = struct.pack(">Q", start_ts)
-    if not locked and _all_short_puts(mutations):
+    if not locked and _all_inline(mutations):
         mutations = sorted(mutations, key=itemgetter(1))  # near-free when already in key order
-        todo = _unversioned_short_puts(reader, mutations, primary, start_ts)
+        todo = _unversioned_inline(reader, mutations, primary, start_ts)
         if not todo:
             return
-        lock_head = Lock.header(LockOp.PUT, primary, start_ts, ttl_ms, txn_size) + VALUE_TAG
-        # Sealed per record: the head's CRC is taken once and continued over each value.
+        put = LockOp.PUT
+        lock_head = Lock.header(put, primary, start_ts, ttl_ms, txn_size) + VALUE_TAG
+        # Sealed per record: the head's CRC is taken once and continued over each value. A
+        # DELETE's lock carries no value: one record serves every deleted key.
         lock_crc = crc32(lock_head)
+        gone = seal(Lock.header(LockOp.DELETE, primary, start_ts, ttl_ms, txn_size))
         buf.put_many(
             "lock",
-            [(k, lock_head + v + pack_crc(crc32(v, lock_crc) ^ SEAL_XOR)) for _, k, v in todo],
+            [
+                (k, lock_head + v + pack_crc(crc32(v, lock_crc) ^ SEAL_XOR) if op is put else gone)
+                for op, k, v in todo
+            ],
         )
         if len(todo) >= RANGE_INDEX_MIN_KEYS:
             # One entry stands for the run: resolve_locks finds these locks by scanning the lock
             # CF between the first and last key for locks of start_ts.
             buf.put("txn_ranges", ts_be + todo[0][1], todo[-1][1])
         else:
-            write_head = LockOp.PUT.value + ts_be + VALUE_TAG
+            write_head = put.value + ts_be + VALUE_TAG
             write_crc = crc32(write_head)
+            deleted = seal(LockOp.DELETE.value + ts_be)
             buf.put_many(
                 "txn_locks",
                 [
-                    (ts_be + k, write_head + v + pack_crc(crc32(v, write_crc) ^ SEAL_XOR))
-                    for _, k, v in todo
+                    (
+                        ts_be + k,
+                        write_head + v + pack_crc(crc32(v, write_crc) ^ SEAL_XOR)
+                        if op is put
+                        else deleted,
+                    )
+                    for op, k, v in todo
                 ],
             )
         return

@@ -12,6 +12,7 @@ from kvstore.errors import (
     WriteConflict,
 )
 from kvstore.mvcc import LockOp, WriteKind
+from kvstore.mvcc.records import Lock, Write
 from kvstore.mvcc.timestamp import compose, physical_ms
 from kvstore.testing import Kv, must_err
 
@@ -372,6 +373,60 @@ def test_bulk_prewrite_is_indexed_by_one_range(kv, ts):
     assert len(kv.store.scan_changes("kv", ts(1), ts(3))) == n
     assert _index_entries(kv, "txn_ranges", ts(1)) == []
     assert kv.store.resolve_locks(ts(1), ts(2)) == 0  # idempotent
+
+
+def _lock_records(kv, start_ts):
+    with kv.store.storage.read_txn() as r:
+        locks = r.items_between("lock", kv.key(0), kv.key(10_000))
+    return locks, _index_entries(kv, "txn_locks", start_ts)
+
+
+@pytest.mark.parametrize("n", [12, 200])
+def test_a_prewrite_of_puts_and_deletes_takes_the_bulk_path(kv, ts, monkeypatch, n):
+    """PUTs and DELETEs in one prewrite (a view's delta, an index's change) take the bulk path:
+    the same lock and index records as the per-key path, byte for byte (a small batch; a large
+    one is indexed by one range instead), and resolving commits each key as its op says."""
+    import importlib
+
+    pw = importlib.import_module("kvstore.actions.prewrite")  # the module, not its function
+    for k in range(0, n, 2):
+        kv.must_put(k, "a", ts(1), ts(2))
+    muts = [
+        (LockOp.DELETE, kv.key(k), b"") if k % 4 == 0 else (LockOp.PUT, kv.key(k), kv.row(k, "b"))
+        for k in range(n)
+    ]
+    kv.store.prewrite(muts, kv.key(1), ts(3))
+    bulk = _lock_records(kv, ts(3))
+    if n >= pw.RANGE_INDEX_MIN_KEYS:
+        assert bulk[1] == [] and len(_index_entries(kv, "txn_ranges", ts(3))) == 1
+    else:
+        kv.store.rollback(ts(3), [k for _, k, _ in muts])
+        monkeypatch.setattr(pw, "_all_inline", lambda m: False)  # the per-key path
+        kv.store.prewrite(muts, kv.key(1), ts(4))
+        monkeypatch.undo()
+        per_key = _lock_records(kv, ts(4))
+        assert [k for k, _ in bulk[0]] == [k for k, _ in per_key[0]] == [k for _, k, _ in muts]
+        for (_, a), (_, b) in zip(bulk[0], per_key[0], strict=True):  # parse checks each CRC
+            la, lb = Lock.parse(a), Lock.parse(b)
+            assert (la.start_ts, lb.start_ts) == (ts(3), ts(4))
+            assert la.with_ttl(0) == lb.with_ttl(0).__class__(
+                lb.op, lb.primary, ts(3), 0, lb.txn_size, lb.short_value
+            )
+        assert len(bulk[1]) == len(per_key[1]) == n
+        for (ka, a), (kb, b) in zip(bulk[1], per_key[1], strict=True):
+            wa, wb = Write.parse(a), Write.parse(b)
+            assert ka[8:] == kb[8:] and (wa.kind, wa.short_value) == (wb.kind, wb.short_value)
+        return
+    kv.must_commit(1, ts(3), ts(5))
+    assert kv.store.resolve_locks(ts(3), ts(5)) == n - 1
+    assert len(kv.store.scan_changes("kv", ts(3), ts(6))) == n  # each key's change indexed
+    for k in range(n):
+        kv.must_unlocked(k)
+        if k % 4 == 0:
+            kv.must_written(k, ts(3), ts(5), WriteKind.DELETE)
+            kv.must_get(k, ts(6), None)
+        else:
+            kv.must_get(k, ts(6), "b")
 
 
 def test_overlapping_ranges_foreign_locks_and_keys_resolved_alone(kv, ts):

@@ -33,6 +33,8 @@ from decimal import localcontext
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.schema import TableSchema, to_storage
@@ -348,6 +350,24 @@ class AggregateState:
         ``delta`` takes it."""
         if self.why_rows is None:
             change, weights = self.inputs.changes_arrow(scan.table)
+            return self.delta_of_arrow(rules, node, child, change, weights, names)
+        self.path = "rows"
+        return self._row_delta(rules, node, rules.delta(child))
+
+    def delta_of_arrow(
+        self,
+        rules: DeltaRules,
+        node: Aggregate,
+        child: Node,
+        change: pa.Table,
+        weights: pa.Array,
+        names: list[str],
+    ) -> ZSet:
+        """``delta`` of an aggregate whose child's change is given as Arrow (``change``'s rows
+        with ``weights``, the child's i-th column being ``change[names[i]]``): the columnar
+        path takes it with no tuple per changed row; on the row path, or when the columnar
+        path hands it back, ``delta`` takes the child's change as rows."""
+        if self.why_rows is None:
             try:
                 return self._columnar_delta(
                     rules,

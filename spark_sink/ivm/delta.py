@@ -47,6 +47,8 @@ from spark_sink.ivm.ops.operator import Access, Inputs, PkOf, ZSet, operator_for
 from spark_sink.ivm.plan import Aggregate, Expr, Node, Scan, walk
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from spark_sink.ivm.ops.zset import ArrowZSet
 
 # ---------------------------------------------------------------------- planning
@@ -129,7 +131,22 @@ class MatchCounts(Protocol):
 class AggregateState(Protocol):
     """An Aggregate node's group state for one epoch (spark_sink.ivm.aggregate)."""
 
+    why_rows: str | None  # None: its columnar path may take the epoch; else why not
+
     def delta(self, rules: DeltaRules, node: Aggregate, child: ZSet) -> ZSet: ...
+
+    def delta_of_arrow(
+        self,
+        rules: DeltaRules,
+        node: Aggregate,
+        child: Node,
+        change: pa.Table,
+        weights: pa.Array,
+        names: list[str],
+    ) -> ZSet:
+        """``delta`` for a ``child`` whose change is given as Arrow (its i-th column
+        ``change[names[i]]``), free to take it as rows instead."""
+        ...
 
     def delta_of_scan(
         self, rules: DeltaRules, node: Aggregate, child: Node, scan: Scan, names: list[str]

@@ -138,6 +138,7 @@ class Incremental:
         # DeltaRules.delta_arrow; rows: the row rules) and, for rows, why not columnar.
         self.path = ""
         self.why_rows: str | None = None
+        self.aggregate_paths: dict[str, str] = {}  # per group state table: its last epoch's path
 
     @staticmethod
     def why() -> str:
@@ -655,6 +656,7 @@ class Incremental:
         for st in plan.index_tables():
             writes[st.name] = self._index_mutations(inputs, indexes[(st.source, st.column)], st)
         laps.lap("diff")
+        self.aggregate_paths = {name: g.path for name, g in groups.items()}
         counts = {"changes": inputs.changes_read, "lookups": rules.lookups + inputs.rows_read}
         return _Writes(writes, counts)
 

@@ -78,6 +78,13 @@ CASES = [
         ("join", "group by"),
     ),
     ViewCase(
+        "v_join_groups",
+        "SELECT c.tier, COUNT(*) AS n, SUM(o.qty) AS sq, AVG(o.qty) AS aq FROM orders o "
+        "JOIN customers c ON o.customer = c.id WHERE c.region <> 'north' GROUP BY c.tier",
+        ("tier",),
+        ("aggregate over a join, both over Arrow",),
+    ),
+    ViewCase(
         "v_three_way",
         "SELECT s.id, c.region, o.qty, s.weight FROM shipments s JOIN orders o ON s.order_id = "
         "o.id JOIN customers c ON o.customer = c.id WHERE s.weight > 1",

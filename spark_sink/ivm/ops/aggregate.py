@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_sink.ivm.delta import columnar_reason
+from spark_sink.ivm.ops.arrow_expr import NotColumnar, col_name
 from spark_sink.ivm.ops.operator import Access, Operator, PkOf, Sets, ZSet, register, sees
 from spark_sink.ivm.plan import (
     Aggregate,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
 from spark_sink.ivm.ops.zset import (
     WEIGHT,
     ArrowZSet,
+    WeightOverflow,
     exact_group_sum,
     normalized_keys,
 )
@@ -196,6 +199,16 @@ class AggregateOp(Operator[Aggregate]):
         src = plain_source(node.child)
         if src is not None:  # the change of a source's columns: taken as Arrow where that helps
             return state.delta_of_scan(rules, node, node.child, *src)
+        if state.why_rows is None and columnar_reason(node.child) is None:
+            # the child's tree runs over Arrow (a join, say) and the fold takes its change so
+            try:
+                z = rules.delta_arrow(node.child)
+            except (NotColumnar, WeightOverflow, pa.ArrowException):
+                pass  # the child's row rules take it
+            else:
+                names = [col_name(a.id) for a in node.child.columns()]
+                weights = z.weights.combine_chunks()
+                return state.delta_of_arrow(rules, node, node.child, z.data, weights, names)
         return state.delta(rules, node, rules.delta(node.child))
 
     def lookup(

@@ -423,6 +423,17 @@ def main() -> int:
         "barrier of each size on the first --sizes size, the agg view maintained under "
         "incremental, full_recompute and auto side by side (--runs barriers per size)",
     )
+    ap.add_argument(
+        "--crossover-view",
+        default="agg",
+        help="the view of --crossover (one of agg,fk,nk,lj,mm,cd)",
+    )
+    ap.add_argument(
+        "--crossover-strategies",
+        default="incremental,full_recompute,auto",
+        help="the strategies of --crossover, side by side (incremental alone: the delta's cost "
+        "by change size, e.g. with SNAPVIEW_COLUMNAR=off and without for the two paths)",
+    )
     args = ap.parse_args()
     peer_names = [p for p in args.peers.split(",") if p]
     if set(peer_names) - {"duckdb", "pathway"}:
@@ -575,7 +586,8 @@ def update_orders(c, n: int, k: int, rng: random.Random) -> int:
 
 
 def crossover(args, n: int, changes: list[int]) -> int:
-    """The agg view on an ``n``-row source under the three strategies, through barriers whose
+    """A view (--crossover-view, agg by default) on an ``n``-row source under the strategies
+    (--crossover-strategies, the three by default), through barriers whose
     change is each of ``changes`` rows: the epoch time of each (medians of --runs barriers per
     size), and auto's over the faster of the other two. Before the first size, auto measures
     --barriers small deltas (1,000 changes) to learn its delta cost (its build cost it measured
@@ -592,13 +604,14 @@ def crossover(args, n: int, changes: list[int]) -> int:
         c = coordinator.connect(srv.address)
         secs = load(srv.address, n, args.loaders)
         print(f"loaded {n:,} orders (and the other sources) in {secs:.1f}s", flush=True)
-        q, key = queries(n)["agg"]
-        strategies = ("incremental", "full_recompute", "auto")
+        view = args.crossover_view
+        q, key = queries(n)[view]
+        strategies = tuple(x for x in args.crossover_strategies.split(",") if x)
         views = {
             st: MaterializedView.builder(spark)
             .coordinator(srv.address)
             .query(q)
-            .target(f"agg_{st}_{n}")
+            .target(f"{view}_{st}_{n}")
             .primary_key(key)
             .strategy(st)
             .build()
@@ -631,11 +644,20 @@ def crossover(args, n: int, changes: list[int]) -> int:
                         whys[k].append(got[0]["why"])
                 print(
                     f"  {k:>9,} changes: "
-                    + ", ".join(f"{st} {x[-1]:.2f}s" for st, x in table[k].items())
-                    + f"; auto: {whys[k][-1]}",
+                    + ", ".join(f"{st} {x[-1]:.3f}s" for st, x in table[k].items())
+                    + (f"; auto: {whys[k][-1]}" if whys[k] else ""),
                     flush=True,
                 )
-        print(f"crossover on {n:,} orders (agg view), medians of {args.runs} barrier(s) per size:")
+        print(
+            f"crossover on {n:,} orders ({view} view), medians of {args.runs} barrier(s) per size"
+            f" (SNAPVIEW_COLUMNAR={os.environ.get('SNAPVIEW_COLUMNAR', 'auto')}):"
+        )
+        if strategies != ("incremental", "full_recompute", "auto"):
+            print(f"  {'changes':>9} " + " ".join(f"{st:>14}" for st in strategies))
+            for k in changes:
+                med = {st: statistics.median(xs) for st, xs in table[k].items()}
+                print(f"  {k:>9,} " + " ".join(f"{med[st]:>13.3f}s" for st in strategies))
+            return 0
         print(
             f"  {'changes':>9} {'incremental':>12} {'full':>9} {'auto':>9} {'auto/best':>10}  "
             "auto chose"

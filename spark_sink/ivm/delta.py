@@ -32,7 +32,7 @@ Changes are Z-sets: rows with integer weights (+1 inserted, -1 deleted; an updat
 
 A lookup of a table by columns is keyed one of two ways (``Access``): by the table's primary key
 when the columns cover it, else through an index state table (join column, primary key) that the
-view job keeps in step with the table (``spark_sink.ivm.state``).
+view job keeps in step with the table (``spark_sink.ivm.ops.scan.index_table``).
 """
 
 from __future__ import annotations

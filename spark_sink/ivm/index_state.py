@@ -1,6 +1,6 @@
 """An index state table's change for one epoch, from its source's change, as whole columns.
 
-An index state table ``V__sv_ix_T_C`` (``spark_sink.ivm.state.index_table``) holds one row (k,
+An index state table ``V__sv_ix_T_C`` (``spark_sink.ivm.ops.scan.index_table``) holds one row (k,
 p_<pk>...) per row of source T whose column C is not NULL: C's value and the row's primary key.
 An epoch keeps it in step with T: every (k, pk) of a new image is put, every (k, pk) of an old
 image that no new image has is deleted. A row whose C did not change puts its entry again

@@ -15,24 +15,16 @@ from spark_sink.ivm.catalyst import delta_plan
 from spark_sink.ivm.delta import plan_accesses
 from spark_sink.ivm.expressions import compile_expr
 from spark_sink.ivm.ops.operator import Access, operator_for
-from spark_sink.ivm.ops.outer_join import outer_sides
+from spark_sink.ivm.ops.scan import index_table
+from spark_sink.ivm.ops.state_table import StateTable
 from spark_sink.ivm.plan import (
     Aggregate,
     Node,
     Unsupported,
     Window,
     aggregates,
-    joins,
-    output,
     scans,
     walk,
-)
-from spark_sink.ivm.state import (
-    StateTable,
-    groups_table,
-    index_table,
-    matches_table,
-    values_tables,
 )
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
@@ -107,6 +99,22 @@ class IncrementalPlan:
         return lines
 
 
+# The order of the plan's state tables (it enters the fingerprint): every aggregate's, then every
+# join's, then the indexes, each in pre-order, as before the operators declared them.
+_ROLE_ORDER = {"groups": 0, "values": 0, "matches": 1, "index": 2}
+
+
+def _state_tables(root: Node, view: str) -> list[StateTable]:
+    """The state tables the operators of ``root``'s tree declare, each node numbered among the
+    nodes of its type in pre-order."""
+    seen: dict[type, int] = {}
+    out: list[StateTable] = []
+    for n in walk(root):
+        i = seen[type(n)] = seen.get(type(n), -1) + 1
+        out += operator_for(n).state_tables(n, view, i)
+    return sorted(out, key=lambda st: _ROLE_ORDER[st.role])
+
+
 def _check_expressions(root: Node) -> None:
     """Compile every expression once, so one this engine cannot evaluate is refused at build."""
     for n in walk(root):
@@ -151,19 +159,12 @@ def analyze(
             )
     accesses = list(dict.fromkeys(plan_accesses(root, pk_of)))
     _check_expressions(root)
-    state: list[StateTable] = []
-    for i, agg in enumerate(aggs):
-        state.append(groups_table(view, agg, i))
-        state += values_tables(view, agg, i)
-    for i, join in enumerate(joins(root)):
-        for side in outer_sides(join):
-            other = join.right if side == "left" else join.left
-            keys = join.right_keys if side == "left" else join.left_keys
-            dtypes = {a.id: a.dtype for a in output(other)}
-            state.append(matches_table(view, i, side, [dtypes[k] for k in keys]))
+    state = _state_tables(root, view)
     for a in accesses:
         if a.kind == "index":
-            st = index_table(view, a, infos[a.table])
+            ts = infos[a.table].table_schema
+            ddl = {c.name: c.type.ddl() for c in ts.columns}
+            st = index_table(view, a, ddl, tuple(infos[a.table].primary_key))
             if st not in state:
                 state.append(st)
     fp = hashlib.sha256(

@@ -14,14 +14,11 @@ the view whole, and nothing proportional to them reaches the driver.
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql import SparkSession
 
 from coordinator.client import Client
 from coordinator.jobs import EpochMetadata
@@ -33,11 +30,9 @@ from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt, OpeningAttempt
 from spark_sink.executor_diff import write_diff
-from spark_sink.ivm.aggregate import AggregateState, ValueOrder
-from spark_sink.ivm.catalyst import catalyst_aggregates, catalyst_joins
+from spark_sink.ivm.aggregate import AggregateState
 from spark_sink.ivm.cost import CostModel
 from spark_sink.ivm.delta import DeltaRules, columnar_reason
-from spark_sink.ivm.expressions import agg_state_type, compensated
 from spark_sink.ivm.index_state import index_change, index_change_rows
 from spark_sink.ivm.inputs import StoreInputs, encode_keys
 from spark_sink.ivm.ops.arrow_expr import NotColumnar
@@ -46,6 +41,7 @@ from spark_sink.ivm.ops.zset import ArrowZSet, WeightOverflow
 from spark_sink.ivm.outer import MatchCounts
 from spark_sink.ivm.plan import joins, output
 from spark_sink.ivm.plan_check import IncrementalPlan
+from spark_sink.ivm.state_builds import BuildContext, state_df
 from spark_sink.ivm.unique_keys import key_is_unique
 from spark_sink.ivm.view_change import view_change
 from spark_sink.partition_writer import (
@@ -412,22 +408,11 @@ class Incremental:
             spec.one_row,
             unique=self._key_is_unique(client, view),
         )
+        ctx = BuildContext(self.session, df, self.plan, client)
         for st in self.plan.state:
             info = client.describe_table(st.name, refresh=True)
             tgt = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
-            if st.role == "groups":
-                sdf = self._groups_df(df, st.index)
-            elif st.role == "values":
-                sdf = self._values_df(df, st, info)
-            elif st.role == "matches":
-                sdf = self._matches_df(df, st)
-            else:
-                src = self.session.table(st.source)
-                src_info = client.describe_table(st.source)
-                sdf = src.where(F.col(st.column).isNotNull()).select(
-                    F.col(st.column).alias("k"),
-                    *(F.col(p).alias(f"p_{p}") for p in src_info.primary_key),
-                )
+            sdf = state_df(ctx, st, info)  # by the operator's builder (ivm.state_builds)
             # a state table's key is its GROUP BY (or the source's key): unique by making
             n += write_diff(self.session, sdf, tgt, attempt.start_ts, False, unique=True)
         laps.lap("build")
@@ -442,155 +427,6 @@ class Incremental:
         attrs = output(self.plan.root)
         ids = [attrs[names.index(k)].id for k in view.primary_key]
         return key_is_unique(self.plan.root, ids, lambda t: client.describe_table(t).user_key)
-
-    def _df_of(self, plan) -> DataFrame:
-        """A DataFrame over a Catalyst logical plan (a part of the query's optimized plan)."""
-        ss = self.session
-        jvm = ss._jvm
-        assert jvm is not None  # a classic (non-Connect) session
-        return DataFrame(
-            jvm.org.apache.spark.sql.classic.Dataset.ofRows(ss._jsparkSession, plan), ss
-        )
-
-    def _aggregate_input(self, df: DataFrame, index: int):
-        """The input of the plan's ``index``-th aggregate as a DataFrame, its grouping columns
-        (g0, ...) and its aggregate functions' arguments, as Spark Columns, from the query's
-        optimized plan."""
-        plan = df._jdf.queryExecution().optimizedPlan()
-        child, groups, agg_exprs = catalyst_aggregates(plan)[index]
-        child_df = self._df_of(child)
-        jvm = self.session._jvm
-        assert jvm is not None  # a classic (non-Connect) session
-        to_col = jvm.org.apache.spark.sql.classic.ExpressionUtils.column
-
-        def col(e) -> Column:
-            return Column(to_col(e))
-
-        group_cols = [col(e).alias(f"g{i}") for i, e in enumerate(groups)]
-        args = []
-        for ae in agg_exprs:
-            f = ae.aggregateFunction()
-            args.append([col(f.children().apply(i)) for i in range(f.children().size())])
-        return child_df, group_cols, args
-
-    def _groups_df(self, df: DataFrame, index: int) -> DataFrame:
-        """The group state of the plan's ``index``-th aggregate, computed by Spark (the layout
-        of spark_sink.ivm.state.groups_table)."""
-        agg = self.plan.aggs[index]
-        child_df, group_cols, all_args = self._aggregate_input(df, index)
-        cols = [F.count(F.lit(1)).cast("bigint").alias("nrows")]
-        for j, (a, args) in enumerate(zip(agg.aggs, all_args, strict=True)):
-            ok = F.lit(True)
-            for x in args:
-                ok = ok & x.isNotNull()
-            t = agg_state_type(a).lower()
-            nonnull = F.sum(F.when(ok, 1).otherwise(0)).cast("bigint")
-            if a.kind in ("min", "max"):
-                fn = F.min if a.kind == "min" else F.max
-                cols += [fn(args[0]).cast(t).alias(f"s{j}"), nonnull.alias(f"n{j}")]
-            elif a.distinct:
-                n = F.count_distinct(args[0]).cast("bigint").alias(f"n{j}")
-                if a.kind == "count":
-                    cols += [F.lit(0).cast("bigint").alias(f"s{j}"), n]
-                else:
-                    cols += [F.sum_distinct(args[0].cast(t)).cast(t).alias(f"s{j}"), n]
-            elif a.kind == "count":
-                cols += [F.lit(0).cast("bigint").alias(f"s{j}"), nonnull.alias(f"n{j}")]
-            elif t.startswith("decimal") and a.input_dtype.startswith("decimal"):
-                cols += [F.sum(F.when(ok, args[0])).cast(t).alias(f"s{j}"), nonnull.alias(f"n{j}")]
-            else:
-                s_j = F.sum(F.when(ok, args[0].cast(t))).cast(t).alias(f"s{j}")
-                cols += [s_j, nonnull.alias(f"n{j}")]
-            if compensated(a):  # Spark's sum, replaced by the exact pair below
-                cols.append(F.lit(0.0).cast("double").alias(f"c{j}"))
-        exact = [j for j, a in enumerate(agg.aggs) if compensated(a)]
-        if not group_cols:
-            state = child_df.agg(*cols).select(F.lit(0).cast("int").alias("g0"), "*")
-            group_cols = [F.lit(0).cast("int").alias("g0")]
-        else:
-            state = child_df.groupBy(*group_cols).agg(*cols)
-        if not exact:
-            return state
-        # A DOUBLE sum: Spark's batch sum would carry its rounding errors into every later
-        # delta; the exact sum rounded to (hi, lo) does not (spark_sink.ivm.exact_sum, loaded
-        # here: it needs pandas, which the executors' data source must not load).
-        from spark_sink.ivm.exact_sum import exact_sum_columns
-
-        pairs = []
-        for j in exact:
-            hi, lo = exact_sum_columns(all_args[j][0], agg.aggs[j].distinct)
-            pairs += [hi.alias(f"__sv_hi{j}"), lo.alias(f"__sv_lo{j}")]
-        sums = child_df.groupBy(*group_cols).agg(*pairs)
-        keys = [f"g{i}" for i in range(len(group_cols))]
-        sums = sums.select(
-            *[F.col(k).alias(f"__sv_{k}") for k in keys],
-            *[f"__sv_hi{j}" for j in exact],
-            *[f"__sv_lo{j}" for j in exact],
-        )
-        on = functools.reduce(
-            lambda a, b: a & b, [state[k].eqNullSafe(sums[f"__sv_{k}"]) for k in keys]
-        )
-        joined = state.join(sums, on, "left")
-        out = []
-        for name in state.columns:
-            j = int(name[1:]) if name[0] in "sc" and name[1:].isdigit() else -1
-            if j in exact:
-                native = F.col(name)
-                if name[0] == "s":  # a NaN or an infinity: Spark's value, and rebuilt by deltas
-                    finite = ~F.isnan(native) & (F.abs(native) < float("inf"))
-                    out.append(F.when(finite, F.col(f"__sv_hi{j}")).otherwise(native).alias(name))
-                else:
-                    out.append(F.coalesce(F.col(f"__sv_lo{j}"), F.lit(0.0)).alias(name))
-            else:
-                out.append(F.col(name))
-        return joined.select(*out)
-
-    def _matches_df(self, df: DataFrame, st) -> DataFrame:
-        """The match counts of one outer side (spark_sink.ivm.outer): the other input of the
-        plan's ``st.index``-th join, as Spark computes it, counted per non-NULL join key."""
-        join = joins(self.plan.root)[st.index]
-        cjoin = catalyst_joins(df._jdf.queryExecution().optimizedPlan())[st.index]
-        other, keys = (
-            (cjoin.right(), join.right_keys)
-            if st.column == "left"
-            else (cjoin.left(), join.left_keys)
-        )
-        other_df = self._df_of(other)
-        ids = [a.id for a in output(join.right if st.column == "left" else join.left)]
-        other_df = other_df.toDF(*[f"c{i}" for i in range(len(ids))])  # names may repeat
-        key_cols = [F.col(f"c{ids.index(k)}").alias(f"k{i}") for i, k in enumerate(keys)]
-        ok = functools.reduce(lambda a, b: a & b, [c.isNotNull() for c in key_cols])
-        return (
-            other_df.select(*key_cols)
-            .where(ok)
-            .groupBy(*[f"k{i}" for i in range(len(keys))])
-            .agg(F.count(F.lit(1)).cast("bigint").alias("n"))
-        )
-
-    def _values_df(self, df: DataFrame, st, info: TableInfo) -> DataFrame:
-        """The values state of one aggregate function (spark_sink.ivm.state.values_tables):
-        per group and distinct non-NULL value, its multiplicity and order key."""
-        agg = self.plan.aggs[st.index]
-        a = agg.aggs[st.call]
-        child_df, group_cols, all_args = self._aggregate_input(df, st.index)
-        arg = all_args[st.call][0]
-        if not group_cols:
-            group_cols = [F.lit(0).cast("int").alias("g0")]
-        rows = (
-            child_df.where(arg.isNotNull())
-            .groupBy(*group_cols, arg.alias("v"))
-            .agg(F.count(F.lit(1)).cast("bigint").alias("n"))
-        )
-        order = ValueOrder(info, a.kind == "max")
-        names = list(rows.columns)
-
-        def with_order(batches):
-            for b in batches:
-                o = pa.array([order(v) for v in b.column("v").to_pylist()], pa.binary())
-                yield pa.RecordBatch.from_arrays([*b.columns, o], [*names, "o"])
-
-        schema = StructType([*rows.schema.fields, StructField("o", BinaryType())])
-        return rows.mapInArrow(with_order, schema)
 
     # ------------------------------------------------------------------ delta
 

@@ -18,9 +18,9 @@ from kvstore.table_info import TableInfo
 from spark_sink.ivm.aggregate import AggregateState
 from spark_sink.ivm.delta import DeltaRules
 from spark_sink.ivm.expressions import EvalError
+from spark_sink.ivm.ops.aggregate import groups_table
 from spark_sink.ivm.ops.operator import ZSet, consolidate
 from spark_sink.ivm.plan import AggCall, AggRef, Aggregate, Attr, Call, Col, GroupRef, Lit, Scan
-from spark_sink.ivm.state import groups_table
 
 
 def _agg(

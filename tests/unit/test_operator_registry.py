@@ -166,3 +166,51 @@ def test_an_aggregate_line_names_its_functions():
         Scan("a", (A, K, V)),
     )
     assert operator_tree(agg)[0].startswith("Aggregate SUM(...)")
+
+
+def test_state_tables_are_declared_by_their_operators_and_built_by_role():
+    """A stateful operator declares its state tables (an aggregate its groups and values, an
+    outer join its match counts, a lookup by a non-key column its index), named as the store
+    names state tables; every role declared has one Spark builder (spark_sink.ivm.state_builds),
+    and a second builder for a role is refused."""
+    from kvstore.table_info import STATE_INFIX, owner_of_state
+    from spark_sink.ivm import state_builds
+    from spark_sink.ivm.ops.scan import index_table
+    from spark_sink.ivm.ops.state_table import STATE_INFIX as OPS_INFIX
+    from spark_sink.ivm.ops.state_table import state_name
+    from spark_sink.ivm.plan import AggCall, AggRef, GroupRef
+
+    assert OPS_INFIX == STATE_INFIX
+    assert owner_of_state(state_name("v", "groups")) == "v"
+    a, b = Scan("a", (A, K, V)), Scan("b", (B_ID, B_NAME))
+    agg = Aggregate(
+        (Col(2),),
+        ("int",),
+        (AggCall("count", (), "bigint", ""), AggCall("max", (Col(3),), "int", "int")),
+        ((K, GroupRef(0)), (Attr(7, "m", "int", True), AggRef(1))),
+        a,
+    )
+    left = Join(a, b, (2,), (4,), None, "left")
+    roles = {
+        st.role
+        for node, i in ((agg, 0), (left, 0))
+        for st in operator_for(node).state_tables(node, "v", i)
+    }
+    access = op_mod.Access("a", ("k",), "index", "k")
+    ix = index_table("v", access, {"id": "BIGINT", "k": "INT", "v": "INT"}, ("id",))
+    assert (ix.name, ix.primary_key, ix.ddl) == (
+        "v__sv_ix_a_k",
+        ("k", "p_id"),
+        "k INT, p_id BIGINT",
+    )
+    roles.add(ix.role)
+    assert roles == {"groups", "values", "matches", "index"}
+    assert operator_for(b).state_tables(b, "v", 0) == []  # a scan keeps none of its own
+    import importlib
+    import pkgutil
+
+    for m in pkgutil.iter_modules(state_builds.__path__):
+        importlib.import_module(f"{state_builds.__name__}.{m.name}")
+    assert roles <= set(state_builds._BUILDERS)
+    with pytest.raises(TypeError, match="two builders for state role 'groups'"):
+        state_builds.builds("groups")(lambda ctx, st, info: None)

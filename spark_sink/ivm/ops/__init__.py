@@ -50,7 +50,9 @@ Not wired in: outer joins, aggregates over anything but a source, MIN/MAX, DISTI
 arithmetic and casts (their Arrow kernels exist beside the row rules, tested against the
 reference, but the row rules maintain those views). Exact DOUBLE and DECIMAL sums, AVG's DECIMAL
 rounding, SUM(DISTINCT x), FILTER clauses and windows have no kernel yet; the stateful kernels
-(outer join, MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets, and their state tables
-and Spark builds are still declared outside the operator (``spark_sink.ivm.state``,
-``spark_sink.ivm.strategy``).
+(outer join, MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets.
+
+**State:** an operator declares the state tables it keeps (``Operator.state_tables``; the
+layouts and roles in ``state_table.py``), and their build on Spark is a module of
+``spark_sink.ivm.state_builds`` named after the operator, found by the table's role.
 """

@@ -42,8 +42,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_sink.ivm.delta import columnar_reason
+from spark_sink.ivm.expressions import agg_state_type, compensated, ddl_of, keeps_values
 from spark_sink.ivm.ops.arrow_expr import NotColumnar, col_name
 from spark_sink.ivm.ops.operator import Access, Operator, PkOf, Sets, ZSet, register, sees
+from spark_sink.ivm.ops.state_table import StateTable, state_name
 from spark_sink.ivm.plan import (
     Aggregate,
     Col,
@@ -184,6 +186,49 @@ def plain_source(node: Node) -> tuple[Scan, list[str]] | None:
     return None
 
 
+# ---------------------------------------------------------------------- state tables
+
+
+def groups_table(view: str, agg: Aggregate, index: int = 0) -> StateTable:
+    """The group state of the ``index``-th aggregate of the plan (pre-order)."""
+    if agg.groups:
+        cols = [f"g{i} {ddl_of(t)}" for i, t in enumerate(agg.group_dtypes)]
+        pk = tuple(f"g{i}" for i in range(len(agg.groups)))
+    else:
+        cols, pk = ["g0 INT"], ("g0",)  # one group, key 0
+    cols.append("nrows BIGINT")
+    for j, a in enumerate(agg.aggs):
+        cols += [f"s{j} {agg_state_type(a)}", f"n{j} BIGINT"]
+        if compensated(a):
+            cols.append(f"c{j} DOUBLE")
+    what = "groups" if index == 0 else f"groups_{index}"
+    return StateTable(state_name(view, what), ", ".join(cols), pk, "groups", index=index)
+
+
+def values_tables(view: str, agg: Aggregate, index: int = 0) -> list[StateTable]:
+    """Per aggregate function that keeps its values (expressions.keeps_values): the multiset of
+    its non-NULL input values per group. Key: the group's columns, then ``o``, the value's
+    memcomparable encoding (complemented for MAX, so a group's first key is its extreme);
+    columns ``v`` (the value) and ``n`` (its multiplicity, > 0)."""
+    out = []
+    for j, a in enumerate(agg.aggs):
+        if not keeps_values(a):
+            continue
+        if agg.groups:
+            cols = [f"g{i} {ddl_of(t)}" for i, t in enumerate(agg.group_dtypes)]
+            pk = tuple(f"g{i}" for i in range(len(agg.groups)))
+        else:
+            cols, pk = ["g0 INT"], ("g0",)
+        cols += ["o BINARY", f"v {ddl_of(a.input_dtype)}", "n BIGINT"]
+        what = f"values_{index}_{j}"
+        out.append(
+            StateTable(
+                state_name(view, what), ", ".join(cols), (*pk, "o"), "values", index=index, call=j
+            )
+        )
+    return out
+
+
 @register
 class AggregateOp(Operator[Aggregate]):
     """The child's change folded per group into the group state table (the epoch's
@@ -244,6 +289,9 @@ class AggregateOp(Operator[Aggregate]):
         env = {"groups": list(range(n)), "aggs": list(range(n, n + len(node.aggs)))}
         out += [(e, {}, env) for _, e in node.outputs]
         return out
+
+    def state_tables(self, node: Aggregate, view: str, index: int) -> list[StateTable]:
+        return [groups_table(view, node, index), *values_tables(view, node, index)]
 
     def explain(self, node: Aggregate) -> str:
         fns = ", ".join(

@@ -37,6 +37,7 @@ from spark_sink.ivm.ops.arrow_expr import COLUMNAR_DTYPES, NotColumnar, arrow_ex
 from spark_sink.ivm.ops.filter import FilterSpec, apply_filter
 from spark_sink.ivm.ops.keys import key_values
 from spark_sink.ivm.ops.operator import NEW, OLD, Access, Operator, PkOf, Sets, ZSet, register, sees
+from spark_sink.ivm.ops.state_table import StateTable
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, WeightOverflow, normalize_floats
 from spark_sink.ivm.plan import Expr, Join, Node
 from spark_sink.ivm.unique_keys import unique_sets
@@ -258,6 +259,18 @@ class JoinOp(Operator[Join]):
         b = rules.lookup_arrow(then, tk, key_values(a.table, [col_name(c) for c in fk]), side)
         left, right = (a, b) if first is node.left else (b, a)
         return _residual(node, inner_join(_spec(node), left, right))
+
+    def state_tables(self, node: Join, view: str, index: int) -> list[StateTable]:
+        """Per outer side, its match counts (``ops.outer_join.matches_table``)."""
+        from spark_sink.ivm.ops.outer_join import matches_table, outer_sides
+
+        out = []
+        for side in outer_sides(node):
+            other = node.right if side == "left" else node.left
+            keys = node.right_keys if side == "left" else node.left_keys
+            dtypes = {a.id: a.dtype for a in other.columns()}
+            out.append(matches_table(view, index, side, [dtypes[k] for k in keys]))
+        return out
 
     def explain(self, node: Join) -> str:
         kind = "" if node.kind == "inner" else f"{node.kind.upper()} OUTER "

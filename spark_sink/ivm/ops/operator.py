@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from spark_sink.ivm.delta import DeltaRules
+    from spark_sink.ivm.ops.state_table import StateTable
     from spark_sink.ivm.ops.zset import ArrowZSet
     from spark_sink.ivm.plan import Attr, Expr, Node
 
@@ -189,6 +190,13 @@ class Operator(Generic[N]):
     def expressions(self, node: N) -> list[tuple[Expr, dict[int, int], dict | None]]:
         """Each expression this node evaluates row by row, with the positions of the columns it
         sees and the aggregate environment (``compile_expr``'s arguments)."""
+        return []
+
+    def state_tables(self, node: N, view: str, index: int) -> list[StateTable]:
+        """The state tables this node's rules read and write (``ops.state_table``), for the
+        view ``view``; ``index``: the node's place among the plan's nodes of its type, in
+        pre-order (it names the tables). Their build on Spark is ``spark_sink.ivm.state_builds``'s,
+        by role."""
         return []
 
     def explain(self, node: N) -> str:

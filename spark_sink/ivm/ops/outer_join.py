@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_sink.ivm.expressions import ddl_of
 from spark_sink.ivm.ops.join import JoinSpec, delta_inner_join, inner_join
 from spark_sink.ivm.ops.operator import NEW, OLD, ZSet
+from spark_sink.ivm.ops.state_table import StateTable, state_name
 from spark_sink.ivm.plan import Join, Node
 
 if TYPE_CHECKING:
@@ -253,3 +255,12 @@ def pad_unmatched(out: ZSet, node: Join, kept: ZSet, other: ZSet, side: str) -> 
         if tuple(r[i] for i in ki) not in matched:
             out.rows.append(_padded(r, pad, side))
             out.weights.append(1)
+
+
+def matches_table(view: str, index: int, side: str, key_dtypes: list[str]) -> StateTable:
+    """The match counts of the ``side`` outer side of the plan's ``index``-th join (pre-order):
+    per join key (k0, ...), ``n`` rows of the other side (spark_sink.ivm.outer)."""
+    cols = [f"k{i} {ddl_of(t)}" for i, t in enumerate(key_dtypes)] + ["n BIGINT"]
+    pk = tuple(f"k{i}" for i in range(len(key_dtypes)))
+    name = state_name(view, f"matches_{index}_{side}")
+    return StateTable(name, ", ".join(cols), pk, "matches", column=side, index=index)

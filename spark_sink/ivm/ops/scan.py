@@ -25,6 +25,7 @@ from spark_sink.ivm.ops.operator import (
     columns_of,
     register,
 )
+from spark_sink.ivm.ops.state_table import StateTable, state_name
 from spark_sink.ivm.ops.zset import ArrowZSet
 from spark_sink.ivm.plan import Attr, Scan
 
@@ -44,6 +45,25 @@ def arrow_pick(table: pa.Table, attrs: tuple[Attr, ...], weights: pa.Array | Non
     cols = [table[a.name] for a in attrs]
     data = pa.Table.from_arrays(cols, names=[col_name(a.id) for a in attrs])
     return ArrowZSet.from_table(data, weights)
+
+
+def index_table(
+    view: str, access: Access, column_ddl: dict[str, str], primary_key: tuple[str, ...]
+) -> StateTable:
+    """The index state table a lookup of ``access.table`` by ``access.index_column`` reads:
+    (k the column's value, p_<key column> for each column of the table's primary key), keyed by
+    all of them (``column_ddl``: the table's column names and DDL types)."""
+    col = access.index_column
+    cols = [f"k {column_ddl[col]}"] + [f"p_{p} {column_ddl[p]}" for p in primary_key]
+    name = state_name(view, f"ix_{access.table}_{col}")
+    return StateTable(
+        name,
+        ", ".join(cols),
+        ("k", *(f"p_{p}" for p in primary_key)),
+        "index",
+        access.table,
+        col,
+    )
 
 
 def _access(rules: DeltaRules, node: Scan, ids: tuple[int, ...], values: set[tuple]) -> Access:

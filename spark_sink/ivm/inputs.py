@@ -292,7 +292,8 @@ class StoreInputs:
             )
         if not gained.num_rows:
             return rows
-        return pa.concat_tables([rows, gained.select(rows.schema.names)])
+        # the join left its columns nullable: the same table under the decoded rows' schema
+        return pa.concat_tables([rows, gained.select(rows.schema.names).cast(rows.schema)])
 
     def _index_ranges(self, ix: TableInfo, firsts: set) -> list[tuple[bytes, bytes]]:
         """The key ranges of an index state table holding the rows of each of ``firsts``."""

@@ -474,7 +474,7 @@ class Incremental:
                 za = rules.delta_arrow(plan.root)
                 laps.lap("delta")
                 writes[view.name] = self._view_mutations_arrow(view, za)
-            except (NotColumnar, WeightOverflow, pa.ArrowException) as e:
+            except (NotColumnar, WeightOverflow, pa.ArrowException, ValueError) as e:
                 # the row rules take the epoch and decide it (an error of theirs names the key)
                 self.why_rows = f"this epoch's change: {type(e).__name__}: {e}"
                 rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)

@@ -860,6 +860,94 @@ def test_an_epoch_opens_while_its_delta_is_computed(spark, views_server, vc, mon
     exact()
 
 
+def test_a_barrier_committed_while_its_delta_was_computed_ahead_is_skipped(
+    spark, views_server, vc, monkeypatch
+):
+    """Two maintainers of one view job (a restarted driver beside one still running, say): one
+    commits a barrier while the other computes its delta ahead, beside an open that lands after
+    that commit. The open finds the epoch committed: nothing is written, the barrier counts as
+    skipped, the cached last epoch is forgotten, and the next barrier is exact."""
+    from spark_sink.epoch_attempt import EpochAttempt
+
+    vc.create_table("sk_src", "id BIGINT, g INT, v BIGINT", primary_key=["id"])
+    with vc.transaction() as t:
+        for i in range(12):
+            t.put("sk_src", {"id": i, "g": i % 3, "v": i})
+
+    def maintainer() -> MaterializedView:
+        return (
+            MaterializedView.builder(spark)
+            .coordinator(views_server.address)
+            .query("SELECT g, COUNT(*) AS n, SUM(v) AS s FROM sk_src GROUP BY g")
+            .target("sk_view")
+            .primary_key("g")
+            .strategy("incremental")
+            .build()
+        )
+
+    a, b = maintainer(), maintainer()
+    assert a.job == b.job
+    b.maintain_available(until=vc.tso(), timeout=60)  # b's last epoch ends in its own commit
+    with vc.transaction() as t:
+        t.put("sk_src", {"id": 100, "g": 1, "v": 100})
+    upto = vc.tso()
+
+    # b's next open is held until a has committed that barrier; b computes its delta meanwhile
+    real_open = EpochAttempt.open.__func__
+    armed, b_opening, released = [True], threading.Event(), threading.Event()
+
+    def open_(cls, client, job, epoch, **k):
+        if armed[0]:
+            armed[0] = False
+            b_opening.set()
+            assert released.wait(30), "a never committed"
+        return real_open(cls, client, job, epoch, **k)
+
+    sb = b._strategy
+    real_ahead = sb._delta_ahead
+    errors: list[BaseException] = []
+
+    def ahead(*args, **kw):
+        got = real_ahead(*args, **kw)  # the delta, computed beside the held open
+        assert b_opening.wait(30), "b's open never came"
+
+        def run_a() -> None:
+            try:
+                a.maintain_available(until=upto, timeout=60)
+            except BaseException as e:  # reported below, in the test's thread
+                errors.append(e)
+            finally:
+                released.set()
+
+        th = threading.Thread(target=run_a)
+        th.start()
+        th.join(90)
+        return got
+
+    monkeypatch.setattr(EpochAttempt, "open", classmethod(open_))
+    monkeypatch.setattr(sb, "_delta_ahead", ahead)
+    before = sb.progress.mutations
+    b.maintain_available(until=upto, timeout=60)
+    assert not errors, errors
+    assert not armed[0], "b's open was never held"
+    pb = sb.progress
+    assert pb.skipped >= 1 and pb.mutations == before, pb  # found committed: nothing written
+    assert a._strategy.progress.barriers >= 1
+
+    monkeypatch.undo()
+    with vc.transaction() as t:
+        t.put("sk_src", {"id": 101, "g": 2, "v": 5})
+        t.delete("sk_src", {"id": 0})
+    b.maintain_available(until=vc.tso(), timeout=60)
+    assert pb.last_strategy == "delta", pb
+    snap = vc.snapshot(["sk_src", "sk_view"])
+    by: dict[int, list[int]] = {}
+    for r in snap.read("sk_src").to_pylist():
+        by.setdefault(r["g"], []).append(r["v"])
+    got = sorted((r["g"], r["n"], r["s"]) for r in snap.read("sk_view").to_pylist())
+    assert got == sorted((g, len(v), sum(v)) for g, v in by.items())
+
+
 def test_the_collector_is_paused_over_a_delta_epoch_and_not_over_a_build(
     spark, views_server, vc, monkeypatch
 ):

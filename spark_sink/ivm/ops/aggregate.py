@@ -248,7 +248,7 @@ class AggregateOp(Operator[Aggregate]):
             # the child's tree runs over Arrow (a join, say) and the fold takes its change so
             try:
                 z = rules.delta_arrow(node.child)
-            except (NotColumnar, WeightOverflow, pa.ArrowException):
+            except (NotColumnar, WeightOverflow, pa.ArrowException, ValueError):
                 pass  # the child's row rules take it
             else:
                 names = [col_name(a.id) for a in node.child.columns()]

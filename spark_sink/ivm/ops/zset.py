@@ -223,7 +223,16 @@ def concat(zsets: Sequence[ArrowZSet]) -> ArrowZSet:
     if not zsets:
         raise ValueError("concat of no Z-sets: use ArrowZSet.empty(schema)")
     first = zsets[0].table.schema
+    if all(z.table.schema.equals(first) for z in zsets[1:]):
+        return ArrowZSet(pa.concat_tables([z.table for z in zsets]))
+    # Equal but for which columns are declared NOT NULL (a decoded table says so, a join's
+    # output does not): concatenated under the schema with every column nullable
+    loose = _nullable(first)
     for z in zsets[1:]:
-        if not z.table.schema.equals(first):
+        if not _nullable(z.table.schema).equals(loose):
             raise ValueError(f"Z-sets over different schemas: {first} vs {z.table.schema}")
-    return ArrowZSet(pa.concat_tables([z.table for z in zsets]))
+    return ArrowZSet(pa.concat_tables([z.table.cast(loose) for z in zsets]))
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)

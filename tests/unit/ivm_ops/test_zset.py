@@ -140,3 +140,16 @@ def test_the_closure_sees_a_planted_spark_import():
     finally:
         planted.unlink()
     assert "pyspark.sql" in names
+
+
+def test_concat_of_z_sets_differing_only_in_declared_nullability():
+    """A decoded table declares its key NOT NULL and a join's output does not: their Z-sets
+    concatenate (every column then nullable); a different type is still refused."""
+    strict = pa.schema([pa.field("x", pa.int64(), nullable=False), pa.field(WEIGHT, pa.int64())])
+    a = ArrowZSet(pa.table({"x": [1], WEIGHT: [1]}, schema=strict))
+    b = ArrowZSet.from_table(pa.table({"x": pa.array([2], pa.int64())}), [-1])
+    both = concat([a, b])
+    assert both.to_counter() == {(1,): 1, (2,): -1}
+    assert both.table.schema.field("x").nullable
+    with pytest.raises(ValueError, match="different schemas"):
+        concat([a, ArrowZSet.from_table(pa.table({"x": ["s"]}), [1])])

@@ -161,6 +161,37 @@ def test_window_delta_equals_the_difference_of_the_batch_results():
         assert consolidate(z.rows, z.weights) == {r: w for r, w in want.items() if w}, (old, new)
 
 
+def test_a_planted_window_rule_that_never_retracts_old_rows_is_caught(monkeypatch):
+    """The harness above can fail: a rule that emits the touched partitions' new rows but never
+    retracts their old ones is told apart from the batch results."""
+    import random
+    from collections import Counter
+
+    from spark_sink.ivm.delta import DeltaRules
+    from spark_sink.ivm.ops import window as window_mod
+    from spark_sink.ivm.ops.operator import consolidate
+
+    real = window_mod._ranked
+    monkeypatch.setattr(
+        window_mod,
+        "_ranked",
+        lambda rules, node, parts, side: [] if side == "old" else real(rules, node, parts, side),
+    )
+    rng = random.Random(7)
+    node = _window_node(["row_number", "rank", "dense_rank"])
+    caught = 0
+    for _ in range(50):
+        old = {k: (k, rng.choice([1, 2]), rng.choice([None, 0, 1, 2])) for k in range(8)}
+        new = dict(old)
+        k = rng.randrange(10)
+        new[k] = (k, rng.choice([1, 2]), rng.choice([None, 0, 1, 2]))
+        z = DeltaRules(_Inputs(old, new)).delta(node)
+        want = Counter(_batch(new))
+        want.subtract(Counter(_batch(old)))
+        caught += consolidate(z.rows, z.weights) != {r: w for r, w in want.items() if w}
+    assert caught
+
+
 def test_a_null_partition_in_the_change_asks_for_a_build():
     import pytest
 

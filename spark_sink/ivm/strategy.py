@@ -468,8 +468,8 @@ class Incremental:
             matches[key] = MatchCounts(info, inputs, self.spec.target)
         rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
         writes: dict[str, list[Mutation]] = {}
-        self.why_rows = columnar_reason(plan.root)
-        if self.why_rows is None and not self.spec.one_row:
+        self.why_rows = "a one-row view" if self.spec.one_row else columnar_reason(plan.root)
+        if self.why_rows is None:
             try:
                 za = rules.delta_arrow(plan.root)
                 laps.lap("delta")

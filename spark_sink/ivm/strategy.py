@@ -43,7 +43,7 @@ from spark_sink.ivm.plan import joins, output
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.state_builds import BuildContext, state_df
 from spark_sink.ivm.unique_keys import key_is_unique
-from spark_sink.ivm.view_change import view_change
+from spark_sink.ivm.view_change import row_identity, view_change
 from spark_sink.partition_writer import (
     DirectInfo,
     direct_reader,
@@ -512,31 +512,44 @@ class Incremental:
         return n
 
     def _view_mutations(self, view: TableInfo, z: ZSet) -> list[Mutation]:
-        """PUT every row the change adds, DELETE every key it only removes."""
+        """PUT every row the change adds, DELETE every key it only removes. Rows and keys are
+        told apart as the store tells them apart (``view_change.row_identity``: a DOUBLE by its
+        bits), not by Python's equality, where -0.0 == 0.0."""
         spec = self.spec
-        net = consolidate(z.rows, z.weights)
+        cols = view.table_schema.visible_columns
+        floats = frozenset(i for i, c in enumerate(cols) if c.type.kind == "DOUBLE")
+        if floats:
+            acc: dict[tuple, list] = {}
+            for r, w in zip(z.rows, z.weights, strict=True):
+                got = acc.setdefault(row_identity(r, floats), [r, 0])
+                got[1] += w
+            net = {ident: (r, w) for ident, (r, w) in acc.items() if w}
+        else:
+            net = {r: (r, w) for r, w in consolidate(z.rows, z.weights).items()}
         if spec.one_row:
-            puts = [r for r, w in net.items() if w > 0]
+            puts = [r for r, w in net.values() if w > 0]
             if len(puts) > 1:
                 raise SchemaMismatch(f"view {spec.target!r}: a one-row view got {len(puts)} rows")
             return self._encode(view, [list(r) for r in puts], "append")
-        names = [c.name for c in view.table_schema.visible_columns]
+        names = [c.name for c in cols]
         kpos = [names.index(k) for k in view.primary_key]
+        kfloats = frozenset(j for j, i in enumerate(kpos) if i in floats)
         put: dict[tuple, tuple] = {}
-        gone: set[tuple] = set()
-        for r, w in net.items():
+        gone: dict[tuple, tuple] = {}
+        for r, w in net.values():
             key = tuple(r[i] for i in kpos)
-            if w > 1 or (w > 0 and key in put):
+            kid = row_identity(key, kfloats) if kfloats else key
+            if w > 1 or (w > 0 and kid in put):
                 raise SchemaMismatch(
                     f"view {spec.target!r}: primary key ({', '.join(view.primary_key)}) is not "
                     f"unique in the query result: {key} appears more than once; set "
                     "primary_key to columns that identify a row"
                 )
             if w > 0:
-                put[key] = r
+                put[kid] = r
             else:
-                gone.add(key)
-        deletes = [list(k) for k in gone if k not in put]
+                gone[kid] = key
+        deletes = [list(k) for kid, k in gone.items() if kid not in put]
         out = self._encode(view, [list(r) for r in put.values()], "upsert")
         if deletes:
             out += [(LockOp.DELETE, k, b"") for k in encode_keys(view, deletes)]

@@ -167,7 +167,7 @@ class DeltaRules:
     def __init__(
         self,
         inputs: Inputs,
-        aggregates: dict[int, AggregateState] | None = None,
+        aggregates: Mapping[int, AggregateState] | None = None,
         matches: Mapping[tuple[int, str], MatchCounts] | None = None,
     ) -> None:
         self.inputs = inputs

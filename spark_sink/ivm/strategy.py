@@ -35,9 +35,9 @@ from spark_sink.ivm.cost import CostModel
 from spark_sink.ivm.delta import DeltaRules, columnar_reason
 from spark_sink.ivm.index_state import index_change, index_change_rows
 from spark_sink.ivm.inputs import StoreInputs, encode_keys
-from spark_sink.ivm.ops.arrow_expr import NotColumnar
+from spark_sink.ivm.ops.arrow_expr import HANDED_BACK
 from spark_sink.ivm.ops.operator import NeedsBuild, ZSet, consolidate
-from spark_sink.ivm.ops.zset import ArrowZSet, WeightOverflow
+from spark_sink.ivm.ops.zset import ArrowZSet
 from spark_sink.ivm.outer import MatchCounts
 from spark_sink.ivm.plan import joins, output
 from spark_sink.ivm.plan_check import IncrementalPlan
@@ -466,7 +466,8 @@ class Incremental:
             info = client.describe_table(st.name)
             key = (id(all_joins[st.index]), st.column)
             matches[key] = MatchCounts(info, inputs, self.spec.target)
-        rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
+        aggregates = {id(g.agg): g for g in groups.values()}
+        rules = DeltaRules(inputs, aggregates, matches)
         writes: dict[str, list[Mutation]] = {}
         self.why_rows = "a one-row view" if self.spec.one_row else columnar_reason(plan.root)
         if self.why_rows is None:
@@ -474,10 +475,10 @@ class Incremental:
                 za = rules.delta_arrow(plan.root)
                 laps.lap("delta")
                 writes[view.name] = self._view_mutations_arrow(view, za)
-            except (NotColumnar, WeightOverflow, pa.ArrowException, ValueError) as e:
+            except HANDED_BACK as e:
                 # the row rules take the epoch and decide it (an error of theirs names the key)
                 self.why_rows = f"this epoch's change: {type(e).__name__}: {e}"
-                rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
+                rules = DeltaRules(inputs, aggregates, matches)
         self.path = "rows" if self.why_rows is not None else "columnar"
         if view.name not in writes:
             z = rules.delta(plan.root)

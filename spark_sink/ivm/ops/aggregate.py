@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from spark_sink.ivm.delta import columnar_reason
 from spark_sink.ivm.expressions import agg_state_type, compensated, ddl_of, keeps_values
-from spark_sink.ivm.ops.arrow_expr import NotColumnar, col_name
+from spark_sink.ivm.ops.arrow_expr import HANDED_BACK, col_name
 from spark_sink.ivm.ops.operator import Access, Operator, PkOf, Sets, ZSet, register, sees
 from spark_sink.ivm.ops.state_table import StateTable, state_name
 from spark_sink.ivm.plan import (
@@ -63,7 +63,6 @@ if TYPE_CHECKING:
 from spark_sink.ivm.ops.zset import (
     WEIGHT,
     ArrowZSet,
-    WeightOverflow,
     exact_group_sum,
     normalized_keys,
 )
@@ -189,13 +188,18 @@ def plain_source(node: Node) -> tuple[Scan, list[str]] | None:
 # ---------------------------------------------------------------------- state tables
 
 
-def groups_table(view: str, agg: Aggregate, index: int = 0) -> StateTable:
-    """The group state of the ``index``-th aggregate of the plan (pre-order)."""
+def _group_key(agg: Aggregate) -> tuple[list[str], tuple[str, ...]]:
+    """A group state table's key columns (their DDL) and key: g0, g1, ... of the grouping
+    expressions' types, or one INT g0 (the one group, key 0) for a global aggregate."""
     if agg.groups:
         cols = [f"g{i} {ddl_of(t)}" for i, t in enumerate(agg.group_dtypes)]
-        pk = tuple(f"g{i}" for i in range(len(agg.groups)))
-    else:
-        cols, pk = ["g0 INT"], ("g0",)  # one group, key 0
+        return cols, tuple(f"g{i}" for i in range(len(agg.groups)))
+    return ["g0 INT"], ("g0",)
+
+
+def groups_table(view: str, agg: Aggregate, index: int = 0) -> StateTable:
+    """The group state of the ``index``-th aggregate of the plan (pre-order)."""
+    cols, pk = _group_key(agg)
     cols.append("nrows BIGINT")
     for j, a in enumerate(agg.aggs):
         cols += [f"s{j} {agg_state_type(a)}", f"n{j} BIGINT"]
@@ -214,11 +218,7 @@ def values_tables(view: str, agg: Aggregate, index: int = 0) -> list[StateTable]
     for j, a in enumerate(agg.aggs):
         if not keeps_values(a):
             continue
-        if agg.groups:
-            cols = [f"g{i} {ddl_of(t)}" for i, t in enumerate(agg.group_dtypes)]
-            pk = tuple(f"g{i}" for i in range(len(agg.groups)))
-        else:
-            cols, pk = ["g0 INT"], ("g0",)
+        cols, pk = _group_key(agg)
         cols += ["o BINARY", f"v {ddl_of(a.input_dtype)}", "n BIGINT"]
         what = f"values_{index}_{j}"
         out.append(
@@ -248,7 +248,7 @@ class AggregateOp(Operator[Aggregate]):
             # the child's tree runs over Arrow (a join, say) and the fold takes its change so
             try:
                 z = rules.delta_arrow(node.child)
-            except (NotColumnar, WeightOverflow, pa.ArrowException, ValueError):
+            except HANDED_BACK:
                 pass  # the child's row rules take it
             else:
                 names = [col_name(a.id) for a in node.child.columns()]

@@ -26,6 +26,7 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_sink.ivm.ops.zset import WeightOverflow
 from spark_sink.ivm.plan import Attr, Call, Col, Expr, Lit
 
 COLUMNAR_DTYPES = frozenset({"bigint", "int", "smallint", "tinyint", "string", "boolean", "date"})
@@ -34,6 +35,17 @@ _COMPARE = {"eq": "equal", "lt": "less", "le": "less_equal", "gt": "greater", "g
 
 class NotColumnar(Exception):
     """A plan (or one expression of it) the columnar path does not take; ``str(e)`` says why."""
+
+
+# What a columnar epoch may raise that hands it to the row rules (which decide it, and raise
+# their own error where there is one): a refusal of ours, a weight leaving int64, an Arrow
+# kernel's error, a ValueError of a kernel's check (schemas that do not line up).
+HANDED_BACK: tuple[type[Exception], ...] = (
+    NotColumnar,
+    WeightOverflow,
+    pa.ArrowException,
+    ValueError,
+)
 
 
 def col_name(attr_id: int) -> str:

@@ -262,12 +262,11 @@ class JoinOp(Operator[Join]):
 
     def state_tables(self, node: Join, view: str, index: int) -> list[StateTable]:
         """Per outer side, its match counts (``ops.outer_join.matches_table``)."""
-        from spark_sink.ivm.ops.outer_join import matches_table, outer_sides
+        from spark_sink.ivm.ops.outer_join import matches_table, outer_sides, sides
 
         out = []
         for side in outer_sides(node):
-            other = node.right if side == "left" else node.left
-            keys = node.right_keys if side == "left" else node.left_keys
+            _, _, other, keys = sides(node, side)
             dtypes = {a.id: a.dtype for a in other.columns()}
             out.append(matches_table(view, index, side, [dtypes[k] for k in keys]))
         return out

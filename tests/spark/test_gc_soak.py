@@ -2,8 +2,8 @@
 
 The soak: steady updates to a fixed set of keys, a view maintained incrementally, a short
 retention, and readers that hold leased snapshots older than the retention. The data directory
-must stop growing (its size at the end within 10% of its size after 20 s, or after the first
-third of a longer run), every
+must stop growing (its size at the end within 25% of its size after 20 s, 10% of its size after
+the first third of a run of two minutes or more: tests/settled.py says why), every
 leased snapshot must read the same rows at its end as at its start, and an unleased read below
 the safepoint must fail with SnapshotTooOld. ``make test`` runs it for 45 s; ``make soak``
 for 5 minutes (SNAPVIEW_SOAK_S).
@@ -22,6 +22,7 @@ import coordinator
 from kvstore.errors import SnapshotTooOld
 from spark_sink import MaterializedView
 from tests.conftest import connected, serve, snapview_reader, wait_for
+from tests.settled import settled_failure
 
 SOAK_S = float(os.environ.get("SNAPVIEW_SOAK_S", "45"))
 RETENTION_S = 4.0
@@ -222,14 +223,11 @@ def test_soak_the_data_dir_stops_growing(spark, soak_server, sc):
     st = sc.gc_status()
     assert st.progress.versions_removed > 1000
     # The size settles once the longest hold (a leased snapshot, 6 s, on top of the 4 s
-    # retention) has been through a whole cycle: compare from 20 s (or a third of a long run).
-    third = next(s for s in sizes if s[0] >= max(SOAK_S / 3, 20.0))
+    # retention) has been through a whole cycle; the slack and why: tests/settled.py.
     end = sizes[-1]
     print(
-        f"\nsoak {SOAK_S:g}s: data dir {third[1] / 1e6:.2f} MB at {third[0]:.0f}s, "
-        f"{end[1] / 1e6:.2f} MB at {end[0]:.0f}s; LMDB used {third[2] / 1e6:.2f} -> "
-        f"{end[2] / 1e6:.2f} MB; {st.progress.versions_removed} versions collected"
+        f"\nsoak {SOAK_S:g}s: data dir {end[1] / 1e6:.2f} MB at {end[0]:.0f}s; "
+        f"LMDB used {end[2] / 1e6:.2f} MB; {st.progress.versions_removed} versions collected"
     )
-    assert end[1] <= third[1] * 1.10, ", ".join(
-        f"{t:.0f}s {d / 1e6:.2f}/{u / 1e6:.2f} MB" for t, d, u in sizes
-    )
+    failure = settled_failure(sizes, SOAK_S)
+    assert failure is None, failure

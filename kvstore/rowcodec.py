@@ -227,33 +227,73 @@ class RowCodec:
         cols = [self.schema.index[k] for k in self.schema.primary_key]
         if any(self.columns[i].type.kind in VARIABLE for i in cols):
             return None
-        n = len(values)
-        lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
-        buf = np.frombuffer(b"".join(values), dtype=np.uint8)
-        starts = np.zeros(n, dtype=np.int64)
-        np.cumsum(lens[:-1], out=starts[1:])
-        parts = [np.broadcast_to(np.frombuffer(prefix, dtype=np.uint8), (n, len(prefix)))]
-        for i in cols:
-            kind = self.columns[i].type.kind
-            w = FIXED_WIDTH[kind]
-            raw = np.ascontiguousarray(
-                buf[starts[:, None] + np.arange(self.offsets[i], self.offsets[i] + w)]
-            )
-            if kind in ("BIGINT", "TIMESTAMP", "INT", "DATE"):
-                u = raw.view(f"<u{w}").reshape(n) ^ np.array(1 << (8 * w - 1), dtype=f"<u{w}")
-                parts.append(u.astype(f">u{w}").view(np.uint8).reshape(n, w))
-            elif kind == "DOUBLE":
-                bits = raw.view("<u8").reshape(n)
-                sign = np.uint64(1 << 63)
-                key = np.where(bits & sign, ~bits, bits | sign)
-                parts.append(key.astype(">u8").view(np.uint8).reshape(n, 8))
-            elif kind == "DECIMAL":
-                be = raw[:, ::-1].copy()
-                be[:, 0] ^= 0x80
-                parts.append(be)
-            else:  # BOOLEAN
-                parts.append(raw)
+        buf, starts = _rows_buffer(values)
+        parts = [np.broadcast_to(np.frombuffer(prefix, dtype=np.uint8), (len(values), len(prefix)))]
+        parts += [self._key_part(buf, starts, i) for i in cols]
         return np.concatenate(parts, axis=1)
+
+    def keys(self, values: list[bytes], prefix: bytes) -> list[bytes]:
+        """The memcomparable key of every encoded row: the bytes ``KeyCodec.encode_values``
+        gives for its key values, made in bulk (fixed-width key columns from their slots with
+        numpy, STRING and BINARY ones sliced from each row and escaped at C speed, about 20
+        times faster per row than decoding it and encoding its key). Rows must be valid (see
+        first_invalid); the key length limit is the caller's to check."""
+        n = len(values)
+        if n == 0:
+            return []
+        mat = self.key_bytes(values, prefix)
+        if mat is not None:
+            return _split_rows(mat)
+        buf, starts = _rows_buffer(values)
+        var_at: dict[int, tuple[list[int], list[int]]] = {}  # column -> each row's [a, b)
+        off = np.full(n, self.fixed_size, dtype=np.int64)
+        for i in self.var_idx:
+            sizes = self._key_part(buf, starts, i).view("<u4").reshape(n).astype(np.int64)
+            var_at[i] = (off.tolist(), (off + sizes).tolist())
+            off = off + sizes
+        pieces: list[list[bytes]] = []  # per run of key columns, each row's bytes
+        run = [np.broadcast_to(np.frombuffer(prefix, dtype=np.uint8), (n, len(prefix)))]
+        for i in (self.schema.index[k] for k in self.schema.primary_key):
+            if self.columns[i].type.kind not in VARIABLE:
+                run.append(self._key_part(buf, starts, i))
+                continue
+            if run:
+                pieces.append(_split_rows(np.concatenate(run, axis=1)))
+                run = []
+            a, b = var_at[i]
+            # kvstore.mvcc.keys' escaping: 0x00 -> 0x00 0xFF, then the 0x00 0x01 terminator
+            pieces.append(
+                [
+                    v[x:y].replace(b"\x00", b"\x00\xff") + b"\x00\x01"
+                    for v, x, y in zip(values, a, b, strict=True)
+                ]
+            )
+        if run:
+            pieces.append(_split_rows(np.concatenate(run, axis=1)))
+        return [b"".join(parts) for parts in zip(*pieces, strict=True)]
+
+    def _key_part(self, buf: np.ndarray, starts: np.ndarray, i: int) -> np.ndarray:
+        """Column ``i``'s memcomparable key bytes of every row, (n, width) uint8, from its fixed
+        slot (for a STRING or BINARY column: the slot itself, its little-endian length)."""
+        n = len(starts)
+        kind = self.columns[i].type.kind
+        w = FIXED_WIDTH[kind]
+        raw = np.ascontiguousarray(
+            buf[starts[:, None] + np.arange(self.offsets[i], self.offsets[i] + w)]
+        )
+        if kind in ("BIGINT", "TIMESTAMP", "INT", "DATE"):
+            u = raw.view(f"<u{w}").reshape(n) ^ np.array(1 << (8 * w - 1), dtype=f"<u{w}")
+            return u.astype(f">u{w}").view(np.uint8).reshape(n, w)
+        if kind == "DOUBLE":
+            bits = raw.view("<u8").reshape(n)
+            sign = np.uint64(1 << 63)
+            key = np.where(bits & sign, ~bits, bits | sign)
+            return key.astype(">u8").view(np.uint8).reshape(n, 8)
+        if kind == "DECIMAL":
+            be = raw[:, ::-1].copy()
+            be[:, 0] ^= 0x80
+            return be
+        return raw  # BOOLEAN (and a variable column's length slot)
 
     def decode_arrow(
         self, values: list[bytes], include_hidden: bool = False, skip: int = 0
@@ -331,3 +371,20 @@ class RowCodec:
 
 def _validity(nulls: np.ndarray) -> pa.Buffer:
     return pa.py_buffer(np.packbits(~nulls, bitorder="little").tobytes())
+
+
+def _rows_buffer(values: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows joined into one uint8 buffer, and where each row starts in it."""
+    n = len(values)
+    lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
+    buf = np.frombuffer(b"".join(values), dtype=np.uint8)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    return buf, starts
+
+
+def _split_rows(mat: np.ndarray) -> list[bytes]:
+    """Each row of a uint8 matrix as bytes."""
+    width = mat.shape[1]
+    blob = np.ascontiguousarray(mat).tobytes()
+    return [blob[j * width : (j + 1) * width] for j in range(mat.shape[0])]

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvstore.errors import SchemaMismatch
+from kvstore.mvcc.keys import MAX_USER_KEY_BYTES
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.rowcodec import ROW_VERSION
 from kvstore.schema import FIXED_WIDTH, ROW_ID_COLUMN, VARIABLE, Column
@@ -154,20 +155,16 @@ class ArrowEncoder:
             return [h + p for h, p in zip(heads, var_pieces[0], strict=True)]
         return [b"".join(parts) for parts in zip(heads, *var_pieces, strict=True)]
 
-    def encode_keys(self, rows: list[bytes], batch: pa.RecordBatch | None = None) -> list[bytes]:
-        """The key of every encoded row."""
-        mat = self.codec.key_bytes(rows, self.info.prefix)
-        if mat is None:  # a variable-length key column: one at a time
+    def encode_keys(self, rows: list[bytes]) -> list[bytes]:
+        """The key of every encoded row, in bulk (``RowCodec.keys``); SchemaMismatch as
+        ``KeyCodec`` raises it for a key over the length limit."""
+        keys = self.codec.keys(rows, self.info.prefix)
+        if keys and self.codec.var_idx and max(map(len, keys)) > MAX_USER_KEY_BYTES:
+            j = next(j for j, k in enumerate(keys) if len(k) > MAX_USER_KEY_BYTES)
             kc, idx = self.info.key_codec, self.info.table_schema.index
-            pk = self.info.table_schema.primary_key
-            out = []
-            for r in rows:
-                vals = self.codec.decode_stored(r)
-                out.append(kc.encode_values(tuple(vals[idx[k]] for k in pk)))
-            return out
-        width = mat.shape[1]
-        blob = np.ascontiguousarray(mat).tobytes()
-        return [blob[j * width : (j + 1) * width] for j in range(len(rows))]
+            vals = self.codec.decode_stored(rows[j])
+            kc.encode_values(tuple(vals[idx[k]] for k in self.info.table_schema.primary_key))
+        return keys
 
     def mutations(
         self,

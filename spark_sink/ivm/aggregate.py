@@ -42,6 +42,7 @@ from spark_sink.ivm.aggregate_columnar import (
     ColumnarAggregate,
     ColumnarResult,
     Fallback,
+    StateReads,
     columnar_reason,
 )
 from spark_sink.ivm.delta import COLUMNAR_ENV, DeltaRules, columnar_switched_off
@@ -304,11 +305,7 @@ class AggregateState:
         # The columnar path (spark_sink.ivm.aggregate_columnar) when this aggregate's shape
         # allows it; ``path`` says which path the last epoch took, ``why_rows`` why not columnar.
         self.why_rows = (
-            f"{COLUMNAR_ENV} is off"
-            if columnar_switched_off()
-            else "values-keeping functions (MIN/MAX, DISTINCT)"
-            if self.values
-            else columnar_reason(agg)
+            f"{COLUMNAR_ENV} is off" if columnar_switched_off() else columnar_reason(agg)
         )
         self.path = ""
         self._columnar: ColumnarAggregate | None = None
@@ -385,17 +382,29 @@ class AggregateState:
         rules: DeltaRules,
         node: Aggregate,
         child_ids: tuple[int, ...],
-        run: Callable[[ColumnarAggregate, Callable[[list[tuple]], Any]], ColumnarResult],
+        run: Callable[[ColumnarAggregate, StateReads], ColumnarResult],
     ) -> ZSet:
         """``delta`` by the columnar path (``run`` hands it the change); Fallback (nothing
         kept) hands it to the rows."""
         if self._columnar is None:
             schema = self.table.table_schema.arrow_schema()
-            self._columnar = ColumnarAggregate(node, child_ids, schema, self.out.fns)
-        got = run(self._columnar, lambda keys: self.inputs.read_state_arrow(self.table, keys))
-        rules.lookups += got.groups_read
+            vcols = {}
+            for j, vt in self.values.items():
+                v = next(c for c in vt.info.table_schema.columns if c.name == "v")
+                vcols[j] = (v.type.kind, v.type.arrow())
+            self._columnar = ColumnarAggregate(node, child_ids, schema, self.out.fns, vcols)
+        reads = StateReads(
+            lambda keys: self.inputs.read_state_arrow(self.table, keys),
+            lambda j, keys: self.inputs.read_state_arrow(self.values[j].info, keys),
+            lambda j, groups, width: self.inputs.read_first(self.values[j].info, groups, width),
+        )
+        got = run(self._columnar, reads)
+        rules.lookups += got.groups_read + got.values_read
         self.upserts += got.upserts
         self.deletes += got.deletes
+        for j, (ups, dels) in got.values.items():
+            self.values[j].upserts += ups
+            self.values[j].deletes += dels
         self._pending = got.news
         self.path = "columnar"
         return ZSet(tuple(a.id for a, _ in node.outputs), got.rows, got.weights)

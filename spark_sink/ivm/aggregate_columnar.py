@@ -8,8 +8,17 @@ It serves the common shape, and ``columnar_reason`` says why an aggregate does n
 - every grouping expression a plain column of BIGINT, INT, SMALLINT, TINYINT, STRING, BOOLEAN
   or DATE (no floating point keys: their NaN and -0.0 grouping is the row path's);
 - every function COUNT(*) (Spark's COUNT(1)), COUNT(x, ...) of columns and literals, SUM(x) of
-  an integral column into BIGINT, or AVG(x) of an integral column into DOUBLE; none DISTINCT,
-  MIN/MAX, DOUBLE or DECIMAL sums.
+  an integral column into BIGINT, AVG(x) of an integral column into DOUBLE, or MIN(x), MAX(x)
+  or COUNT(DISTINCT x) of a column of an integral type, DATE or STRING; no SUM/AVG(DISTINCT),
+  no DOUBLE or DECIMAL sums.
+
+MIN, MAX and COUNT(DISTINCT x) keep their values (the values state table of each, key (group,
+``o``), ``o`` the value's key bytes, complemented for MAX): the change's values are consolidated
+per (group, value), their stored multiplicities read by key and joined, and the rows whose
+multiplicity changes are written. COUNT(DISTINCT) adds, per group, the values that became
+present less those that went. MIN/MAX keeps the better of the stored extreme and the best
+value touched; where the stored extreme went, the group's first few stored values are read in
+order (``read_first``, as the row path does) and the first that did not go competes.
 
 Same state layout, same output and same errors as the row path (``AggregateState``): the group
 state table (rows, per function its running sum as DECIMAL(38,0) and its non-NULL count) is read
@@ -28,13 +37,14 @@ wrap). Nothing here imports pyspark.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_sink.ivm.expressions import _INT_RANGE
+from spark_sink.ivm.expressions import _INT_RANGE, keeps_values
 from spark_sink.ivm.ops.aggregate import (
     COUNT,
     AggregateSpec,
@@ -42,12 +52,17 @@ from spark_sink.ivm.ops.aggregate import (
     nonnull_column,
     sum_column,
 )
-from spark_sink.ivm.ops.operator import ZSet
-from spark_sink.ivm.ops.zset import ArrowZSet, WeightOverflow
+from spark_sink.ivm.ops.operator import NeedsBuild, ZSet
+from spark_sink.ivm.ops.zset import ArrowZSet, WeightOverflow, exact_group_sum
 from spark_sink.ivm.plan import AggRef, Aggregate, Col, GroupRef, Lit
 
 _GROUP_DTYPES = {"bigint", "int", "smallint", "tinyint", "string", "boolean", "date"}
+# The values a MIN, MAX or COUNT(DISTINCT) keeps on this path: one value per key bytes, so the
+# change consolidates on the value itself (no DOUBLE: -0.0 and NaN are the row path's).
+_VALUE_DTYPES = {"bigint", "int", "smallint", "tinyint", "string", "date"}
+_COMPLEMENT = bytes(255 - i for i in range(256))
 _D256 = pa.decimal256(38, 0)
+MAX_FIRST_VALUES = 8192  # the store's largest range_limit (kvstore.store.SCAN_CHUNK_ROWS)
 _EXACT_DOUBLE = 2**53  # |x| below it: DECIMAL(38,0) -> DOUBLE is exact in any implementation
 
 
@@ -65,8 +80,14 @@ def columnar_reason(agg: Aggregate) -> str | None:
         if t not in _GROUP_DTYPES:
             return f"a grouping column of type {t}"
     for a in agg.aggs:
-        if a.distinct:
-            return f"{a.kind.upper()}(DISTINCT ...)"
+        if keeps_values(a):
+            if a.distinct and a.kind != "count":
+                return f"{a.kind.upper()}(DISTINCT ...)"
+            if len(a.args) != 1 or not isinstance(a.args[0], Col):
+                return f"{a.kind.upper()} of a computed expression"
+            if a.input_dtype not in _VALUE_DTYPES:
+                return f"{a.kind.upper()} of {a.input_dtype}"
+            continue
         if a.kind == "count" and all(isinstance(x, Col | Lit) for x in a.args):
             continue  # COUNT(*) is Spark's COUNT(1)
         if not all(isinstance(x, Col) for x in a.args):
@@ -92,6 +113,48 @@ class ColumnarResult:
     deletes: list[list]
     news: dict[tuple, list]
     groups_read: int
+    # per values-keeping function: its values table's rows to upsert and to delete
+    values: dict[int, tuple[list[list], list[list]]] = field(default_factory=dict)
+    values_read: int = 0
+
+
+@dataclass
+class StateReads:
+    """How the path reads the aggregate's state at the old barrier: ``groups`` the group state
+    rows of group keys; ``values`` function j's values table rows of (group..., o) keys; and
+    ``first`` the first ``width`` (o, v) of each group in function j's values table."""
+
+    groups: Callable[[list[tuple]], pa.Table]
+    values: Callable[[int, list[tuple]], pa.Table] = lambda j, keys: _no_values(j)
+    first: Callable[[int, list[tuple], int], dict[tuple, list[tuple[bytes, Any]]]] = (
+        lambda j, prefixes, width: _no_values(j)
+    )
+
+
+def _no_values(j: int) -> Any:
+    raise AssertionError(f"function {j} keeps no values")
+
+
+def value_orders(values: pa.Array, kind: str, descending: bool) -> pa.Array:
+    """The ``o`` key column of a values state table for each of ``values`` (non-NULL, of the
+    table's ``v`` column ``kind``): KeyCodec's bytes of the value, complemented for MAX (the
+    bytes ``aggregate.ValueOrder`` makes one value at a time), as one binary array."""
+    n = len(values)
+    if kind == "STRING":
+        esc = [v.encode().replace(b"\x00", b"\x00\xff") + b"\x00\x01" for v in values.to_pylist()]
+        if descending:
+            esc = [b.translate(_COMPLEMENT) for b in esc]
+        return pa.array(esc, pa.binary())
+    w = 8 if kind in ("BIGINT", "TIMESTAMP") else 4  # INT, DATE
+    ints = pc.cast(values, pa.int64() if w == 8 else pa.int32()).to_numpy(zero_copy_only=False)
+    u = ints.view(f"<u{w}") ^ np.array(1 << (8 * w - 1), dtype=f"<u{w}")
+    data = u.astype(f">u{w}").view(np.uint8)
+    if descending:
+        data = 255 - data
+    offsets = np.arange(0, (n + 1) * w, w, dtype=np.int32)
+    return pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data.tobytes())]
+    )
 
 
 class ColumnarAggregate:
@@ -103,8 +166,12 @@ class ColumnarAggregate:
         child_ids: tuple[int, ...],
         state_schema: pa.Schema,
         out_fns: list[Callable[[tuple], Any]],
+        value_columns: dict[int, tuple[str, pa.DataType]] | None = None,
     ) -> None:
+        """``value_columns``: per values-keeping function j, its values table's ``v`` column
+        (its store kind and Arrow type)."""
         self.agg = agg
+        self.values = value_columns or {}
         pos = {c: i for i, c in enumerate(child_ids)}
         self.ng = len(agg.groups)
         self.gnames = [f"g{i}" for i in range(self.ng)]
@@ -122,8 +189,10 @@ class ColumnarAggregate:
                 self.inputs.append(None)  # COUNT(*), COUNT(1): every row
             else:
                 self.inputs.append((f"x{j}", cols))
+        # (a values-keeping function's input is its value, folded by _values, not summed)
         self.spec = AggregateSpec(
-            tuple(self.gnames), tuple(name for name, _ in filter(None, self.inputs))
+            tuple(self.gnames),
+            tuple(inp[0] for j, inp in enumerate(self.inputs) if inp and j not in self.values),
         )
         self.out_fns = out_fns
         # Output expressions that are plain references are picked, not evaluated per row.
@@ -140,13 +209,13 @@ class ColumnarAggregate:
 
     # ------------------------------------------------------------------ the epoch
 
-    def run(self, child: ZSet, read_state: Callable[[list[tuple]], pa.Table]) -> ColumnarResult:
+    def run(self, child: ZSet, reads: StateReads) -> ColumnarResult:
         """The aggregate's change from its child's change ``child``, the stored states read by
-        ``read_state`` (group keys -> state rows at the old barrier). ``Fallback`` when the
-        row path must take it; nothing is kept before it returns."""
+        ``reads`` (at the old barrier). ``Fallback`` when the row path must take it; nothing
+        is kept before it returns."""
         try:
             cols = self._columns_of_rows(child.rows)
-            return self._run(cols, pa.array(child.weights, pa.int64()), read_state)
+            return self._run(cols, pa.array(child.weights, pa.int64()), reads)
         except (WeightOverflow, pa.ArrowInvalid) as e:
             raise Fallback(str(e)) from None
 
@@ -155,24 +224,31 @@ class ColumnarAggregate:
         change: pa.Table,
         weights: pa.Array,
         names: list[str],
-        read_state: Callable[[list[tuple]], pa.Table],
+        reads: StateReads,
     ) -> ColumnarResult:
         """``run`` over a child's change given as Arrow: ``change``'s rows with ``weights``,
         the child's column at position i (of ``child_ids``) being ``change[names[i]]`` (a
         source's change scan, decoded in bulk, with no tuple per row)."""
         try:
-            return self._run(self._columns_of_arrow(change, names), weights, read_state)
+            return self._run(self._columns_of_arrow(change, names), weights, reads)
         except (WeightOverflow, pa.ArrowInvalid) as e:
             raise Fallback(str(e)) from None
 
-    def _run(
-        self, cols: dict[str, Any], weights: pa.Array, read_state: Callable[[list[tuple]], pa.Table]
-    ) -> ColumnarResult:
+    def _run(self, cols: dict[str, Any], weights: pa.Array, reads: StateReads) -> ColumnarResult:
         z = ArrowZSet.from_table(pa.table(cols), weights)
         delta = fold_changes(self.spec, z)
+        changes = {j: self._value_change(z, j) for j in self.values}
+        if changes:  # a group whose values alone changed (an update of x) is touched too
+            delta = self._with_value_groups(delta, changes)
         keys = list(zip(*[delta[n].to_pylist() for n in self.gnames], strict=True))
-        old = read_state(keys)
+        old = reads.groups(keys)
         both = delta.join(old, keys=self.gnames, join_type="left outer")
+        values: dict[int, tuple[list[list], list[list]]] = {}
+        gone: dict[int, pa.Table] = {}
+        values_read = 0
+        for j, change in changes.items():
+            both, values[j], gone[j] = self._values(both, change, j, reads)
+            values_read += change.num_rows
         had = pc.is_valid(both["nrows"])
         old_rows = pc.fill_null(both["nrows"], 0)
         new_rows = pc.add_checked(old_rows, both[COUNT])
@@ -183,8 +259,20 @@ class ColumnarAggregate:
         olds, news = [], []  # per function: (running sum, non-NULL count), old and new
         for j, a in enumerate(self.agg.aggs):
             s_type = both.schema.field(f"s{j}").type
-            s_old = pc.fill_null(both[f"s{j}"], pa.scalar(0, pa.int64()).cast(s_type))
             n_old = pc.fill_null(both[f"n{j}"], 0)
+            if j in self.values:
+                s_old = both[f"s{j}"]
+                if a.distinct:  # COUNT(DISTINCT x): the values that came less those that went
+                    s_old = pc.fill_null(s_old, pa.scalar(0, s_type))
+                    s_new, n_new = s_old, pc.add_checked(n_old, both[f"__vd{j}"])
+                else:
+                    n_new = pc.add_checked(n_old, both[f"__vc{j}"])
+                    s_new, extra = self._extreme(both, j, n_new, gone[j], reads)
+                    values_read += extra
+                olds.append((s_old, n_old))
+                news.append((s_new, n_new))
+                continue
+            s_old = pc.fill_null(both[f"s{j}"], pa.scalar(0, pa.int64()).cast(s_type))
             inp = self.inputs[j]
             if inp is None:
                 n_delta = both[COUNT]
@@ -201,7 +289,150 @@ class ColumnarAggregate:
                 s_new = pc.cast(pc.add_checked(pc.cast(s_old, _D256), d), s_type)
             olds.append((s_old, n_old))
             news.append((s_new, n_new))
-        return self._emit(both, had, new_rows, old_present, new_present, olds, news)
+        got = self._emit(both, had, new_rows, old_present, new_present, olds, news)
+        got.values = values
+        got.values_read = values_read
+        return got
+
+    # ------------------------------------------------------------------ kept values
+
+    def _value_change(self, z: ArrowZSet, j: int) -> pa.Table:
+        """Function j's change of values per (group, value): its non-NULL input values with
+        their weights summed (``__w``), rows that cancel dropped."""
+        t = pa.table(
+            {**{g: z.table[g] for g in self.gnames}, "v": z.table[f"x{j}"], "__w": z.weights}
+        )
+        t = t.filter(pc.is_valid(t["v"]))
+        out = exact_group_sum(t, [*self.gnames, "v"], ["__w"])
+        return out.filter(pc.not_equal(out["__w"], 0))
+
+    def _with_value_groups(self, delta: pa.Table, changes: dict[int, pa.Table]) -> pa.Table:
+        """The fold's groups and every group whose values changed, the fold's columns 0 where
+        it had no row (its plain deltas summed to nothing)."""
+        groups = pa.table(
+            {
+                g: pa.chunked_array(
+                    [*delta[g].chunks, *(k for c in changes.values() for k in c[g].chunks)],
+                    delta[g].type,
+                )
+                for g in self.gnames
+            }
+        )
+        groups = groups.group_by(self.gnames, use_threads=False).aggregate([])
+        out = groups.join(delta, keys=self.gnames, join_type="left outer")
+        for name in self.spec.delta_columns():
+            i = out.schema.get_field_index(name)
+            out = out.set_column(i, name, pc.fill_null(out[name], 0))
+        return out
+
+    def _values(
+        self, both: pa.Table, change: pa.Table, j: int, reads: StateReads
+    ) -> tuple[pa.Table, tuple[list[list], list[list]], pa.Table]:
+        """Function j's values change applied: its rows' stored multiplicities read and joined,
+        the values table's upserts and deletes, and per group (joined into ``both``) the
+        non-NULL count's change ``__vc{j}``, the best value present among those touched
+        ``__vb{j}`` (MIN/MAX) or the distinct count's change ``__vd{j}`` (DISTINCT). Also the
+        (group, value, o) rows whose multiplicity fell to 0."""
+        a = self.agg.aggs[j]
+        kind, _ = self.values[j]
+        o = value_orders(change["v"], kind, a.kind == "max")
+        change = change.append_column("o", o)
+        keys = list(zip(*[change[g].to_pylist() for g in self.gnames], o.to_pylist(), strict=True))
+        stored = reads.values(j, keys).select([*self.gnames, "v", "n"])
+        m = change.join(stored, keys=[*self.gnames, "v"], join_type="left outer")
+        n_old = pc.fill_null(m["n"], 0)
+        n_new = pc.add_checked(n_old, m["__w"])
+        if pc.any(pc.less(n_new, 0)).as_py():
+            raise Fallback(f"a value of function {j} would occur a negative number of times")
+        now = pc.greater(n_new, 0)
+        went = pc.and_(pc.greater(n_old, 0), pc.equal(n_new, 0))
+        cols = [*self.gnames, "o", "v"]
+        kept = m.filter(now)
+        upserts = _rows(kept.select(cols), kept_n=pc.filter(n_new, now))
+        gone = m.filter(went).select(cols)
+        deletes = _rows(gone, kept_n=pa.array([0] * gone.num_rows, pa.int64()))
+        per_group: list[tuple[str, str, pa.Table]] = []
+        if a.distinct:
+            d = distinct_change(n_old, n_new)
+            t = pa.table({**{g: m[g] for g in self.gnames}, f"__vd{j}": d})
+            per_group.append((f"__vd{j}", "sum", t))
+        else:
+            t = m.select([*self.gnames, "__w"]).rename_columns([*self.gnames, f"__vc{j}"])
+            per_group.append((f"__vc{j}", "sum", t))
+            best = (
+                m.filter(now).select([*self.gnames, "v"]).rename_columns([*self.gnames, f"__vb{j}"])
+            )
+            per_group.append((f"__vb{j}", a.kind, best))
+        for name, fn, t in per_group:
+            g = t.group_by(self.gnames, use_threads=False).aggregate([(name, fn)])
+            g = g.rename_columns([*self.gnames, name])
+            both = both.join(g, keys=self.gnames, join_type="left outer")
+            if fn == "sum":
+                i = both.schema.get_field_index(name)
+                both = both.set_column(i, name, pc.fill_null(both[name], 0))
+        return both, (upserts, deletes), gone
+
+    def _extreme(
+        self, both: pa.Table, j: int, n_new: pa.ChunkedArray, gone: pa.Table, reads: StateReads
+    ) -> tuple[pa.ChunkedArray, int]:
+        """MIN/MAX function j's new value per group of ``both``: NULL where no non-NULL value
+        remains, else the better of the stored extreme and the best value touched; where the
+        stored extreme went, the group's first stored values that did not go compete instead
+        of it (``reads.first``). Also how many groups were read so."""
+        kind = self.agg.aggs[j].kind
+        s_old, best = both[f"s{j}"], both[f"__vb{j}"]
+        better = pc.min_element_wise if kind == "min" else pc.max_element_wise
+        s_new = better(s_old, best, skip_nulls=True)
+        # the groups whose stored extreme went: its (group, value) among the gone rows
+        olds = pa.table({**{g: both[g] for g in self.gnames}, "v": s_old}).filter(
+            pc.is_valid(s_old)
+        )
+        went = gone.join(olds, keys=[*self.gnames, "v"], join_type="inner")
+        if went.num_rows:
+            s_new = self._reread(both, j, s_new, went, gone, reads)
+        s_new = pc.if_else(pc.greater(n_new, 0), s_new, pa.scalar(None, s_old.type))
+        return s_new, went.num_rows
+
+    def _reread(
+        self,
+        both: pa.Table,
+        j: int,
+        s_new: pa.ChunkedArray,
+        went: pa.Table,
+        gone: pa.Table,
+        reads: StateReads,
+    ) -> pa.ChunkedArray:
+        """``s_new`` with each group of ``went`` (whose stored extreme went) given the better of
+        its best touched value and its first stored value that did not go."""
+        kind = self.values[j][0]
+        descending = self.agg.aggs[j].kind == "max"
+        gone_o: dict[tuple, set[bytes]] = {}
+        gcols = [gone[g].to_pylist() for g in self.gnames]
+        for *key, o in zip(*gcols, gone["o"].to_pylist(), strict=True):
+            gone_o.setdefault(tuple(key), set()).add(o)
+        groups = list(zip(*[went[g].to_pylist() for g in self.gnames], strict=True))
+        width = max(len(gone_o[g]) for g in groups) + 1
+        if width > MAX_FIRST_VALUES:
+            raise NeedsBuild(
+                f"{width - 1} values of one group's {self.agg.aggs[j].kind.upper()} went in one "
+                "barrier"
+            )
+        first = reads.first(j, groups, width)
+        cols = [both[g].to_pylist() for g in self.gnames]
+        at = {g: i for i, g in enumerate(zip(*cols, strict=True))}
+        best = both[f"__vb{j}"].to_pylist()
+        out = s_new.to_pylist()
+        for g in groups:
+            i = at[g]
+            cand = [v for o, v in first.get(g, []) if o not in gone_o[g]][:1]
+            if best[i] is not None:
+                cand.append(best[i])
+            if not cand:
+                out[i] = None
+                continue
+            orders = value_orders(pa.array(cand, s_new.type), kind, descending).to_pylist()
+            out[i] = cand[orders.index(min(orders))]
+        return pa.chunked_array([pa.array(out, s_new.type)])
 
     def _columns_of_rows(self, rows: list[tuple]) -> dict[str, Any]:
         """The fold's input columns (groups, then each function's input) from tuples."""
@@ -215,6 +446,9 @@ class ColumnarAggregate:
             name, ps = inp
             j = int(name[1:])
             vals: list[Any]
+            if j in self.values:
+                cols[name] = pa.array([r[ps[0]] for r in rows], type=self.values[j][1])
+                continue
             if self.agg.aggs[j].kind == "count":
                 if ps == [-1]:
                     vals = [None] * len(rows)
@@ -238,7 +472,9 @@ class ColumnarAggregate:
         for inp in filter(None, self.inputs):
             name, ps = inp
             j = int(name[1:])
-            if self.agg.aggs[j].kind != "count":
+            if j in self.values:
+                cols[name] = pc.cast(change[names[ps[0]]], self.values[j][1])
+            elif self.agg.aggs[j].kind != "count":
                 cols[name] = pc.cast(change[names[ps[0]]], pa.int64())
             elif ps == [-1]:
                 cols[name] = pa.nulls(n, pa.int64())
@@ -257,6 +493,8 @@ class ColumnarAggregate:
         a = self.agg.aggs[j]
         if a.kind == "count":
             return n.to_pylist()
+        if a.kind in ("min", "max"):
+            return s.to_pylist()  # NULL where no non-NULL value is kept
         empty = pc.equal(n, 0)
         if a.kind == "sum":
             total = pc.cast(s, pa.int64())  # ArrowInvalid (-> Fallback) where BIGINT overflows
@@ -319,3 +557,18 @@ class ColumnarAggregate:
             elif h:
                 deletes.append([*g, *vals])
         return ColumnarResult(out_rows, weights, upserts, deletes, new_states, len(groups))
+
+
+def distinct_change(n_old: Any, n_new: Any) -> Any:
+    """Per (group, value) row, how it changes the group's distinct count: +1 for a value that
+    became present, -1 for one that went, else 0."""
+    return pc.subtract(
+        pc.cast(pc.greater(n_new, 0), pa.int64()), pc.cast(pc.greater(n_old, 0), pa.int64())
+    )
+
+
+def _rows(t: pa.Table, kept_n: pa.Array | pa.ChunkedArray) -> list[list]:
+    """The values table rows [group..., o, v, n] of ``t`` (group..., o, v) with counts
+    ``kept_n``, as the row path writes them."""
+    cols = [t[c].to_pylist() for c in t.column_names]
+    return [list(r) for r in zip(*cols, kept_n.to_pylist(), strict=True)]

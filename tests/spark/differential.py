@@ -147,6 +147,14 @@ CASES = [
         ("count distinct", "double sum"),
     ),
     ViewCase(
+        "v_minmax_kept",
+        "SELECT customer, MIN(qty) AS lo, MAX(qty) AS hi, MIN(item) AS first_item, "
+        "MAX(item) AS last_item, COUNT(DISTINCT item) AS items, MAX(placed) AS last_day, "
+        "COUNT(*) AS n, SUM(qty) AS sq FROM orders GROUP BY customer",
+        ("customer",),
+        ("min/max and count distinct on the columnar path", "deleting the current extreme"),
+    ),
+    ViewCase(
         "v_sum_distinct",
         "SELECT region, SUM(DISTINCT tier) AS st, AVG(DISTINCT tier) AS at FROM customers "
         "GROUP BY region",

@@ -8,6 +8,7 @@ columnar merge must be caught."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from decimal import Decimal
 
 import pyarrow as pa
@@ -51,6 +52,34 @@ def _agg(
     return Aggregate((Col(1),), (group_dtype,), aggs, outs, scan)
 
 
+_ARROW = {
+    "int": pa.int32(),
+    "bigint": pa.int64(),
+    "string": pa.string(),
+    "boolean": pa.bool_(),
+    "date": pa.date32(),
+}
+
+
+def change_table(scan: Scan, change: ZSet) -> tuple[pa.Table, pa.Array]:
+    """A source's change as StoreInputs.changes_arrow gives it: its rows as one Arrow table
+    over the source's columns, and their weights."""
+    cols = list(zip(*change.rows, strict=True)) or [[] for _ in scan.attrs]
+    data = pa.table(
+        {a.name: pa.array(c, _ARROW[a.dtype]) for a, c in zip(scan.attrs, cols, strict=True)}
+    )
+    return data, pa.array(change.weights, pa.int64())
+
+
+def state_table(info: TableInfo, rows: dict[tuple, list], keys: list[tuple]) -> pa.Table:
+    """The stored rows of ``keys`` (key -> the values after it), as read_state_arrow gives
+    them: one Arrow table over the state table's columns, absent keys skipped."""
+    schema = info.table_schema.arrow_schema()
+    found = [(*k, *rows[k]) for k in sorted(set(keys), key=repr) if k in rows]
+    cols = list(zip(*found, strict=True)) if found else [[] for _ in schema]
+    return pa.table([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema)
+
+
 class _StateRows:
     """The group state table between epochs: key -> the state row's values after the key
     (what both paths read at the old barrier), kept from the upserts and deletes they wrote."""
@@ -72,25 +101,13 @@ class _StateRows:
 
     def changes_arrow(self, table: str) -> tuple[pa.Table, pa.Array]:
         assert self.scan is not None
-        types = {"int": pa.int32(), "bigint": pa.int64(), "string": pa.string()}
-        types["boolean"] = pa.bool_()
-        cols = list(zip(*self.change.rows, strict=True)) or [[] for _ in self.scan.attrs]
-        data = pa.table(
-            {
-                a.name: pa.array(c, types[a.dtype])
-                for a, c in zip(self.scan.attrs, cols, strict=True)
-            }
-        )
-        return data, pa.array(self.change.weights, pa.int64())
+        return change_table(self.scan, self.change)
 
     def read_state(self, info: TableInfo, keys: list[tuple]) -> dict[tuple, list]:
         return {k: list(self.rows[k]) for k in keys if k in self.rows}
 
     def read_state_arrow(self, info: TableInfo, keys: list[tuple]) -> pa.Table:
-        schema = info.table_schema.arrow_schema()
-        found = [(*k, *self.rows[k]) for k in sorted(set(keys)) if k in self.rows]
-        cols = list(zip(*found, strict=True)) if found else [[] for _ in schema]
-        return pa.table([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema)
+        return state_table(info, self.rows, keys)
 
     def apply(self, upserts: list[list], deletes: list[list], ng: int) -> None:
         for r in upserts:
@@ -104,13 +121,13 @@ def _state_info(agg: Aggregate) -> TableInfo:
     return TableInfo(st.name, 77, st.ddl, st.primary_key, kind="state")
 
 
-def _epoch(agg: Aggregate, info: TableInfo, store: _StateRows, z: ZSet, columnar_on: bool | str):
-    """One epoch of the aggregate over change ``z``: by the row path, the columnar path over
-    tuples (True), or the columnar path over the source's change as Arrow ("arrow")."""
-    st = AggregateState(agg, info, store, "v")  # type: ignore[arg-type]
-    if not columnar_on:
+def run_epoch(st: AggregateState, agg: Aggregate, store, z: ZSet, how: bool | str):
+    """Run ``st``'s epoch over change ``z`` by the row path ("rows"), the columnar path over
+    tuples (True, "columnar") or over the source's change as Arrow ("arrow"): the output change
+    and every touched group's new state values."""
+    if how == "rows":
         st.why_rows = "held to the row path by the test"
-    if columnar_on == "arrow":
+    if how == "arrow":
         store.change = z
         scan = agg.child
         names = [a.name for a in scan.attrs]  # type: ignore[attr-defined]
@@ -118,34 +135,59 @@ def _epoch(agg: Aggregate, info: TableInfo, store: _StateRows, z: ZSet, columnar
     else:
         out = st.delta(DeltaRules(store), agg, z)  # type: ignore[arg-type]
     st.lookup(DeltaRules(store), agg, [0], set(), "new")  # materializes the pending new states
-    news = {g: s.as_values(st.lay) for g, s in st.new.items()}
+    return out, {g: s.as_values(st.lay) for g, s in st.new.items()}
+
+
+def _epoch(agg: Aggregate, info: TableInfo, store: _StateRows, z: ZSet, columnar_on: bool | str):
+    """One epoch of the aggregate over change ``z``: by the row path, the columnar path over
+    tuples (True), or the columnar path over the source's change as Arrow ("arrow")."""
+    st = AggregateState(agg, info, store, "v")  # type: ignore[arg-type]
+    out, news = run_epoch(st, agg, store, z, "rows" if not columnar_on else columnar_on)
     # (the order of the state rows does not matter: a write sorts them by key)
     upserts, deletes = sorted(st.upserts, key=repr), sorted(st.deletes, key=repr)
     return st.path, consolidate(out.rows, out.weights), upserts, deletes, news
 
 
-def _change(rng: random.Random, live: list[tuple], group_values: list) -> ZSet:
-    """A random change: inserts, deletes of live rows, updates (both), NULL x and y."""
+def random_change(
+    rng: random.Random,
+    live: list[tuple],
+    most: int,
+    p_delete: float,
+    fresh: Callable[[], tuple],
+    moved: Callable[[tuple], tuple],
+) -> ZSet:
+    """A random change of 1 to ``most`` - 1 rows: with probability ``p_delete`` a live row
+    deleted, half of those updated (the new image ``moved(old)``), else ``fresh()`` inserted.
+    ``live`` follows it."""
     rows, weights = [], []
-    for _ in range(rng.randrange(1, 40)):
+    for _ in range(rng.randrange(1, most)):
         r = rng.random()
-        if live and r < 0.4:
+        if live and r < p_delete:
             old = live.pop(rng.randrange(len(live)))
             rows.append(old)
             weights.append(-1)
-            if r < 0.2:  # an update: the new image too
-                new = (rng.choice(group_values), *old[1:])
-                rows.append(new)
+            if r < p_delete / 2:  # an update: the new image too
+                rows.append(moved(old))
                 weights.append(1)
-                live.append(new)
+                live.append(rows[-1])
             continue
+        rows.append(fresh())
+        weights.append(1)
+        live.append(rows[-1])
+    return ZSet(tuple(range(1, len(rows[0]) + 1)), rows, weights)
+
+
+def _change(rng: random.Random, live: list[tuple], group_values: list) -> ZSet:
+    """A random change: inserts, deletes of live rows, updates of the group, NULL x and y."""
+
+    def fresh() -> tuple:
         x = None if rng.random() < 0.15 else rng.randrange(-(10**12), 10**12)
         y = None if rng.random() < 0.3 else "s"
-        new = (rng.choice(group_values), x, y)
-        rows.append(new)
-        weights.append(1)
-        live.append(new)
-    return ZSet((1, 2, 3), rows, weights)
+        return (rng.choice(group_values), x, y)
+
+    return random_change(
+        rng, live, 40, 0.4, fresh, lambda old: (rng.choice(group_values), *old[1:])
+    )
 
 
 @pytest.mark.parametrize(

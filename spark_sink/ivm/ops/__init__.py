@@ -42,11 +42,13 @@ or building state on Spark belongs in other modules.
   (``DeltaRules.delta_arrow``; the view's PUTs and DELETEs from ``spark_sink.ivm.view_change``;
   ``tests/unit/test_columnar_delta.py`` holds it to a plain evaluator and to the row path).
 - ``aggregate.fold_changes`` folds the change of every grouped COUNT/SUM/AVG over integral
-  columns right over a source (``spark_sink.ivm.aggregate_columnar``, the columnar aggregate
-  path; its reference ``tests/unit/test_aggregate_columnar.py``).
+  columns, over a source or a tree that runs over Arrow, and MIN/MAX and COUNT(DISTINCT x) of
+  integral, DATE and STRING columns keep their values tables over Arrow
+  (``spark_sink.ivm.aggregate_columnar``, the columnar aggregate path; its references
+  ``tests/unit/test_aggregate_columnar.py`` and ``test_aggregate_values_columnar.py``).
 - Index state tables follow their source's change over Arrow (``spark_sink.ivm.index_state``).
 
-Not wired in: outer joins, aggregates over anything but a source, MIN/MAX, DISTINCT, windows,
+Not wired in: outer joins, SELECT DISTINCT, windows,
 arithmetic and casts (their Arrow kernels exist beside the row rules, tested against the
 reference, but the row rules maintain those views). Exact DOUBLE and DECIMAL sums, AVG's DECIMAL
 rounding, SUM(DISTINCT x), FILTER clauses and windows have no kernel yet; the stateful kernels

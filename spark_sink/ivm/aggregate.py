@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import localcontext
 from fractions import Fraction
@@ -57,6 +56,7 @@ from spark_sink.ivm.expressions import (
 )
 from spark_sink.ivm.ops.operator import NEW, NeedsBuild, ZSet
 from spark_sink.ivm.plan import Aggregate, Node, Scan, output
+from spark_sink.ivm.read_pool import read_pool
 
 if TYPE_CHECKING:
     from kvstore.table_info import TableInfo
@@ -416,13 +416,14 @@ class AggregateState:
         # The group states and every values table's touched multiplicities are read at once:
         # their keys follow from the change alone, and the requests overlap on the server.
         touched = {j: self._touched(vt, folded) for j, vt in self.values.items()}
-        with ThreadPoolExecutor(max_workers=1 + len(touched)) as pool:
-            groups = pool.submit(self._read, list(folded))
-            stored = {
-                j: pool.submit(self.inputs.read_state, self.values[j].info, keys)
-                for j, (_, keys) in touched.items()
-            }
-            old_states = groups.result()
+        pool = read_pool()
+        stored = {
+            j: pool.submit(self.inputs.read_state, self.values[j].info, keys)
+            for j, (_, keys) in touched.items()
+        }
+        try:
+            old_states = self._read(list(folded))  # in this thread, beside the values reads
+        finally:
             multiplicities = {j: f.result() for j, f in stored.items()}
         rules.lookups += len(folded)
         with localcontext(WIDE_DECIMALS):  # exact DECIMAL sums, as in GroupDeltas.fold

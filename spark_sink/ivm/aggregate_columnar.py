@@ -55,6 +55,7 @@ from spark_sink.ivm.ops.aggregate import (
 from spark_sink.ivm.ops.operator import NeedsBuild, ZSet
 from spark_sink.ivm.ops.zset import ArrowZSet, WeightOverflow, exact_group_sum
 from spark_sink.ivm.plan import AggRef, Aggregate, Col, GroupRef, Lit
+from spark_sink.ivm.read_pool import read_pool
 
 _GROUP_DTYPES = {"bigint", "int", "smallint", "tinyint", "string", "boolean", "date"}
 # The values a MIN, MAX or COUNT(DISTINCT) keeps on this path: one value per key bytes, so the
@@ -241,13 +242,24 @@ class ColumnarAggregate:
         if changes:  # a group whose values alone changed (an update of x) is touched too
             delta = self._with_value_groups(delta, changes)
         keys = list(zip(*[delta[n].to_pylist() for n in self.gnames], strict=True))
-        old = reads.groups(keys)
-        both = delta.join(old, keys=self.gnames, join_type="left outer")
+        keyed = {j: self._with_orders(change, j) for j, change in changes.items()}
+        if keyed:
+            # The group states and every values table's touched rows are read at once: their
+            # keys follow from the change alone, and the requests overlap on the server.
+            pool = read_pool()
+            kept = {j: pool.submit(reads.values, j, k) for j, (_, k) in keyed.items()}
+            try:
+                old = reads.groups(keys)  # in this thread, beside the values reads
+            finally:
+                stored = {j: f.result() for j, f in kept.items()}
+        else:
+            old = reads.groups(keys)
+        both = delta.join(old, keys=self.gnames, join_type="left outer", use_threads=False)
         values: dict[int, tuple[list[list], list[list]]] = {}
         gone: dict[int, pa.Table] = {}
         values_read = 0
-        for j, change in changes.items():
-            both, values[j], gone[j] = self._values(both, change, j, reads)
+        for j, (change, _) in keyed.items():
+            both, values[j], gone[j] = self._values(both, change, stored[j], j)
             values_read += change.num_rows
         had = pc.is_valid(both["nrows"])
         old_rows = pc.fill_null(both["nrows"], 0)
@@ -319,27 +331,32 @@ class ColumnarAggregate:
             }
         )
         groups = groups.group_by(self.gnames, use_threads=False).aggregate([])
-        out = groups.join(delta, keys=self.gnames, join_type="left outer")
+        out = groups.join(delta, keys=self.gnames, join_type="left outer", use_threads=False)
         for name in self.spec.delta_columns():
             i = out.schema.get_field_index(name)
             out = out.set_column(i, name, pc.fill_null(out[name], 0))
         return out
 
-    def _values(
-        self, both: pa.Table, change: pa.Table, j: int, reads: StateReads
-    ) -> tuple[pa.Table, tuple[list[list], list[list]], pa.Table]:
-        """Function j's values change applied: its rows' stored multiplicities read and joined,
-        the values table's upserts and deletes, and per group (joined into ``both``) the
-        non-NULL count's change ``__vc{j}``, the best value present among those touched
-        ``__vb{j}`` (MIN/MAX) or the distinct count's change ``__vd{j}`` (DISTINCT). Also the
-        (group, value, o) rows whose multiplicity fell to 0."""
-        a = self.agg.aggs[j]
-        kind, _ = self.values[j]
-        o = value_orders(change["v"], kind, a.kind == "max")
+    def _with_orders(self, change: pa.Table, j: int) -> tuple[pa.Table, list[tuple]]:
+        """Function j's value change with each value's ``o`` appended, and the values table
+        keys (group..., o) to read."""
+        o = value_orders(change["v"], self.values[j][0], self.agg.aggs[j].kind == "max")
         change = change.append_column("o", o)
         keys = list(zip(*[change[g].to_pylist() for g in self.gnames], o.to_pylist(), strict=True))
-        stored = reads.values(j, keys).select([*self.gnames, "v", "n"])
-        m = change.join(stored, keys=[*self.gnames, "v"], join_type="left outer")
+        return change, keys
+
+    def _values(
+        self, both: pa.Table, change: pa.Table, stored: pa.Table, j: int
+    ) -> tuple[pa.Table, tuple[list[list], list[list]], pa.Table]:
+        """Function j's values change (``_with_orders``) applied: its rows' stored
+        multiplicities (``stored``, the values table's rows of its keys) joined, the values
+        table's upserts and deletes, and per group (joined into ``both``) the non-NULL count's
+        change ``__vc{j}``, the best value present among those touched ``__vb{j}`` (MIN/MAX) or
+        the distinct count's change ``__vd{j}`` (DISTINCT). Also the (group, value, o) rows
+        whose multiplicity fell to 0."""
+        a = self.agg.aggs[j]
+        stored = stored.select([*self.gnames, "v", "n"])
+        m = change.join(stored, keys=[*self.gnames, "v"], join_type="left outer", use_threads=False)
         n_old = pc.fill_null(m["n"], 0)
         n_new = pc.add_checked(n_old, m["__w"])
         if pc.any(pc.less(n_new, 0)).as_py():
@@ -366,7 +383,7 @@ class ColumnarAggregate:
         for name, fn, t in per_group:
             g = t.group_by(self.gnames, use_threads=False).aggregate([(name, fn)])
             g = g.rename_columns([*self.gnames, name])
-            both = both.join(g, keys=self.gnames, join_type="left outer")
+            both = both.join(g, keys=self.gnames, join_type="left outer", use_threads=False)
             if fn == "sum":
                 i = both.schema.get_field_index(name)
                 both = both.set_column(i, name, pc.fill_null(both[name], 0))
@@ -387,7 +404,7 @@ class ColumnarAggregate:
         olds = pa.table({**{g: both[g] for g in self.gnames}, "v": s_old}).filter(
             pc.is_valid(s_old)
         )
-        went = gone.join(olds, keys=[*self.gnames, "v"], join_type="inner")
+        went = gone.join(olds, keys=[*self.gnames, "v"], join_type="inner", use_threads=False)
         if went.num_rows:
             s_new = self._reread(both, j, s_new, went, gone, reads)
         s_new = pc.if_else(pc.greater(n_new, 0), s_new, pa.scalar(None, s_old.type))

@@ -122,6 +122,7 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
     if part == "outer_minmax_distinct_union":  # MIN/MAX, COUNT(DISTINCT) kept over Arrow
         s = out["views"]["v_minmax_kept"]._strategy
         assert list(s.aggregate_paths.values()) == ["columnar"], s.aggregate_paths
+        assert "v_right_join" in columnar, columnar  # an outer join's padded rows over Arrow
 
 
 def test_a_wrong_delta_rule_is_caught(spark, ivm_server, ic, monkeypatch):

@@ -1,5 +1,5 @@
-"""The columnar path of an epoch (``DeltaRules.delta_arrow``: Scan, Filter, Project, inner Join
-and UNION ALL over Arrow) against a plain evaluator: over seeded random trees and random table
+"""The columnar path of an epoch (``DeltaRules.delta_arrow``: Scan, Filter, Project, inner and
+outer Join and UNION ALL over Arrow) against a plain evaluator: over seeded random trees and random table
 versions, the columnar delta equals the query's result at the new version minus its result at
 the old one, as does the row path's; a planted wrong join rule is caught. No server, no JVM:
 Spark's differential tests (tests/spark/test_incremental.py) stay the judge of the real path."""
@@ -124,11 +124,13 @@ def _tree(rng: random.Random):
     else:
         la, rb = _maybe_filter(rng, a), _maybe_filter(rng, b)
         residual = None
-        if rng.random() < 0.3:  # a condition across both sides
+        kind = rng.choice(["inner", "inner", "left", "right", "full"])
+        if kind == "inner" and rng.random() < 0.3:  # a condition across both sides
             residual = Call("ge", (Col(a.attrs[1].id), Col(b.attrs[2].id)), "boolean")
-        root = Join(la, rb, (a.attrs[1].id,), (b.attrs[0].id,), residual)
+        root = Join(la, rb, (a.attrs[1].id,), (b.attrs[0].id,), residual, kind)
         if shape == "join3":  # (a join b) join c: c's change looks up into the join
-            root = Join(root, _maybe_filter(rng, c), (a.attrs[0].id,), (c.attrs[1].id,), None)
+            kind = rng.choice(["inner", "left", "right"])
+            root = Join(root, _maybe_filter(rng, c), (a.attrs[0].id,), (c.attrs[1].id,), None, kind)
     if shape == "project" or rng.random() < 0.3:
         cols = root.columns()
         picked = [rng.choice(cols) for _ in range(rng.randint(1, 4))]
@@ -197,8 +199,10 @@ def _evaluate(node, tables: dict) -> Counter:
     if node.residual is not None:
         res = compile_expr(node.residual, {a.id: i for i, a in enumerate(node.columns())})
     out = Counter()
-    for lr, ln in _evaluate(node.left, tables).items():
-        for rr, rn in _evaluate(node.right, tables).items():
+    lefts, rights = _evaluate(node.left, tables), _evaluate(node.right, tables)
+    matched_l, matched_r = set(), set()
+    for lr, ln in lefts.items():
+        for rr, rn in rights.items():
             lk = [lr[lpos[c]] for c in node.left_keys]
             rk = [rr[rpos[c]] for c in node.right_keys]
             if None in lk or lk != rk:
@@ -206,7 +210,50 @@ def _evaluate(node, tables: dict) -> Counter:
             if res is not None and res(lr + rr) is not True:
                 continue
             out[lr + rr] += ln * rn
+            matched_l.add(lr)
+            matched_r.add(rr)
+    # an outer side's rows that matched nothing, padded with NULLs for the other side's columns
+    if node.kind in ("left", "full"):
+        pad = (None,) * len(node.right.columns())
+        for lr, ln in lefts.items():
+            if lr not in matched_l:
+                out[lr + pad] += ln
+    if node.kind in ("right", "full"):
+        pad = (None,) * len(node.left.columns())
+        for rr, rn in rights.items():
+            if rr not in matched_r:
+                out[pad + rr] += rn
     return out
+
+
+class _Matches:
+    """An outer side's match counts (``spark_sink.ivm.outer.MatchCounts``' step), counted from
+    the other side's rows at the old version: per non-NULL key, how many rows carry it."""
+
+    def __init__(self, node: Join, side: str, old: dict) -> None:
+        other, keys = (
+            (node.right, node.right_keys) if side == "left" else (node.left, node.left_keys)
+        )
+        pos = {a.id: i for i, a in enumerate(other.columns())}
+        self.old: Counter = Counter()
+        for r, n in _evaluate(other, old).items():
+            k = tuple(r[pos[c]] for c in keys)
+            if None not in k:
+                self.old[k] += n
+
+    def step(self, keys: set[tuple], change: dict[tuple, int]) -> dict[tuple, tuple[int, int]]:
+        return {k: (self.old[k], self.old[k] + change.get(k, 0)) for k in keys}
+
+
+def _rules(root, old: dict, new: dict) -> DeltaRules:
+    """DeltaRules over the two versions, with every outer join's match counts."""
+    matches = {}
+    for n in _walk(root):
+        if isinstance(n, Join) and n.kind != "inner":
+            sides = {"left": ["left"], "right": ["right"], "full": ["left", "right"]}[n.kind]
+            for side in sides:
+                matches[(id(n), side)] = _Matches(n, side, old)
+    return DeltaRules(_Inputs(old, new), matches=matches)
 
 
 def _want(root, old: dict, new: dict) -> dict:
@@ -232,9 +279,9 @@ def test_the_generated_trees_are_columnar():
 def test_the_columnar_delta_equals_the_query_difference_and_the_row_path():
     for seed, root, old, new in _cases(300):
         want = _want(root, old, new)
-        got = DeltaRules(_Inputs(old, new)).delta_arrow(root).to_counter()
+        got = _rules(root, old, new).delta_arrow(root).to_counter()
         assert got == want, (seed, root)
-        z = DeltaRules(_Inputs(old, new)).delta(root)
+        z = _rules(root, old, new).delta(root)
         assert consolidate(z.rows, z.weights) == want, (seed, root)
 
 
@@ -247,7 +294,7 @@ def test_a_planted_wrong_join_rule_is_caught(monkeypatch):
     )
     caught = 0
     for _, root, old, new in _cases(300):
-        got = DeltaRules(_Inputs(old, new)).delta_arrow(root).to_counter()
+        got = _rules(root, old, new).delta_arrow(root).to_counter()
         caught += got != _want(root, old, new)
     assert caught, "no generated case tells the planted join rule from the right one"
 
@@ -264,7 +311,7 @@ def test_a_planted_filter_that_keeps_null_is_caught(monkeypatch):
     for _, root, old, new in _cases(300):
         if not any(isinstance(n, Filter) for n in _walk(root)):
             continue
-        got = DeltaRules(_Inputs(old, new)).delta_arrow(root).to_counter()
+        got = _rules(root, old, new).delta_arrow(root).to_counter()
         caught += got != _want(root, old, new)
     assert caught
 
@@ -278,9 +325,7 @@ def _walk(node):
 def test_what_is_not_columnar_says_why():
     ids = _Ids()
     a, b = _scan(ids, "a"), _scan(ids, "b")
-    assert "LEFT OUTER" in columnar_reason(
-        Join(a, b, (a.attrs[1].id,), (b.attrs[0].id,), None, "left")
-    )
+    assert columnar_reason(Join(a, b, (a.attrs[1].id,), (b.attrs[0].id,), None, "left")) is None
     plus = Call("add", (Col(a.attrs[2].id), Lit(1, "bigint")), "bigint")
     assert "operator add" in columnar_reason(Project(((ids.attr("p", "bigint"), plus),), a))
     d1, d2 = Attr(98, "d", "double", True), Attr(99, "e", "double", True)
@@ -405,3 +450,56 @@ def test_a_double_key_moving_from_zero_to_negative_zero_is_deleted_and_put():
     from spark_sink.ivm.inputs import encode_keys
 
     assert deleted[0] == encode_keys(info, [[0.0]])[0]
+
+
+def test_outer_joins_are_generated_and_pad_rows():
+    """The trees hold every outer kind, under a join too (a lookup into an outer join), and
+    their changes hold NULL-padded rows."""
+    kinds, under, padded = Counter(), 0, 0
+    for _, root, old, new in _cases(300):
+        joins = [n for n in _walk(root) if isinstance(n, Join)]
+        kinds.update(n.kind for n in joins)
+        under += any(isinstance(j.left, Join) and j.left.kind != "inner" for j in joins)
+        padded += any(None in r for r in _want(root, old, new))
+    assert {"left", "right", "full"} <= set(kinds) and under >= 10 and padded >= 50, (
+        kinds,
+        under,
+        padded,
+    )
+
+
+def test_a_planted_outer_rule_that_ignores_the_match_counts_is_caught(monkeypatch):
+    """The fault: every change of the outer side padded, whether its key has a match or not,
+    and no padded row retracted or emitted when a key gains or loses its last match."""
+    from spark_sink.ivm.ops import outer_join
+
+    def naive(rules, node, side):
+        keep, _, other, _ = outer_join.sides(node, side)
+        dk, do = rules.delta_arrow(keep), rules.delta_arrow(other)
+        return outer_join._pad(dk, do.data.schema, side == "left")
+
+    monkeypatch.setattr(outer_join, "dangling_delta_arrow", naive)
+    caught = 0
+    for _, root, old, new in _cases(300):
+        if any(isinstance(n, Join) and n.kind != "inner" for n in _walk(root)):
+            caught += _rules(root, old, new).delta_arrow(root).to_counter() != _want(root, old, new)
+    assert caught
+
+
+def test_a_planted_lookup_that_forgets_the_padded_rows_is_caught(monkeypatch):
+    """The fault: a lookup into an outer join returns its inner rows only (c's change, looked
+    up into (a LEFT JOIN b), misses a's rows that b does not match)."""
+    from spark_sink.ivm.ops import outer_join
+
+    monkeypatch.setattr(
+        outer_join,
+        "padded_unmatched_arrow",
+        lambda node, kept, other, side: outer_join._pad(
+            ArrowZSet(kept.table.slice(0, 0)), other.data.schema, side == "left"
+        ),
+    )
+    caught = 0
+    for _, root, old, new in _cases(300):
+        if any(isinstance(n, Join) and isinstance(n.left, Join) for n in _walk(root)):
+            caught += _rules(root, old, new).delta_arrow(root).to_counter() != _want(root, old, new)
+    assert caught

@@ -38,7 +38,7 @@ from spark_sink.ivm.ops.filter import FilterSpec, apply_filter
 from spark_sink.ivm.ops.keys import key_values
 from spark_sink.ivm.ops.operator import NEW, OLD, Access, Operator, PkOf, Sets, ZSet, register, sees
 from spark_sink.ivm.ops.state_table import StateTable
-from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, WeightOverflow, normalize_floats
+from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, WeightOverflow, concat, normalize_floats
 from spark_sink.ivm.plan import Expr, Join, Node
 from spark_sink.ivm.unique_keys import unique_sets
 
@@ -227,8 +227,6 @@ class JoinOp(Operator[Join]):
         return [(node.residual, sees(node.columns()), None)]
 
     def columnar_reason(self, node: Join) -> str | None:
-        if node.kind != "inner":
-            return f"a {node.kind.upper()} OUTER join"
         ltypes = {a.id: a.dtype for a in node.left.columns()}
         rtypes = {a.id: a.dtype for a in node.right.columns()}
         for lk, rk in zip(node.left_keys, node.right_keys, strict=True):
@@ -249,7 +247,12 @@ class JoinOp(Operator[Join]):
         rk = [col_name(c) for c in node.right_keys]
         old_r = rules.lookup_arrow(node.right, node.right_keys, key_values(dl.table, lk), OLD)
         new_l = rules.lookup_arrow(node.left, node.left_keys, key_values(dr.table, rk), NEW)
-        return _residual(node, delta_inner_join(_spec(node), dl, old_r, new_l, dr))
+        inner = _residual(node, delta_inner_join(_spec(node), dl, old_r, new_l, dr))
+        if node.kind == "inner":
+            return inner
+        from spark_sink.ivm.ops.outer_join import dangling_delta_arrow, outer_sides
+
+        return concat([inner, *(dangling_delta_arrow(rules, node, s) for s in outer_sides(node))])
 
     def lookup_arrow(
         self, rules: DeltaRules, node: Join, ids: tuple[int, ...], values: set[tuple], side: str
@@ -258,7 +261,14 @@ class JoinOp(Operator[Join]):
         a = rules.lookup_arrow(first, mine, _first_values(ids, mine, values), side)
         b = rules.lookup_arrow(then, tk, key_values(a.table, [col_name(c) for c in fk]), side)
         left, right = (a, b) if first is node.left else (b, a)
-        return _residual(node, inner_join(_spec(node), left, right))
+        out = _residual(node, inner_join(_spec(node), left, right))
+        from spark_sink.ivm.ops.outer_join import outer_sides, padded_unmatched_arrow
+
+        # as ``lookup``: the looked-up side's unmatched rows, padded, when it is an outer side
+        looked = "left" if first is node.left else "right"
+        if looked in outer_sides(node):
+            out = concat([out, padded_unmatched_arrow(node, a, b, looked)])
+        return out
 
     def state_tables(self, node: Join, view: str, index: int) -> list[StateTable]:
         """Per outer side, its match counts (``ops.outer_join.matches_table``)."""

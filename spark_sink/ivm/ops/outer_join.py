@@ -21,9 +21,11 @@ them to the touched keys with ``keys.restrict_to_keys`` before anything else rea
 wiring will read only those keys' rows (keyed lookups of each side at both barriers), which is
 why the narrowing is its own step: the rule's cost follows the change, not the inputs.
 
-The row rule for the NULL-padded rows (``dangling_delta``, ``pad_unmatched``, at the end) is
-what maintains outer joins today, called by the Join operator (``ops.join.JoinOp``); the Arrow
-kernels above are its columnar form, not yet the path an epoch takes.
+The Join operator (``ops.join.JoinOp``) keeps an outer join's padded rows by the rules at the
+end: ``dangling_delta`` and ``pad_unmatched`` over tuples (the row path), and
+``dangling_delta_arrow`` and ``padded_unmatched_arrow`` over Arrow, when the view's tree runs
+over Arrow. Both read the touched keys' match counts (``spark_sink.ivm.outer``), never the other
+side's rows, to decide whether a key has a match.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from spark_sink.ivm.plan import Join, Node
 
 if TYPE_CHECKING:
     from spark_sink.ivm.delta import DeltaRules
-from spark_sink.ivm.ops.keys import any_null, distinct_keys, restrict_to_keys
+from spark_sink.ivm.ops.arrow_expr import col_name
+from spark_sink.ivm.ops.keys import any_null, distinct_keys, key_values, restrict_to_keys
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, concat, normalized_keys
 
 KINDS = ("left", "right", "full")
@@ -241,6 +244,58 @@ def dangling_delta(rules: DeltaRules, node: Join, out: ZSet, side: str) -> None:
             if tuple(r[i] for i in at) in ks:
                 out.rows.append(_padded(r, pad, side))
                 out.weights.append(sign)
+
+
+def dangling_delta_arrow(rules: DeltaRules, node: Join, side: str) -> ArrowZSet:
+    """``dangling_delta`` over Arrow: the change of ``side``'s NULL-padded rows, from the
+    sides' changes as Arrow (``DeltaRules.delta_arrow``), the touched keys' match counts (the
+    same ``MatchCounts`` step) and, where a count crosses 0, the kept side's rows of those keys
+    read by key (``lookup_arrow``) at the old barrier (retracted) or the new one (emitted)."""
+    keep, keys_k, other, keys_o = sides(node, side)
+    dk, do = rules.delta_arrow(keep), rules.delta_arrow(other)
+    kk, ko = tuple(col_name(c) for c in keys_k), tuple(col_name(c) for c in keys_o)
+    other_schema = do.data.schema  # the other side's columns, padded with NULLs
+    left = side == "left"
+    # a row of the change whose key holds a NULL dangles before and after: its change, padded
+    pieces = [_pad(ArrowZSet(dk.table.filter(any_null(dk.table, kk))), other_schema, left)]
+    keys = key_values(dk.table, kk) | key_values(do.table, ko)
+    if not keys:
+        return concat(pieces)
+    net = _keyed(do, ko).table.group_by(list(ko), use_threads=False).aggregate([(WEIGHT, "sum")])
+    change = dict(
+        zip(
+            zip(*[net[c].to_pylist() for c in ko], strict=True),
+            net[f"{WEIGHT}_sum"].to_pylist(),
+            strict=True,
+        )
+    )
+    rules.lookups += len(keys)
+    counts = rules.matches[(id(node), side)].step(keys, change)
+    types = [dk.table.schema.field(c).type for c in kk]
+
+    def of_keys(z: ArrowZSet, ks: list[tuple]) -> ArrowZSet:
+        table = pa.table([pa.array([k[i] for k in ks], t) for i, t in enumerate(types)], kk)
+        return restrict_to_keys(z, kk, table, nulls_equal=False)
+
+    still = [k for k, (a, b) in counts.items() if a == 0 and b == 0]
+    if still:  # unmatched before and after: the kept side's change is the padded rows' change
+        pieces.append(_pad(of_keys(dk, still), other_schema, left))
+    gained = {k for k, (a, b) in counts.items() if a == 0 and b > 0}
+    lost = {k for k, (a, b) in counts.items() if a > 0 and b == 0}
+    for ks, ts, sign in ((gained, OLD, -1), (lost, NEW, 1)):
+        if ks:
+            kept = of_keys(rules.lookup_arrow(keep, keys_k, ks, ts), list(ks))
+            padded = _pad(kept, other_schema, left)
+            pieces.append(padded if sign > 0 else padded.negate())
+    return concat(pieces)
+
+
+def padded_unmatched_arrow(node: Join, kept: ArrowZSet, other: ArrowZSet, side: str) -> ArrowZSet:
+    """``pad_unmatched`` over Arrow: the rows of ``kept`` (the ``side`` input's rows read by a
+    lookup) that no row of ``other`` (the other input's rows of their keys) matches, padded."""
+    _, keys_k, _, keys_o = sides(node, side)
+    kk, ko = tuple(col_name(c) for c in keys_k), tuple(col_name(c) for c in keys_o)
+    return _dangling(kept, kk, other, ko, other.data.schema, side == "left")
 
 
 def pad_unmatched(out: ZSet, node: Join, kept: ZSet, other: ZSet, side: str) -> None:

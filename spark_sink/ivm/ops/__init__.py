@@ -36,8 +36,8 @@ or building state on Spark belongs in other modules.
 
 **Wired in so far** (each with the row rules as its fallback and its reference):
 
-- The view's tree over Arrow: a tree of Scan, Filter, Project, inner Join and UNION ALL whose
-  expressions ``arrow_expr.py`` translates (comparisons, AND/OR/NOT, IS NULL, IN of literals over
+- The view's tree over Arrow: a tree of Scan, Filter, Project, inner and outer Join and UNION
+  ALL whose expressions ``arrow_expr.py`` translates (comparisons, AND/OR/NOT, IS NULL, IN of literals over
   integral, STRING, BOOLEAN and DATE values) takes the columnar path
   (``DeltaRules.delta_arrow``; the view's PUTs and DELETEs from ``spark_sink.ivm.view_change``;
   ``tests/unit/test_columnar_delta.py`` holds it to a plain evaluator and to the row path).
@@ -48,11 +48,12 @@ or building state on Spark belongs in other modules.
   ``tests/unit/test_aggregate_columnar.py`` and ``test_aggregate_values_columnar.py``).
 - Index state tables follow their source's change over Arrow (``spark_sink.ivm.index_state``).
 
-Not wired in: outer joins, SELECT DISTINCT, windows,
+Not wired in: SELECT DISTINCT, windows,
 arithmetic and casts (their Arrow kernels exist beside the row rules, tested against the
 reference, but the row rules maintain those views). Exact DOUBLE and DECIMAL sums, AVG's DECIMAL
-rounding, SUM(DISTINCT x), FILTER clauses and windows have no kernel yet; the stateful kernels
-(outer join, MIN/MAX, DISTINCT) take their state as in-memory ArrowZSets.
+rounding, SUM(DISTINCT x), FILTER clauses and windows have no kernel yet; the reference kernels
+of the stateful operators (``outer_join.delta_outer_join``, ``minmax``, ``distinct``) take their
+state as in-memory ArrowZSets, where the wired paths read it by key.
 
 **State:** an operator declares the state tables it keeps (``Operator.state_tables``; the
 layouts and roles in ``state_table.py``), and their build on Spark is a module of

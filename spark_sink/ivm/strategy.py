@@ -451,23 +451,8 @@ class Incremental:
             indexes[(st.source, st.column)] = client.describe_table(st.name)
         state_ts = client.tso()
         inputs = StoreInputs(client, infos, old, new, state_ts, indexes, unchanged, direct)
-        groups = {}
-        for st in plan.groups_tables():
-            info = client.describe_table(st.name)
-            values = {
-                j: client.describe_table(v.name) for j, v in plan.values_tables(st.index).items()
-            }
-            groups[st.name] = AggregateState(
-                plan.aggs[st.index], info, inputs, self.spec.target, values
-            )
-        all_joins = joins(plan.root)
-        matches = {}
-        for st in plan.matches_tables():
-            info = client.describe_table(st.name)
-            key = (id(all_joins[st.index]), st.column)
-            matches[key] = MatchCounts(info, inputs, self.spec.target)
-        aggregates = {id(g.agg): g for g in groups.values()}
-        rules = DeltaRules(inputs, aggregates, matches)
+        groups, matches = self._epoch_states(client, inputs)
+        rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
         writes: dict[str, list[Mutation]] = {}
         self.why_rows = "a one-row view" if self.spec.one_row else columnar_reason(plan.root)
         if self.why_rows is None:
@@ -476,9 +461,12 @@ class Incremental:
                 laps.lap("delta")
                 writes[view.name] = self._view_mutations_arrow(view, za)
             except HANDED_BACK as e:
-                # the row rules take the epoch and decide it (an error of theirs names the key)
+                # the row rules take the epoch and decide it (an error of theirs names the key);
+                # nothing the columnar attempt kept is kept: an outer join's match counts were
+                # stepped, so the row rules start from fresh state objects
                 self.why_rows = f"this epoch's change: {type(e).__name__}: {e}"
-                rules = DeltaRules(inputs, aggregates, matches)
+                groups, matches = self._epoch_states(client, inputs)
+                rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
         self.path = "rows" if self.why_rows is not None else "columnar"
         if view.name not in writes:
             z = rules.delta(plan.root)
@@ -496,6 +484,30 @@ class Incremental:
         self.aggregate_paths = {name: g.path for name, g in groups.items()}
         counts = {"changes": inputs.changes_read, "lookups": rules.lookups + inputs.rows_read}
         return _Writes(writes, counts)
+
+    def _epoch_states(
+        self, client: Client, inputs: StoreInputs
+    ) -> tuple[dict[str, AggregateState], dict[tuple[int, str], MatchCounts]]:
+        """This epoch's state objects, empty: each group state table's AggregateState (by table
+        name) and each outer join side's MatchCounts (by (id(join node), side))."""
+        plan = self.plan
+        groups = {}
+        for st in plan.groups_tables():
+            info = client.describe_table(st.name)
+            values = {
+                j: client.describe_table(v.name) for j, v in plan.values_tables(st.index).items()
+            }
+            groups[st.name] = AggregateState(
+                plan.aggs[st.index], info, inputs, self.spec.target, values
+            )
+        all_joins = joins(plan.root)
+        matches = {}
+        for st in plan.matches_tables():
+            info = client.describe_table(st.name)
+            matches[(id(all_joins[st.index]), st.column)] = MatchCounts(
+                info, inputs, self.spec.target
+            )
+        return groups, matches
 
     def _write(
         self, client: Client, attempt: EpochAttempt, view: TableInfo, writes: dict[str, list]

@@ -446,6 +446,7 @@ class MaterializedView:
         lines += [f"    - {line}" for line in self.plan.describe()]
         from spark_sink.ivm.delta import operator_tree
 
+        lines += engine_lines(self.plan)
         lines.append("  operators (spark_sink.ivm.ops), the root first:")
         lines += [f"    {line}" for line in operator_tree(self.plan.root)]
         return "\n".join(lines)
@@ -823,3 +824,23 @@ class ViewJob:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def engine_lines(plan: IncrementalPlan) -> list[str]:
+    """``explain()``'s account of how a delta epoch computes: the view's tree over Arrow
+    (the columnar path) or by the row rules and why, and the same for each aggregate's fold.
+    What an epoch hands back to the row rules at run time is ``progress()``'s and the epoch
+    record's ``path``."""
+    from spark_sink.ivm.aggregate_columnar import columnar_reason as aggregate_reason
+    from spark_sink.ivm.delta import COLUMNAR_ENV, columnar_reason, columnar_switched_off
+
+    why = columnar_reason(plan.root)
+    if why is None:
+        lines = ["  engine:   columnar: the view's change is computed over Arrow"]
+    else:
+        lines = [f"  engine:   the view's tree by the row rules ({why})"]
+    for i, agg in enumerate(plan.aggs):
+        how = f"{COLUMNAR_ENV} is off" if columnar_switched_off() else aggregate_reason(agg)
+        fold = "folded over Arrow" if how is None else f"folded by the row rules ({how})"
+        lines.append(f"    aggregate {i}: {fold}")
+    return lines

@@ -113,6 +113,12 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
         # a view whose tree is columnar took its last delta over Arrow (nothing handed back)
         want = "columnar" if columnar_reason(s.plan.root) is None else "rows"
         assert s.path == want, (case.name, s.path, s.why_rows)
+        # explain() says so, and that an aggregate whose last epoch folded over Arrow does
+        # (an epoch may still hand its change to the row rules: a NULL group key, say)
+        assert ("engine:   columnar" in text) == (want == "columnar"), text
+        for i, path in enumerate(s.aggregate_paths.values()):
+            if path == "columnar":
+                assert f"aggregate {i}: folded over Arrow" in text, (case.name, text)
         columnar += [case.name] if want == "columnar" else []
     if part == "joins_and_sums":  # the columnar path is among what the differential judges
         assert {"v_fk_join", "v_nonkey_join", "v_three_way"} <= set(columnar), columnar

@@ -30,7 +30,7 @@ from coordinator.jobs import EpochState
 from kvstore.errors import SnapviewError
 from kvstore.mvcc.records import LockOp
 from spark_sink import EpochWriter
-from spark_sink.epoch_writer import QUERY_ID_PROPERTY
+from spark_sink.epoch_writer import DEFAULT_TTL_MS, QUERY_ID_PROPERTY
 from spark_sink.partition_writer import EpochTarget, Heartbeat
 from tests.conftest import snapview_reader, wait_for
 
@@ -370,7 +370,13 @@ def test_a_stream_stopped_mid_batch_leaves_no_open_epoch(
     """``q.stop()`` while a batch is being written: the writer's abort releases the epoch its
     tasks opened (rolled back through its primary), so nothing of the stopped stream holds the
     GC safepoint; the next run writes the batch once. (The server's --epoch-ttl covers a
-    writer that cannot say so: a driver killed with -9.)"""
+    writer that cannot say so: a driver killed with -9.)
+
+    The bound: Spark calls the abort in the thread ``stop()`` interrupts, and when the interrupt
+    lands mid-call Spark logs "failed to abort" and our abort never runs (seen once in a fresh
+    clone's ``make test``, 2026-11-27). The epoch is then released when its attempt's TTL lapses
+    after the killed tasks stop heartbeating it (``DEFAULT_TTL_MS``), which is the guarantee
+    this waits for; usually the abort releases it at once."""
     from pyspark.sql import functions as F
 
     client.create_table(table_name, "id BIGINT, v STRING", primary_key=["id"])
@@ -405,7 +411,11 @@ def test_a_stream_stopped_mid_batch_leaves_no_open_epoch(
         opened = wait_for(open_epoch, 30, "the batch's epoch to open")
     finally:
         q.stop()
-    wait_for(lambda: open_epoch() is None, 15, "the stopped stream's epoch to be released")
+    wait_for(
+        lambda: open_epoch() is None,
+        DEFAULT_TTL_MS / 1000 + 15,
+        "the stopped stream's epoch to be released (by the abort, or its TTL lapsing)",
+    )
     assert client.jobs.get_epoch(table_name, opened.epoch).state == EpochState.ABORTED
     assert not any(
         h.kind == "job" and h.name.startswith(f"{table_name} (open epoch")

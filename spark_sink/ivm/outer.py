@@ -28,8 +28,21 @@ class MatchCounts:
         self.info = info
         self.inputs = inputs
         self.view = view
-        self.upserts: list[list] = []
-        self.deletes: list[list] = []
+        # key -> its new count, where it changed. Keyed, so a step taken again for the same
+        # keys (the row rules taking an epoch the columnar path handed back below an aggregate,
+        # after it stepped) records each key once: the count follows from the stored count and
+        # the same change either way.
+        self._new: dict[tuple, int] = {}
+
+    @property
+    def upserts(self) -> list[list]:
+        """The counts to write: [key..., count] of each key whose count changed and is > 0."""
+        return [[*k, n] for k, n in self._new.items() if n > 0]
+
+    @property
+    def deletes(self) -> list[list]:
+        """The keys whose count fell to 0: [key..., 0]."""
+        return [[*k, 0] for k, n in self._new.items() if n == 0]
 
     def step(self, keys: set[tuple], change: dict[tuple, int]) -> dict[tuple, tuple[int, int]]:
         """key -> (count at the old barrier, count at the new one) for ``keys``, given the other
@@ -46,9 +59,6 @@ class MatchCounts:
                     "state is inconsistent with its sources (rebuild the view)"
                 )
             if new != old:
-                if new > 0:
-                    self.upserts.append([*k, new])
-                else:
-                    self.deletes.append([*k, 0])
+                self._new[k] = new
             out[k] = (old, new)
         return out

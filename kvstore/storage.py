@@ -338,6 +338,12 @@ class Reader:
         self.cf = storage.cf
         self._write_cursor: lmdb.Cursor[bytes] | None = None
 
+    def write_cursor(self) -> lmdb.Cursor[bytes]:
+        """The reader's cursor of the write CF (the one ``seek_write``, ``iter_writes`` and
+        ``iter_write_records`` move): for a caller that walks many keys' versions in one loop
+        (``actions.get.get_changes``) and calls none of those mid-walk of a key."""
+        return self._writes()
+
     def _writes(self) -> lmdb.Cursor[bytes]:
         # One cursor for the point lookups of the write CF: opening a cursor costs more than
         # the seek. Only seek_write / iter_writes / find_txn_write use it, and none of their

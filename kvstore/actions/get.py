@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from zlib import crc32
 
 from kvstore.errors import KeyIsLocked
+from kvstore.mvcc.keys import TS_MASK
 from kvstore.mvcc.records import CRC_BYTES, WRITE_VALUE_OFFSET, WRITE_WITH_VALUE, LockOp, WriteKind
 from kvstore.storage import Reader
 
 _PUT, _DELETE = WriteKind.PUT.value[0], WriteKind.DELETE.value[0]  # a raw record's kind byte
 _START_TS = struct.Struct(">Q")
+_TS = _START_TS  # a version key's ~commit_ts suffix, big-endian
 
 
 def get(reader: Reader, key: bytes, read_ts: int) -> bytes | None:
@@ -88,6 +92,50 @@ def get_change(
     new = _value(reader, key, new_w)
     old = new if old_w is new_w else _value(reader, key, old_w)
     return old, new, new_ts
+
+
+def get_changes(
+    reader: Reader, keys: list[bytes], from_ts: int, to_ts: int
+) -> Iterator[tuple[bytes, bytes | None, bytes | None, int]]:
+    """(key, old, new, commit_ts) of each of ``keys`` in order: ``get_change``'s answer for it,
+    with the same DataLoss, but no lock check (the caller's: ``change_records`` checks every
+    key's lock first). One loop over one cursor instead of a generator per key and per record:
+    the change walk of an epoch, about half the Python per key."""
+    cur = reader.write_cursor()
+    seek, at_key, at_value, step_on = cur.set_range, cur.key, cur.value, cur.next
+    to_suffix = _TS.pack(to_ts ^ TS_MASK)
+    for key in keys:
+        width = len(key) + 8
+        new_w: bytes | None = None
+        old_w: bytes | None = None
+        new_ts = steps = 0
+        found = seek(key + to_suffix)
+        while found:
+            k = at_key()
+            if len(k) != width or k[:-8] != key:
+                break
+            raw = at_value()
+            if crc32(raw):
+                raise reader.damaged("write", k, "write record fails its checksum")
+            kind = raw[0]
+            if kind == _PUT or kind == _DELETE:  # a Rollback or Lock record changes nothing
+                commit_ts = _TS.unpack_from(k, width - 8)[0] ^ TS_MASK
+                if new_w is None:
+                    new_w, new_ts = raw, commit_ts
+                if commit_ts <= from_ts:
+                    old_w = raw
+                    break
+                if raw is not new_w:
+                    steps += 1
+                    if steps >= _STEPS_BEFORE_SEEK:
+                        old_w = decisive_record(reader, key, from_ts)
+                        break
+            found = step_on()
+        if new_w is None:
+            yield key, None, None, 0
+            continue
+        new = _value(reader, key, new_w)
+        yield key, (new if old_w is new_w else _value(reader, key, old_w)), new, new_ts
 
 
 def _value(reader: Reader, key: bytes, raw: bytes | None) -> bytes | None:

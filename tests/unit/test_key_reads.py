@@ -19,7 +19,7 @@ import random
 import pytest
 
 from kvstore import actions
-from kvstore.actions.get import get, get_change, get_versioned
+from kvstore.actions.get import get, get_change, get_changes, get_versioned
 from kvstore.actions.scan import past_versions, scan, scan_ranges
 from kvstore.errors import DataLoss, KeyIsLocked
 from kvstore.mvcc.records import SHORT_VALUE_MAX
@@ -69,6 +69,25 @@ def test_get_change_equals_the_two_gets(kv, seed):
         # key 0 has 20+ versions: from before its first one, the walk gives up and seeks
         new, commit_ts = get_versioned(r, kv.key(0), last)
         assert get_change(r, kv.key(0), 9, last) == (None, new, commit_ts)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_get_changes_walks_as_get_change_does(kv, seed):
+    """The one-loop walk of many keys (change_records') gives get_change's answer for each, in
+    order: keys with no version, keys whose newest change is below the interval, and key 0's
+    20+ versions (the walk gives up and seeks) among them."""
+    rng = random.Random(seed)
+    last = _history(kv, rng, 12)
+    with kv.store.storage.read_txn() as r:
+        for _ in range(100):
+            keys = [kv.key(rng.randrange(13)) for _ in range(rng.choice([1, 5, 20]))]
+            a, b = sorted(rng.sample(range(5, last + 3), 2))
+            want = [(k, *get_change(r, k, a, b)) for k in keys]
+            assert list(get_changes(r, keys, a, b)) == want
+        keys = [kv.key(0), kv.key(12)]
+        assert list(get_changes(r, keys, 9, last)) == [
+            (k, *get_change(r, k, 9, last)) for k in keys
+        ]
 
 
 @pytest.mark.parametrize("seed", range(4))

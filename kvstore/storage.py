@@ -341,7 +341,7 @@ class Reader:
     def write_cursor(self) -> lmdb.Cursor[bytes]:
         """The reader's cursor of the write CF (the one ``seek_write``, ``iter_writes`` and
         ``iter_write_records`` move): for a caller that walks many keys' versions in one loop
-        (``actions.get.get_changes``) and calls none of those mid-walk of a key."""
+        (``actions.get.get_changes``), which calls one of those only to leave a key's walk."""
         return self._writes()
 
     def _writes(self) -> lmdb.Cursor[bytes]:
@@ -505,7 +505,7 @@ class Reader:
     def iter_write_records(self, key: bytes, ts: int = TS_MASK) -> Iterator[tuple[int, bytes]]:
         """``iter_writes`` without parsing: (commit_ts, the sealed record, checked intact),
         newest first, for a caller that reads the kind byte and the value itself
-        (``actions.get.get_change``, per changed key)."""
+        (``actions.get.decisive_record``)."""
         for k, raw in self._versions(key, ts):
             if crc32(raw):
                 raise self.damaged("write", k, "write record fails its checksum")

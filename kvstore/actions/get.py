@@ -12,8 +12,7 @@ from kvstore.mvcc.records import CRC_BYTES, WRITE_VALUE_OFFSET, WRITE_WITH_VALUE
 from kvstore.storage import Reader
 
 _PUT, _DELETE = WriteKind.PUT.value[0], WriteKind.DELETE.value[0]  # a raw record's kind byte
-_START_TS = struct.Struct(">Q")
-_TS = _START_TS  # a version key's ~commit_ts suffix, big-endian
+_U64 = struct.Struct(">Q")  # a start_ts in a record, a version key's ~commit_ts suffix
 
 
 def get(reader: Reader, key: bytes, read_ts: int) -> bytes | None:
@@ -63,47 +62,33 @@ def get_change(
     reader: Reader, key: bytes, from_ts: int, to_ts: int
 ) -> tuple[bytes | None, bytes | None, int]:
     """(``get(key, from_ts)``, ``get(key, to_ts)``, the commit_ts of the Put/Delete that decided
-    the second; 0: none), with one lock check and, usually, one cursor pass: the versions are
-    stored newest first, so the write deciding ``from_ts`` is found by walking on from the one
-    deciding ``to_ts`` (a key rewritten many times in between is sought directly instead).
-    Records are read raw (kind byte, inline value; each checked intact), not parsed. Same
-    answers and the same KeyIsLocked as the two gets: ``from_ts`` < ``to_ts``, so a lock that
-    blocks the first blocks the second, which is checked."""
-    check_lock(reader, key, to_ts)
-    new_w: bytes | None = None
-    old_w: bytes | None = None
-    new_ts = steps = 0
-    for commit_ts, raw in reader.iter_write_records(key, to_ts):
-        if raw[0] != _PUT and raw[0] != _DELETE:
-            continue  # a Rollback or Lock record changes nothing
-        if new_w is None:
-            new_w, new_ts = raw, commit_ts
-            if commit_ts > from_ts:
-                continue
-        if commit_ts <= from_ts:
-            old_w = raw
-            break
-        steps += 1
-        if steps >= _STEPS_BEFORE_SEEK:
-            old_w = decisive_record(reader, key, from_ts)
-            break
-    if new_w is None:
-        return None, None, 0
-    new = _value(reader, key, new_w)
-    old = new if old_w is new_w else _value(reader, key, old_w)
-    return old, new, new_ts
+    the second; 0: none): ``get_changes`` of the one key. Same answers and the same KeyIsLocked
+    as the two gets: ``from_ts`` < ``to_ts``, so a lock that blocks the first blocks the second,
+    which is checked."""
+    _, old, new, commit_ts = next(get_changes(reader, [key], from_ts, to_ts))
+    return old, new, commit_ts
 
 
 def get_changes(
     reader: Reader, keys: list[bytes], from_ts: int, to_ts: int
 ) -> Iterator[tuple[bytes, bytes | None, bytes | None, int]]:
-    """(key, old, new, commit_ts) of each of ``keys`` in order: ``get_change``'s answer for it,
-    with the same DataLoss, but no lock check (the caller's: ``change_records`` checks every
-    key's lock first). One loop over one cursor instead of a generator per key and per record:
-    the change walk of an epoch, about half the Python per key."""
+    """(key, old, new, commit_ts) of each of ``keys`` in order: ``get(key, from_ts)``,
+    ``get(key, to_ts)`` and the commit_ts of the Put/Delete that decided the second (0: none).
+
+    Every key's lock is checked first, in one C-level lookup (a lock is rare): the first key in
+    the order given held by a lock with start_ts <= to_ts raises KeyIsLocked, as ``get`` would.
+    Then one loop over one cursor: the versions are stored newest first, so the write deciding
+    ``from_ts`` is found by walking on from the one deciding ``to_ts`` (a key rewritten many
+    times in between is sought directly instead). Records are read raw (kind byte, inline
+    value; each checked intact, DataLoss if not), not parsed."""
+    locked = {k for k, _ in reader.locked_of(keys)}
+    if locked:
+        for key in keys:
+            if key in locked:
+                check_lock(reader, key, to_ts)
     cur = reader.write_cursor()
     seek, at_key, at_value, step_on = cur.set_range, cur.key, cur.value, cur.next
-    to_suffix = _TS.pack(to_ts ^ TS_MASK)
+    to_suffix = _U64.pack(to_ts ^ TS_MASK)
     for key in keys:
         width = len(key) + 8
         new_w: bytes | None = None
@@ -119,7 +104,7 @@ def get_changes(
                 raise reader.damaged("write", k, "write record fails its checksum")
             kind = raw[0]
             if kind == _PUT or kind == _DELETE:  # a Rollback or Lock record changes nothing
-                commit_ts = _TS.unpack_from(k, width - 8)[0] ^ TS_MASK
+                commit_ts = _U64.unpack_from(k, width - 8)[0] ^ TS_MASK
                 if new_w is None:
                     new_w, new_ts = raw, commit_ts
                 if commit_ts <= from_ts:
@@ -144,4 +129,4 @@ def _value(reader: Reader, key: bytes, raw: bytes | None) -> bytes | None:
         return None
     if len(raw) >= WRITE_WITH_VALUE:
         return raw[WRITE_VALUE_OFFSET:-CRC_BYTES]
-    return reader.get_data(key, _START_TS.unpack_from(raw, 1)[0])
+    return reader.get_data(key, _U64.unpack_from(raw, 1)[0])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from kvstore.actions.get import check_lock, get_change, get_changes
+from kvstore.actions.get import get_changes
 from kvstore.actions.scan import first_blocking_lock
 from kvstore.mvcc.keys import table_prefix
 from kvstore.results import ChangeRecord
@@ -78,18 +78,11 @@ def change_records(
     interval) in (from_ts, to_ts], in the order given; a key whose value is the same at both
     ends (inserted then deleted, or updated back) yields nothing. Raises KeyIsLocked for a key
     held by a lock with start_ts <= to_ts, as ``get`` does."""
-    # Every key's lock first, in one C-level lookup (a lock is rare): the first blocking one,
-    # in the order given, raises as get_change would.
-    locked = {k for k, _ in reader.locked_of(keys)}
-    if locked:
-        for uk in keys:
-            if uk in locked:
-                check_lock(reader, uk, to_ts)
     # The newest Put/Delete at or below to_ts is each key's newest change in the interval (the
     # change index holds exactly those commits): it gives the new image and commit_ts.
     return [
         ChangeRecord(uk, old, new, commit_ts)
-        for uk, old, new, commit_ts in get_changes(reader, keys, from_ts, to_ts)
+        for uk, old, new, commit_ts in get_changes(reader, keys, from_ts, to_ts)  # locks checked
         if old != new
     ]
 
@@ -109,8 +102,7 @@ def count_changes(reader: Reader, keys: list[bytes], from_ts: int, to_ts: int) -
 def _net_changes(
     reader: Reader, keys: list[bytes], from_ts: int, to_ts: int
 ) -> Iterator[tuple[bytes, bytes | None, bytes | None]]:
-    for uk in keys:
-        old, new, _ = get_change(reader, uk, from_ts, to_ts)  # checks the key's lock
+    for uk, old, new, _ in get_changes(reader, keys, from_ts, to_ts):  # checks the locks
         if old != new:
             yield uk, old, new
 

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from kvstore.errors import SchemaMismatch
+from kvstore.mvcc.keys import escape_bytes
 from kvstore.schema import FIXED_WIDTH, VARIABLE, TableSchema, from_storage, to_storage
 
 ROW_VERSION = 1
@@ -261,13 +262,7 @@ class RowCodec:
                 pieces.append(_split_rows(np.concatenate(run, axis=1)))
                 run = []
             a, b = var_at[i]
-            # kvstore.mvcc.keys' escaping: 0x00 -> 0x00 0xFF, then the 0x00 0x01 terminator
-            pieces.append(
-                [
-                    v[x:y].replace(b"\x00", b"\x00\xff") + b"\x00\x01"
-                    for v, x, y in zip(values, a, b, strict=True)
-                ]
-            )
+            pieces.append([escape_bytes(v[x:y]) for v, x, y in zip(values, a, b, strict=True)])
         if run:
             pieces.append(_split_rows(np.concatenate(run, axis=1)))
         return [b"".join(parts) for parts in zip(*pieces, strict=True)]
@@ -275,25 +270,12 @@ class RowCodec:
     def _key_part(self, buf: np.ndarray, starts: np.ndarray, i: int) -> np.ndarray:
         """Column ``i``'s memcomparable key bytes of every row, (n, width) uint8, from its fixed
         slot (for a STRING or BINARY column: the slot itself, its little-endian length)."""
-        n = len(starts)
         kind = self.columns[i].type.kind
         w = FIXED_WIDTH[kind]
         raw = np.ascontiguousarray(
             buf[starts[:, None] + np.arange(self.offsets[i], self.offsets[i] + w)]
         )
-        if kind in ("BIGINT", "TIMESTAMP", "INT", "DATE"):
-            u = raw.view(f"<u{w}").reshape(n) ^ np.array(1 << (8 * w - 1), dtype=f"<u{w}")
-            return u.astype(f">u{w}").view(np.uint8).reshape(n, w)
-        if kind == "DOUBLE":
-            bits = raw.view("<u8").reshape(n)
-            sign = np.uint64(1 << 63)
-            key = np.where(bits & sign, ~bits, bits | sign)
-            return key.astype(">u8").view(np.uint8).reshape(n, 8)
-        if kind == "DECIMAL":
-            be = raw[:, ::-1].copy()
-            be[:, 0] ^= 0x80
-            return be
-        return raw  # BOOLEAN (and a variable column's length slot)
+        return fixed_key_bytes(raw, kind)
 
     def decode_arrow(
         self, values: list[bytes], include_hidden: bool = False, skip: int = 0
@@ -371,6 +353,27 @@ class RowCodec:
 
 def _validity(nulls: np.ndarray) -> pa.Buffer:
     return pa.py_buffer(np.packbits(~nulls, bitorder="little").tobytes())
+
+
+def fixed_key_bytes(raw: np.ndarray, kind: str) -> np.ndarray:
+    """The memcomparable key bytes (KeyCodec's) of fixed-width values of ``kind``, given as
+    their stored little-endian bytes, (n, width) uint8 -> (n, width) uint8: integers with the
+    sign bit flipped, big-endian; a DOUBLE's bits ordered; a DECIMAL's 16 bytes likewise; a
+    BOOLEAN (and a variable column's length slot) as is."""
+    n, w = raw.shape
+    if kind in ("BIGINT", "TIMESTAMP", "INT", "DATE"):
+        u = raw.view(f"<u{w}").reshape(n) ^ np.array(1 << (8 * w - 1), dtype=f"<u{w}")
+        return u.astype(f">u{w}").view(np.uint8).reshape(n, w)
+    if kind == "DOUBLE":
+        bits = raw.view("<u8").reshape(n)
+        sign = np.uint64(1 << 63)
+        key = np.where(bits & sign, ~bits, bits | sign)
+        return key.astype(">u8").view(np.uint8).reshape(n, 8)
+    if kind == "DECIMAL":
+        be = raw[:, ::-1].copy()
+        be[:, 0] ^= 0x80
+        return be
+    return raw
 
 
 def _rows_buffer(values: list[bytes]) -> tuple[np.ndarray, np.ndarray]:

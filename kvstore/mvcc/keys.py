@@ -68,9 +68,10 @@ def txn_lock_key(start_ts: int, user_key: bytes) -> bytes:
     return _U64.pack(start_ts) + user_key
 
 
-def _escape_bytes(b: bytes) -> bytes:
-    # 0x00 becomes 0x00 0xFF and the value ends with 0x00 0x01, so a prefix sorts before its
-    # extensions and the encoding is order-preserving for arbitrary bytes.
+def escape_bytes(b: bytes) -> bytes:
+    """A STRING's UTF-8 or a BINARY value as a key column: 0x00 becomes 0x00 0xFF and the value
+    ends with 0x00 0x01, so a prefix sorts before its extensions and the encoding is
+    order-preserving for arbitrary bytes. (Every encoder of such key columns calls this.)"""
     return b.replace(b"\x00", b"\x00\xff") + b"\x00\x01"
 
 
@@ -122,9 +123,9 @@ class KeyCodec:
             elif kind == "DECIMAL":
                 out.append(((v + SIGN128) & ((1 << 128) - 1)).to_bytes(16, "big"))
             elif kind == "STRING":
-                out.append(_escape_bytes(v.encode()))
+                out.append(escape_bytes(v.encode()))
             else:  # BINARY
-                out.append(_escape_bytes(v))
+                out.append(escape_bytes(v))
         key = b"".join(out)
         if len(key) > MAX_USER_KEY_BYTES:
             raise SchemaMismatch(

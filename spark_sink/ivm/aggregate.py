@@ -38,11 +38,13 @@ from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.schema import TableSchema, to_storage
 from spark_sink.ivm.aggregate_columnar import (
+    COMPLEMENT,
     ColumnarAggregate,
     ColumnarResult,
     Fallback,
     StateReads,
     columnar_reason,
+    first_values_width,
 )
 from spark_sink.ivm.delta import COLUMNAR_ENV, DeltaRules, columnar_switched_off
 from spark_sink.ivm.expressions import (
@@ -61,10 +63,6 @@ from spark_sink.ivm.read_pool import read_pool
 if TYPE_CHECKING:
     from kvstore.table_info import TableInfo
     from spark_sink.ivm.inputs import StoreInputs
-
-
-_COMPLEMENT = bytes(255 - i for i in range(256))
-MAX_FIRST_VALUES = 8192  # the store's largest range_limit (kvstore.store.SCAN_CHUNK_ROWS)
 
 
 @dataclass(frozen=True)
@@ -239,7 +237,7 @@ class ValueOrder:
         got = self._memo.get(v)  # an epoch meets the same values often (current extremes)
         if got is None:
             b = self.codec.encode_values((to_storage(self.table, self.col, v),))[4:]
-            got = b.translate(_COMPLEMENT) if self.descending else b
+            got = b.translate(COMPLEMENT) if self.descending else b
             if len(self._memo) < 100_000:
                 self._memo[v] = got
         return got
@@ -578,12 +576,9 @@ class AggregateState:
         """For each group whose extreme went this epoch: its first stored value that did not go
         (reading one more than went is enough), if it beats the best value the epoch touched."""
         j = vt.call
-        width = max(len(gone) for gone, _ in reread.values()) + 1
-        if width > MAX_FIRST_VALUES:
-            raise NeedsBuild(
-                f"{width - 1} values of one group's {self.agg.aggs[j].kind.upper()} went in one "
-                "barrier"
-            )
+        width = first_values_width(
+            max(len(gone) for gone, _ in reread.values()), self.agg.aggs[j].kind
+        )
         first = self.inputs.read_first(vt.info, [self._key(g) for g in reread], width)
         for g, (gone, best) in reread.items():
             for o, v in first.get(self._key(g), []):

@@ -44,6 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kvstore.mvcc.keys import escape_bytes
+from kvstore.rowcodec import fixed_key_bytes
 from spark_sink.ivm.expressions import _INT_RANGE, keeps_values
 from spark_sink.ivm.ops.aggregate import (
     COUNT,
@@ -61,7 +63,7 @@ _GROUP_DTYPES = {"bigint", "int", "smallint", "tinyint", "string", "boolean", "d
 # The values a MIN, MAX or COUNT(DISTINCT) keeps on this path: one value per key bytes, so the
 # change consolidates on the value itself (no DOUBLE: -0.0 and NaN are the row path's).
 _VALUE_DTYPES = {"bigint", "int", "smallint", "tinyint", "string", "date"}
-_COMPLEMENT = bytes(255 - i for i in range(256))
+COMPLEMENT = bytes(255 - i for i in range(256))  # bytes.translate table: a MAX's value order
 _D256 = pa.decimal256(38, 0)
 MAX_FIRST_VALUES = 8192  # the store's largest range_limit (kvstore.store.SCAN_CHUNK_ROWS)
 _EXACT_DOUBLE = 2**53  # |x| below it: DECIMAL(38,0) -> DOUBLE is exact in any implementation
@@ -136,20 +138,28 @@ def _no_values(j: int) -> Any:
     raise AssertionError(f"function {j} keeps no values")
 
 
+def first_values_width(gone: int, kind: str) -> int:
+    """How many of a group's first stored values to read again when its MIN/MAX (``kind``) went
+    and ``gone`` of its values went this barrier: one more than went is enough; more than the
+    store's largest range_limit makes the epoch a build (NeedsBuild)."""
+    if gone + 1 > MAX_FIRST_VALUES:
+        raise NeedsBuild(f"{gone} values of one group's {kind.upper()} went in one barrier")
+    return gone + 1
+
+
 def value_orders(values: pa.Array, kind: str, descending: bool) -> pa.Array:
     """The ``o`` key column of a values state table for each of ``values`` (non-NULL, of the
     table's ``v`` column ``kind``): KeyCodec's bytes of the value, complemented for MAX (the
     bytes ``aggregate.ValueOrder`` makes one value at a time), as one binary array."""
     n = len(values)
     if kind == "STRING":
-        esc = [v.encode().replace(b"\x00", b"\x00\xff") + b"\x00\x01" for v in values.to_pylist()]
+        esc = [escape_bytes(v.encode()) for v in values.to_pylist()]
         if descending:
-            esc = [b.translate(_COMPLEMENT) for b in esc]
+            esc = [b.translate(COMPLEMENT) for b in esc]
         return pa.array(esc, pa.binary())
     w = 8 if kind in ("BIGINT", "TIMESTAMP") else 4  # INT, DATE
     ints = pc.cast(values, pa.int64() if w == 8 else pa.int32()).to_numpy(zero_copy_only=False)
-    u = ints.view(f"<u{w}") ^ np.array(1 << (8 * w - 1), dtype=f"<u{w}")
-    data = u.astype(f">u{w}").view(np.uint8)
+    data = fixed_key_bytes(ints.astype(f"<i{w}").view(np.uint8).reshape(n, w), kind)
     if descending:
         data = 255 - data
     offsets = np.arange(0, (n + 1) * w, w, dtype=np.int32)
@@ -428,12 +438,7 @@ class ColumnarAggregate:
         for *key, o in zip(*gcols, gone["o"].to_pylist(), strict=True):
             gone_o.setdefault(tuple(key), set()).add(o)
         groups = list(zip(*[went[g].to_pylist() for g in self.gnames], strict=True))
-        width = max(len(gone_o[g]) for g in groups) + 1
-        if width > MAX_FIRST_VALUES:
-            raise NeedsBuild(
-                f"{width - 1} values of one group's {self.agg.aggs[j].kind.upper()} went in one "
-                "barrier"
-            )
+        width = first_values_width(max(len(gone_o[g]) for g in groups), self.agg.aggs[j].kind)
         first = reads.first(j, groups, width)
         cols = [both[g].to_pylist() for g in self.gnames]
         at = {g: i for i, g in enumerate(zip(*cols, strict=True))}

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from coordinator.client import Client
 from kvstore.errors import KeyIsLocked
-from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, SIGN32, SIGN64, KeyCodec
+from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, SIGN32, SIGN64, KeyCodec, escape_bytes
 from kvstore.results import ChangeRecord
 from kvstore.rowcodec import RowCodec
 from kvstore.schema import Column, from_storage, to_storage
@@ -67,7 +67,7 @@ def _column_encoder(kind: str) -> Callable[[object], bytes] | None:
                 raise _Slow
             b = v.encode() if isinstance(v, str) else v
             assert isinstance(b, bytes)
-            return b.replace(b"\x00", b"\x00\xff") + b"\x00\x01"  # KeyCodec's escaping
+            return escape_bytes(b)
 
         return escaped
     return None

@@ -832,7 +832,7 @@ def engine_lines(plan: IncrementalPlan) -> list[str]:
     What an epoch hands back to the row rules at run time is ``progress()``'s and the epoch
     record's ``path``."""
     from spark_sink.ivm.aggregate_columnar import columnar_reason as aggregate_reason
-    from spark_sink.ivm.delta import COLUMNAR_ENV, columnar_reason, columnar_switched_off
+    from spark_sink.ivm.delta import columnar_reason
 
     why = columnar_reason(plan.root)
     if why is None:
@@ -840,7 +840,7 @@ def engine_lines(plan: IncrementalPlan) -> list[str]:
     else:
         lines = [f"  engine:   the view's tree by the row rules ({why})"]
     for i, agg in enumerate(plan.aggs):
-        how = f"{COLUMNAR_ENV} is off" if columnar_switched_off() else aggregate_reason(agg)
+        how = aggregate_reason(agg)
         fold = "folded over Arrow" if how is None else f"folded by the row rules ({how})"
         lines.append(f"    aggregate {i}: {fold}")
     return lines

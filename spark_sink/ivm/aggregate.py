@@ -46,7 +46,7 @@ from spark_sink.ivm.aggregate_columnar import (
     columnar_reason,
     first_values_width,
 )
-from spark_sink.ivm.delta import COLUMNAR_ENV, DeltaRules, columnar_switched_off
+from spark_sink.ivm.delta import DeltaRules
 from spark_sink.ivm.expressions import (
     WIDE_DECIMALS,
     agg_input,
@@ -302,9 +302,7 @@ class AggregateState:
         self._folder: GroupDeltas | None = None
         # The columnar path (spark_sink.ivm.aggregate_columnar) when this aggregate's shape
         # allows it; ``path`` says which path the last epoch took, ``why_rows`` why not columnar.
-        self.why_rows = (
-            f"{COLUMNAR_ENV} is off" if columnar_switched_off() else columnar_reason(agg)
-        )
+        self.why_rows = columnar_reason(agg)
         self.path = ""
         self._columnar: ColumnarAggregate | None = None
         self._pending: dict[tuple, list] = {}  # new states the columnar path left, as values

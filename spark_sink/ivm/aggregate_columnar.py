@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 
 from kvstore.mvcc.keys import escape_bytes
 from kvstore.rowcodec import fixed_key_bytes
+from spark_sink.ivm.delta import COLUMNAR_ENV, columnar_switched_off
 from spark_sink.ivm.expressions import _INT_RANGE, keeps_values
 from spark_sink.ivm.ops.aggregate import (
     COUNT,
@@ -74,7 +75,10 @@ class Fallback(Exception):
 
 
 def columnar_reason(agg: Aggregate) -> str | None:
-    """None when ``agg``'s epochs take the columnar path, else why they do not."""
+    """None when ``agg``'s epochs take the columnar path, else why they do not (the switch
+    ``SNAPVIEW_COLUMNAR=off`` among the reasons, as for the view's tree)."""
+    if columnar_switched_off():
+        return f"{COLUMNAR_ENV} is off"
     if not agg.groups:
         return "a global aggregate"
     for g, t in zip(agg.groups, agg.group_dtypes, strict=True):

@@ -462,10 +462,10 @@ class Incremental:
                 writes[view.name] = self._view_mutations_arrow(view, za)
             except HANDED_BACK as e:
                 # the row rules take the epoch and decide it (an error of theirs names the key);
-                # nothing the columnar attempt kept is kept: an outer join's match counts were
-                # stepped, so the row rules start from fresh state objects
+                # an outer join's match counts the columnar attempt stepped are stepped again
+                # by them, to the same counts, recorded once (MatchCounts keys them); a tree
+                # over Arrow holds no aggregate, so no group state was touched
                 self.why_rows = f"this epoch's change: {type(e).__name__}: {e}"
-                groups, matches = self._epoch_states(client, inputs)
                 rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
         self.path = "rows" if self.why_rows is not None else "columnar"
         if view.name not in writes:

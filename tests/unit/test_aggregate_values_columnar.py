@@ -246,3 +246,15 @@ def test_what_stays_on_the_row_path():
         "min", (Call("add", (Col(2), Lit(1, "bigint")), "bigint"),), "bigint", "bigint"
     )
     assert columnar_reason(one(computed)) == "MIN of a computed expression"
+
+
+def test_the_switch_sends_every_aggregate_to_the_row_path(monkeypatch):
+    """SNAPVIEW_COLUMNAR=off is among an aggregate's reasons, as for the view's tree: its epochs
+    take the row path, and explain() says so."""
+    agg = _agg("int")
+    assert columnar_reason(agg) is None
+    monkeypatch.setenv("SNAPVIEW_COLUMNAR", "off")
+    assert columnar_reason(agg) == "SNAPVIEW_COLUMNAR is off"
+    groups = _info(groups_table("v", agg), 77)
+    st = AggregateState(agg, groups, _Store(agg.child), "v")  # type: ignore[arg-type]
+    assert st.why_rows == "SNAPVIEW_COLUMNAR is off"

@@ -214,6 +214,18 @@ CASES = [
         ("id",),
         ("correlated scalar subquery",),
     ),
+    ViewCase(
+        "v_arith",
+        "SELECT id, customer * 10 + qty AS code, -qty AS neg_qty, abs(qty - 5) AS off, "
+        "amount * 2 AS twice, amount - 0.01 AS less, amount * qty AS line, "
+        "CAST(qty AS DECIMAL(12,3)) AS qd, CAST(amount AS DECIMAL(9,1)) AS rounded, "
+        "CASE WHEN qty > 5 THEN amount WHEN qty IS NULL THEN NULL ELSE 0.00 END AS big, "
+        "IF(note IS NULL, customer, customer + 100) AS c2, COALESCE(qty, -1) AS q0, "
+        "CAST(qty AS STRING) AS qs, price FROM orders "
+        "WHERE amount * 2 > 100.00 OR qty + 1 >= 5 OR amount IS NULL",
+        ("id",),
+        ("integral and DECIMAL arithmetic over Arrow", "casts", "CASE, IF, COALESCE"),
+    ),
 ]
 
 # Literals of every type Spark produces, and date/timestamp arithmetic (issue 24, item 6).

@@ -129,6 +129,7 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
         s = out["views"]["v_minmax_kept"]._strategy
         assert list(s.aggregate_paths.values()) == ["columnar"], s.aggregate_paths
         assert "v_right_join" in columnar, columnar  # an outer join's padded rows over Arrow
+        assert "v_arith" in columnar, columnar  # arithmetic, casts and CASE over Arrow
 
 
 def test_a_wrong_delta_rule_is_caught(spark, ivm_server, ic, monkeypatch):

@@ -37,8 +37,10 @@ or building state on Spark belongs in other modules.
 **Wired in so far** (each with the row rules as its fallback and its reference):
 
 - The view's tree over Arrow: a tree of Scan, Filter, Project, inner and outer Join and UNION
-  ALL whose expressions ``arrow_expr.py`` translates (comparisons, AND/OR/NOT, IS NULL, IN of literals over
-  integral, STRING, BOOLEAN and DATE values) takes the columnar path
+  ALL whose expressions ``arrow_expr.py`` translates (comparisons, AND/OR/NOT, IS NULL, IN of
+  literals over integral, STRING, BOOLEAN, DATE and DECIMAL values; checked integral and exact
+  DECIMAL arithmetic; casts that neither truncate nor round binary; IF, CASE, COALESCE;
+  ``tests/unit/test_arrow_expr.py`` holds it to the row evaluator) takes the columnar path
   (``DeltaRules.delta_arrow``; the view's PUTs and DELETEs from ``spark_sink.ivm.view_change``;
   ``tests/unit/test_columnar_delta.py`` holds it to a plain evaluator and to the row path).
 - ``aggregate.fold_changes`` folds the change of every grouped COUNT/SUM/AVG over integral

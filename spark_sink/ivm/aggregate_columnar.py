@@ -8,9 +8,11 @@ It serves the common shape, and ``columnar_reason`` says why an aggregate does n
 - every grouping expression a plain column of BIGINT, INT, SMALLINT, TINYINT, STRING, BOOLEAN
   or DATE (no floating point keys: their NaN and -0.0 grouping is the row path's);
 - every function COUNT(*) (Spark's COUNT(1)), COUNT(x, ...) of columns and literals, SUM(x) of
-  an integral column into BIGINT, AVG(x) of an integral column into DOUBLE, or MIN(x), MAX(x)
-  or COUNT(DISTINCT x) of a column of an integral type, DATE or STRING; no SUM/AVG(DISTINCT),
-  no DOUBLE or DECIMAL sums.
+  an integral input into BIGINT, AVG(x) of an integral input into DOUBLE, SUM(x) and AVG(x) of
+  a DECIMAL input (folded as its unscaled integers: ``unscaled``, ``scaled``), the input of a
+  SUM or AVG a column or an expression ``ops.arrow_expr`` translates, or MIN(x), MAX(x) or
+  COUNT(DISTINCT x) of a column of an integral type, DATE or STRING; no SUM/AVG(DISTINCT), no
+  DOUBLE sums.
 
 MIN, MAX and COUNT(DISTINCT x) keep their values (the values state table of each, key (group,
 ``o``), ``o`` the value's key bytes, complemented for MAX): the change's values are consolidated
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -47,7 +50,14 @@ import pyarrow.compute as pc
 from kvstore.mvcc.keys import escape_bytes
 from kvstore.rowcodec import fixed_key_bytes
 from spark_sink.ivm.delta import COLUMNAR_ENV, columnar_switched_off
-from spark_sink.ivm.expressions import _INT_RANGE, keeps_values
+from spark_sink.ivm.expressions import (
+    _INT_RANGE,
+    agg_state_type,
+    compile_expr,
+    decimal_type,
+    finalize,
+    keeps_values,
+)
 from spark_sink.ivm.ops.aggregate import (
     COUNT,
     AggregateSpec,
@@ -55,7 +65,9 @@ from spark_sink.ivm.ops.aggregate import (
     nonnull_column,
     sum_column,
 )
+from spark_sink.ivm.ops.arrow_expr import NotColumnar, arrow_expr, arrow_type, col_name
 from spark_sink.ivm.ops.operator import NeedsBuild, ZSet
+from spark_sink.ivm.ops.project import acero_project
 from spark_sink.ivm.ops.zset import ArrowZSet, WeightOverflow, exact_group_sum
 from spark_sink.ivm.plan import AggRef, Aggregate, Col, GroupRef, Lit
 from spark_sink.ivm.read_pool import read_pool
@@ -97,15 +109,52 @@ def columnar_reason(agg: Aggregate) -> str | None:
             continue
         if a.kind == "count" and all(isinstance(x, Col | Lit) for x in a.args):
             continue  # COUNT(*) is Spark's COUNT(1)
-        if not all(isinstance(x, Col) for x in a.args):
-            return f"{a.kind.upper()} of a computed expression"
         if a.kind not in ("sum", "avg") or len(a.args) != 1:
-            return f"{a.kind.upper()}"
-        if a.input_dtype not in _INT_RANGE:
+            return f"{a.kind.upper()} of a computed expression"
+        if not isinstance(a.args[0], Col):
+            try:
+                arrow_expr(a.args[0], {c.id: c for c in agg.child.columns()})
+            except NotColumnar as e:
+                return f"{a.kind.upper()} of {e}"
+        d = decimal_type(a.input_dtype)
+        if a.input_dtype in _INT_RANGE:
+            if (a.kind, a.dtype) not in (("sum", "bigint"), ("avg", "double")):
+                return f"{a.kind.upper()} into {a.dtype}"
+        elif d is None:
             return f"{a.kind.upper()} of {a.input_dtype}"
-        if (a.kind, a.dtype) not in (("sum", "bigint"), ("avg", "double")):
-            return f"{a.kind.upper()} into {a.dtype}"
+        elif a.kind == "sum" and a.dtype != agg_state_type(a).lower():
+            return f"SUM of {a.input_dtype} into {a.dtype}"
     return None
+
+
+def unscaled(col: pa.ChunkedArray | pa.Array, dtype: str) -> pa.ChunkedArray:
+    """The DECIMAL column ``col`` of plan type ``dtype`` as its unscaled integers (value times
+    10**scale): int64 up to 18 digits, else DECIMAL(38,0). Exact: the 128-bit values are read
+    again under scale 0, not divided."""
+    p, s = decimal_type(dtype)  # type: ignore[misc]
+    col = pc.cast(col, pa.decimal128(p, s))
+    if isinstance(col, pa.Array):
+        col = pa.chunked_array([col])
+    as_ints = pa.decimal128(38, 0)
+    chunks = [
+        pa.Array.from_buffers(as_ints, len(c), c.buffers(), c.null_count, c.offset)
+        for c in col.chunks
+    ]
+    out = pa.chunked_array(chunks, as_ints)
+    return pc.cast(out, pa.int64()) if p <= 18 else out
+
+
+def scaled(ints: pa.ChunkedArray | pa.Array, scale: int) -> pa.ChunkedArray:
+    """Unscaled integers (int64 or DECIMAL(38,0)) as DECIMAL(38, ``scale``) values, exactly:
+    ``unscaled``'s inverse."""
+    col = pc.cast(ints, pa.decimal128(38, 0))
+    if isinstance(col, pa.Array):
+        col = pa.chunked_array([col])
+    t = pa.decimal128(38, scale)
+    chunks = [
+        pa.Array.from_buffers(t, len(c), c.buffers(), c.null_count, c.offset) for c in col.chunks
+    ]
+    return pa.chunked_array(chunks, t)
 
 
 @dataclass
@@ -196,6 +245,21 @@ class ColumnarAggregate:
         # counted), COUNT(x, ...) an indicator, 0 where every argument is non-NULL and NULL
         # elsewhere (counted), COUNT(*) none (it is __count).
         self.inputs: list[tuple[str, list[int]] | None] = []
+        self.child_ids = child_ids
+        # A SUM/AVG of a computed expression: Spark's evaluator for a change given as rows,
+        # and its Arrow translation for one given as Arrow (columnar_reason checked it).
+        child_attrs = {c.id: c for c in agg.child.columns()}
+        self.computed: dict[int, tuple[Callable[[tuple], Any], pc.Expression]] = {
+            j: (compile_expr(a.args[0], pos), arrow_expr(a.args[0], child_attrs))
+            for j, a in enumerate(agg.aggs)
+            if a.kind in ("sum", "avg") and not isinstance(a.args[0], Col)
+        }
+        # A DECIMAL SUM/AVG folds its input's unscaled integers; its state keeps the sum.
+        self.decimals = {
+            j: a.input_dtype
+            for j, a in enumerate(agg.aggs)
+            if a.kind in ("sum", "avg") and decimal_type(a.input_dtype) is not None
+        }
         for j, a in enumerate(agg.aggs):
             cols = [pos[x.id] for x in a.args if isinstance(x, Col)]
             if any(isinstance(x, Lit) and x.value is None for x in a.args):
@@ -298,7 +362,8 @@ class ColumnarAggregate:
                 olds.append((s_old, n_old))
                 news.append((s_new, n_new))
                 continue
-            s_old = pc.fill_null(both[f"s{j}"], pa.scalar(0, pa.int64()).cast(s_type))
+            zero = pa.scalar(Decimal(0) if pa.types.is_decimal(s_type) else 0, s_type)
+            s_old = pc.fill_null(both[f"s{j}"], zero)
             inp = self.inputs[j]
             if inp is None:
                 n_delta = both[COUNT]
@@ -307,6 +372,14 @@ class ColumnarAggregate:
             n_new = pc.add_checked(n_old, n_delta)
             if a.kind == "count":
                 s_new = s_old  # a COUNT keeps no running sum (0, as the row path's)
+            elif j in self.decimals:
+                assert inp is not None
+                # the unscaled delta read at the sum's scale, added in 256 bits and cast back to
+                # the state's DECIMAL(p+10, s), which raises where Spark's sum overflows
+                scale = s_type.scale
+                wide = pa.decimal256(38, scale)
+                d = pc.cast(scaled(both[sum_column(inp[0])], scale), wide)
+                s_new = pc.cast(pc.add_checked(pc.cast(s_old, wide), d), s_type)
             else:
                 assert inp is not None
                 # (DECIMAL(38,0) + DECIMAL(38,0) is typed DECIMAL(39,0): added in 256 bits, then
@@ -480,10 +553,18 @@ class ColumnarAggregate:
                     vals = [None] * len(rows)
                 else:
                     vals = [0 if all(r[p] is not None for p in ps) else None for r in rows]
+            elif j in self.computed:
+                fn = self.computed[j][0]
+                vals = [fn(r) for r in rows]
             else:
                 p = ps[0]
                 vals = [r[p] for r in rows]
-            cols[name] = pa.array(vals, type=pa.int64())
+            if j in self.decimals:
+                cols[name] = unscaled(
+                    pa.array(vals, arrow_type(self.decimals[j])), self.decimals[j]
+                )
+            else:
+                cols[name] = pa.array(vals, type=pa.int64())
         return cols
 
     def _columns_of_arrow(self, change: pa.Table, names: list[str]) -> dict[str, Any]:
@@ -495,13 +576,18 @@ class ColumnarAggregate:
                 raise Fallback("a NULL grouping key")
             cols[name] = arr
         n = change.num_rows
+        computed = self._computed_arrow(change, names)
         for inp in filter(None, self.inputs):
             name, ps = inp
             j = int(name[1:])
             if j in self.values:
                 cols[name] = pc.cast(change[names[ps[0]]], self.values[j][1])
             elif self.agg.aggs[j].kind != "count":
-                cols[name] = pc.cast(change[names[ps[0]]], pa.int64())
+                x = computed[j] if j in computed else change[names[ps[0]]]
+                if j in self.decimals:
+                    cols[name] = unscaled(x, self.decimals[j])
+                else:
+                    cols[name] = pc.cast(x, pa.int64())
             elif ps == [-1]:
                 cols[name] = pa.nulls(n, pa.int64())
             else:
@@ -513,6 +599,19 @@ class ColumnarAggregate:
                 )
         return cols
 
+    def _computed_arrow(self, change: pa.Table, names: list[str]) -> dict[int, Any]:
+        """Each computed SUM/AVG input over ``change``, in one Acero project (the change's
+        columns named as the translation names them)."""
+        if not self.computed:
+            return {}
+        named = pa.Table.from_arrays(
+            [change[names[i]] for i in range(len(self.child_ids))],
+            names=[col_name(c) for c in self.child_ids],
+        )
+        js = list(self.computed)
+        out = acero_project(named, [self.computed[j][1] for j in js], [f"x{j}" for j in js])
+        return {j: out[f"x{j}"] for j in js}
+
     def _finals(self, s: pa.ChunkedArray, n: pa.ChunkedArray, j: int) -> list:
         """Function ``j``'s output values (Spark's: COUNT the count, SUM NULL over no values,
         AVG the sum over the count) from running sums and counts."""
@@ -522,6 +621,12 @@ class ColumnarAggregate:
         if a.kind in ("min", "max"):
             return s.to_pylist()  # NULL where no non-NULL value is kept
         empty = pc.equal(n, 0)
+        if j in self.decimals:
+            if a.kind == "sum":  # the kept sum, of Spark's result type (the state's)
+                total = pc.cast(s, arrow_type(a.dtype))
+                return pc.if_else(empty, pa.scalar(None, total.type), total).to_pylist()
+            # AVG: Spark's two roundings, per touched group (few), by the row path's finalize
+            return [finalize(a, t, c) for t, c in zip(s.to_pylist(), n.to_pylist(), strict=True)]
         if a.kind == "sum":
             total = pc.cast(s, pa.int64())  # ArrowInvalid (-> Fallback) where BIGINT overflows
             return pc.if_else(empty, pa.scalar(None, pa.int64()), total).to_pylist()

@@ -226,6 +226,14 @@ CASES = [
         ("id",),
         ("integral and DECIMAL arithmetic over Arrow", "casts", "CASE, IF, COALESCE"),
     ),
+    ViewCase(
+        "v_decimal_sums",
+        "SELECT customer, SUM(amount) AS s, AVG(amount) AS a, SUM(amount * qty) AS line, "
+        "SUM(CASE WHEN qty > 5 THEN amount ELSE 0.00 END) AS big, SUM(qty + 1) AS q1, "
+        "COUNT(amount) AS n FROM orders GROUP BY customer",
+        ("customer",),
+        ("DECIMAL SUM and AVG over Arrow", "sums of computed inputs"),
+    ),
 ]
 
 # Literals of every type Spark produces, and date/timestamp arithmetic (issue 24, item 6).

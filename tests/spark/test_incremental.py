@@ -130,6 +130,8 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
         assert list(s.aggregate_paths.values()) == ["columnar"], s.aggregate_paths
         assert "v_right_join" in columnar, columnar  # an outer join's padded rows over Arrow
         assert "v_arith" in columnar, columnar  # arithmetic, casts and CASE over Arrow
+        s = out["views"]["v_decimal_sums"]._strategy  # DECIMAL and computed sums folded
+        assert list(s.aggregate_paths.values()) == ["columnar"], (s.aggregate_paths, s.why_rows)
 
 
 def test_a_wrong_delta_rule_is_caught(spark, ivm_server, ic, monkeypatch):

@@ -20,7 +20,7 @@ import pytest
 from spark_sink.ivm.expressions import EvalError, compile_expr, decimal_type
 from spark_sink.ivm.ops import arrow_expr as ax
 from spark_sink.ivm.ops.arrow_expr import HANDED_BACK, NotColumnar, arrow_expr, col_name
-from spark_sink.ivm.ops.project import _acero_project
+from spark_sink.ivm.ops.project import acero_project
 from spark_sink.ivm.plan import Attr, Call, Col, Expr, Lit
 
 COLUMNS = [
@@ -214,7 +214,7 @@ def _compare(e: Expr, rows: list[tuple]) -> str:
             raised = err
             break
     try:
-        got = _acero_project(_table(rows), [x], ["out"])["out"].to_pylist()
+        got = acero_project(_table(rows), [x], ["out"])["out"].to_pylist()
     except HANDED_BACK as err:
         if raised is None:
             # Spark skips a branch not taken (CASE, IF, COALESCE, AND, OR); Arrow evaluates

@@ -97,7 +97,9 @@ class AggregateSpec:
 
 def fold_changes(spec: AggregateSpec, z: ArrowZSet) -> pa.Table:
     """Per group of ``spec.group_by`` that ``z`` touches: the deltas of COUNT(*) (``__count``),
-    SUM(x) (``__sum_x``) and COUNT(x) (``__nonnull_x``), int64; the group key columns first.
+    SUM(x) (``__sum_x``) and COUNT(x) (``__nonnull_x``), int64 (a SUM of a DECIMAL(38,0) x may
+    be DECIMAL(38,0)); the group key columns first. Each x holds integers: an integral column,
+    or DECIMAL(38,0) (a DECIMAL's unscaled values).
     Groups whose deltas are all 0 are left out (for a global aggregate, an empty table then)."""
     keys = list(spec.group_by)
     t = normalized_keys(z.table.select([*keys, WEIGHT]), keys)
@@ -105,24 +107,33 @@ def fold_changes(spec: AggregateSpec, z: ArrowZSet) -> pa.Table:
     cols: dict[str, pa.ChunkedArray | pa.Array] = {COUNT: w}
     for x in spec.sums:
         v = z.table[x]
-        if not pa.types.is_integer(v.type):
-            raise TypeError(f"SUM({x}) over {v.type} is not folded here yet (integral only)")
-        v = pc.cast(v, pa.int64())
-        present = pc.is_valid(v)
-        try:
-            prod = pc.multiply_checked(v, w)
-        except pa.ArrowInvalid:
-            # x * w leaves int64: DECIMAL(38,0) holds any product of two int64 values
-            # (|x * w| <= 2**126 < 10**38; Arrow types the product DECIMAL(39,0), hence 256)
-            d19 = pa.decimal256(19, 0)
-            prod = pc.cast(pc.multiply(pc.cast(v, d19), pc.cast(w, d19)), pa.decimal128(38, 0))
+        d19 = pa.decimal256(19, 0)
+        if v.type == pa.decimal128(38, 0):
+            # integers past int64 (a DECIMAL's unscaled values): the product in 256 bits, cast
+            # back to 38 digits, which raises ArrowInvalid where it leaves them
+            present = pc.is_valid(v)
+            wide = pc.multiply(pc.cast(v, pa.decimal256(38, 0)), pc.cast(w, d19))
+            prod = pc.cast(wide, pa.decimal128(38, 0))
+        elif pa.types.is_integer(v.type):
+            v = pc.cast(v, pa.int64())
+            present = pc.is_valid(v)
+            try:
+                prod = pc.multiply_checked(v, w)
+            except pa.ArrowInvalid:
+                # x * w leaves int64: DECIMAL(38,0) holds any product of two int64 values
+                # (|x * w| <= 2**126 < 10**38; Arrow types the product DECIMAL(39,0), hence 256)
+                prod = pc.cast(pc.multiply(pc.cast(v, d19), pc.cast(w, d19)), pa.decimal128(38, 0))
+        else:
+            raise TypeError(f"SUM({x}) over {v.type}: integers only (int64 or DECIMAL(38,0))")
         cols[sum_column(x)] = pc.if_else(present, prod, pa.scalar(0, prod.type))
         cols[nonnull_column(x)] = pc.if_else(present, w, 0)
     for name, col in cols.items():
         t = t.append_column(name, col)
     t = t.drop_columns([WEIGHT])
     delta = spec.delta_columns()
-    out = exact_group_sum(t, keys, delta)
+    # a DECIMAL's unscaled sum may leave int64 where Spark's DECIMAL(p+10, s) holds it
+    big = frozenset(sum_column(x) for x in spec.sums if z.table[x].type == pa.decimal128(38, 0))
+    out = exact_group_sum(t, keys, delta, big)
     return _drop_zero_groups(out, delta)
 
 

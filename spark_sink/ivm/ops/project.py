@@ -68,12 +68,12 @@ def apply_project(spec: ProjectSpec, z: ArrowZSet) -> ArrowZSet:
         f"__proj{i}": c for i, (_, c) in enumerate(spec.columns) if isinstance(c, pc.Expression)
     }
     if len(exprs) == len(names):
-        out = _acero_project(z.table, list(exprs.values()) + [pc.field(WEIGHT)], [*names, WEIGHT])
+        out = acero_project(z.table, list(exprs.values()) + [pc.field(WEIGHT)], [*names, WEIGHT])
         return ArrowZSet(out)
     # Callables see the data columns of the same table the expressions were evaluated over (one
     # Acero pass carries both), so every column lines up row for row whatever Acero's order.
     data_names = z.schema.names
-    carried = _acero_project(
+    carried = acero_project(
         z.table,
         [*exprs.values(), *(pc.field(n) for n in data_names), pc.field(WEIGHT)],
         [*exprs, *data_names, WEIGHT],
@@ -86,7 +86,9 @@ def apply_project(spec: ProjectSpec, z: ArrowZSet) -> ArrowZSet:
     return ArrowZSet(pa.Table.from_arrays([*cols, carried[WEIGHT]], names=[*names, WEIGHT]))
 
 
-def _acero_project(table: pa.Table, exprs: list[pc.Expression], names: list[str]) -> pa.Table:
+def acero_project(table: pa.Table, exprs: list[pc.Expression], names: list[str]) -> pa.Table:
+    """``exprs`` evaluated over every row of ``table`` in one Acero project, as columns
+    ``names``, rows in ``table``'s order (one thread)."""
     plan = acero.Declaration.from_sequence(
         [
             acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),

@@ -62,13 +62,17 @@ def _max_abs(col: pa.ChunkedArray | pa.Array) -> int:
 _DECIMAL38_MAX = 10**38 - 1
 
 
-def exact_group_sum(table: pa.Table, keys: list[str], columns: list[str]) -> pa.Table:
+def exact_group_sum(
+    table: pa.Table, keys: list[str], columns: list[str], keep_wide: frozenset[str] = frozenset()
+) -> pa.Table:
     """Per group of ``keys`` (NULLs equal), the exact sum of each column of ``columns`` (int64,
-    or DECIMAL(38,0) holding integers), returned as int64. A column is summed as int64 when
+    or DECIMAL(38,0) holding integers), returned as int64 (a column of ``keep_wide``: as DECIMAL(38,0)
+    where it was summed so). A column is summed as int64 when
     n * max|value| < 2**63 proves no sum can wrap, else as DECIMAL(38,0) when
     n * max|value| < 10**38 proves the same there; a column neither proves, or a group's sum
-    that does not fit int64, raises ``WeightOverflow`` naming the column: nothing wraps. Output
-    columns are ``keys`` then ``columns`` under their own names; no keys gives one row."""
+    that does not fit int64 (outside ``keep_wide``), raises ``WeightOverflow`` naming the column:
+    nothing wraps. Output columns are ``keys`` then ``columns`` under their own names; no keys
+    gives one row."""
     wide = table
     n = table.num_rows
     for c in columns:
@@ -83,13 +87,13 @@ def exact_group_sum(table: pa.Table, keys: list[str], columns: list[str]) -> pa.
     out = wide.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in columns])
     for c in columns:
         s = out[f"{c}_sum"]
-        if s.type != pa.int64():
+        if s.type != pa.int64() and c not in keep_wide:
             try:
                 s = pc.cast(s, pa.int64())
             except pa.ArrowInvalid as e:
                 raise WeightOverflow(f"a per-group sum of {c} leaves BIGINT: {e}") from None
         # the sum of zero rows (a keyless sum of an empty table) is NULL in Arrow, 0 here
-        s = pc.fill_null(s, 0)
+        s = pc.fill_null(s, pa.scalar(0, pa.int64()).cast(s.type))
         out = out.set_column(out.schema.get_field_index(f"{c}_sum"), c, s)
     return out.select([*keys, *columns])
 

@@ -60,7 +60,7 @@ def test_sums_are_exact_and_never_wrap():
 
 
 def test_non_integral_sums_are_refused():
-    with pytest.raises(TypeError, match="integral only"):
+    with pytest.raises(TypeError, match="integers only"):
         fold_changes(AggregateSpec(("k",), ("f",)), ArrowZSet.empty(LEFT))
 
 

@@ -4,7 +4,8 @@ all touched groups instead of Python per changed row and per group.
 
 It serves the common shape, and ``columnar_reason`` says why an aggregate does not take it:
 
-- grouped (a global aggregate keeps its one row with COUNT 0: the row path);
+- grouped, or global with no MIN, MAX or DISTINCT (its one row, COUNT 0 included, is there
+  while its state row is, as the row path keeps it);
 - every grouping expression a plain column of BIGINT, INT, SMALLINT, TINYINT, STRING, BOOLEAN
   or DATE (no floating point keys: their NaN and -0.0 grouping is the row path's);
 - every function COUNT(*) (Spark's COUNT(1)), COUNT(x, ...) of columns and literals, SUM(x) of
@@ -91,8 +92,8 @@ def columnar_reason(agg: Aggregate) -> str | None:
     ``SNAPVIEW_COLUMNAR=off`` among the reasons, as for the view's tree)."""
     if columnar_switched_off():
         return f"{COLUMNAR_ENV} is off"
-    if not agg.groups:
-        return "a global aggregate"
+    if not agg.groups and any(keeps_values(a) for a in agg.aggs):
+        return "a global MIN, MAX or DISTINCT aggregate"
     for g, t in zip(agg.groups, agg.group_dtypes, strict=True):
         if not isinstance(g, Col):
             return "a computed grouping expression"
@@ -238,7 +239,11 @@ class ColumnarAggregate:
         self.values = value_columns or {}
         pos = {c: i for i, c in enumerate(child_ids)}
         self.ng = len(agg.groups)
-        self.gnames = [f"g{i}" for i in range(self.ng)]
+        # A global aggregate folds under one constant group g0 = 0, the key of its one state
+        # row (as the row path keys it); its output row is there while its state row is, even
+        # with COUNT 0, and its groups are () in outputs and new states.
+        self.global_agg = not agg.groups
+        self.gnames = [f"g{i}" for i in range(max(self.ng, 1))]
         self.gtypes = [state_schema.field(n).type for n in self.gnames]
         self.gpos = [pos[g.id] for g in agg.groups]  # type: ignore[union-attr]
         # Per function, the input column its fold reads: SUM/AVG their argument (summed and
@@ -344,8 +349,12 @@ class ColumnarAggregate:
         new_rows = pc.add_checked(old_rows, both[COUNT])
         if pc.any(pc.less(new_rows, 0)).as_py():
             raise Fallback("a group's row count would go negative")
-        old_present = pc.greater(old_rows, 0)
-        new_present = pc.greater(new_rows, 0)
+        if self.global_agg:  # the one row is there while its state row is
+            old_present = had
+            new_present = pc.is_valid(new_rows)
+        else:
+            old_present = pc.greater(old_rows, 0)
+            new_present = pc.greater(new_rows, 0)
         olds, news = [], []  # per function: (running sum, non-NULL count), old and new
         for j, a in enumerate(self.agg.aggs):
             s_type = both.schema.field(f"s{j}").type
@@ -536,7 +545,11 @@ class ColumnarAggregate:
     def _columns_of_rows(self, rows: list[tuple]) -> dict[str, Any]:
         """The fold's input columns (groups, then each function's input) from tuples."""
         cols: dict[str, pa.Array] = {}
-        for name, t, p in zip(self.gnames, self.gtypes, self.gpos, strict=True):
+        if self.global_agg:
+            cols["g0"] = pa.array(np.zeros(len(rows), np.int32), self.gtypes[0])
+        for name, t, p in zip(
+            self.gnames[: self.ng], self.gtypes[: self.ng], self.gpos, strict=True
+        ):
             arr = pa.array([r[p] for r in rows], type=t)
             if arr.null_count:
                 raise Fallback("a NULL grouping key")
@@ -570,7 +583,11 @@ class ColumnarAggregate:
     def _columns_of_arrow(self, change: pa.Table, names: list[str]) -> dict[str, Any]:
         """The fold's input columns, as ``_columns_of_rows`` makes them, from Arrow columns."""
         cols: dict[str, Any] = {}
-        for name, t, p in zip(self.gnames, self.gtypes, self.gpos, strict=True):
+        if self.global_agg:
+            cols["g0"] = pa.array(np.zeros(change.num_rows, np.int32), self.gtypes[0])
+        for name, t, p in zip(
+            self.gnames[: self.ng], self.gtypes[: self.ng], self.gpos, strict=True
+        ):
             arr = pc.cast(change[names[p]], t)
             if arr.null_count:
                 raise Fallback("a NULL grouping key")
@@ -636,6 +653,12 @@ class ColumnarAggregate:
         avg = pc.divide(pc.cast(s, pa.float64()), pc.cast(n, pa.float64()))
         return pc.if_else(empty, pa.scalar(None, pa.float64()), avg).to_pylist()
 
+    def _groups(self, t: pa.Table) -> list[tuple]:
+        """The group of each row of ``t`` (its grouping columns); () for a global aggregate."""
+        if self.global_agg:
+            return [()] * t.num_rows
+        return list(zip(*[t[n].to_pylist() for n in self.gnames], strict=True))
+
     def _out_rows(self, groups: list[tuple], finals: list[list]) -> list[tuple]:
         per_group = list(zip(*finals, strict=True)) if finals else [()] * len(groups)
         env = [(*g, *f) for g, f in zip(groups, per_group, strict=True)]
@@ -664,7 +687,7 @@ class ColumnarAggregate:
             part = both.filter(mask)
             if not part.num_rows:
                 continue
-            groups = list(zip(*[part[n].to_pylist() for n in self.gnames], strict=True))
+            groups = self._groups(part)
             finals = [
                 self._finals(sums[j][0].filter(mask), sums[j][1].filter(mask), j) for j in range(nf)
             ]
@@ -672,7 +695,7 @@ class ColumnarAggregate:
             weights += [sign] * part.num_rows
         # The new state of every touched group: upserted while it has rows, deleted once it
         # has none (if it was stored).
-        groups = list(zip(*[both[n].to_pylist() for n in self.gnames], strict=True))
+        groups = self._groups(both)
         state_cols = [new_rows.to_pylist()]
         for s, n in news:
             state_cols += [s.to_pylist(), n.to_pylist()]
@@ -683,10 +706,11 @@ class ColumnarAggregate:
         new_states: dict[tuple, list] = {}
         for g, vals, p, h in zip(groups, state_rows, present, stored, strict=True):
             new_states[g] = list(vals)
+            key = (0,) if self.global_agg else g
             if p:
-                upserts.append([*g, *vals])
+                upserts.append([*key, *vals])
             elif h:
-                deletes.append([*g, *vals])
+                deletes.append([*key, *vals])
         return ColumnarResult(out_rows, weights, upserts, deletes, new_states, len(groups))
 
 

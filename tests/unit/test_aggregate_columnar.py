@@ -25,7 +25,10 @@ from spark_sink.ivm.plan import AggCall, AggRef, Aggregate, Attr, Call, Col, Gro
 
 
 def _agg(
-    group_dtype: str = "int", computed_output: bool = False, no_functions: bool = False
+    group_dtype: str = "int",
+    computed_output: bool = False,
+    no_functions: bool = False,
+    global_agg: bool = False,
 ) -> Aggregate:
     scan = Scan(
         "t",
@@ -48,6 +51,9 @@ def _agg(
     exprs: list = [GroupRef(0), *(AggRef(j) for j in range(len(aggs)))]
     if computed_output:
         exprs.append(Call("add", (AggRef(0), Lit(1, "bigint")), "bigint"))
+    if global_agg:  # SELECT COUNT(*), ..., SUM(x), AVG(x) FROM t
+        outs = tuple((Attr(10 + i, f"c{i}", "bigint", True), e) for i, e in enumerate(exprs[1:]))
+        return Aggregate((), (), aggs, outs, scan)
     outs = tuple((Attr(10 + i, f"c{i}", "bigint", True), e) for i, e in enumerate(exprs))
     return Aggregate((Col(1),), (group_dtype,), aggs, outs, scan)
 
@@ -232,28 +238,54 @@ def _change(rng: random.Random, live: list[tuple], group_values: list) -> ZSet:
 )
 def test_the_columnar_path_equals_the_row_path(seed, group_dtype, computed, bare):
     rng = random.Random(seed)
-    agg = _agg(group_dtype, computed, bare)
-    info = _state_info(agg)
     values = {
         "int": list(range(-3, 9)),
         "bigint": [-(2**62), 0, 5, 2**40],
         "string": ["a", "b", "", "é"],
         "boolean": [True, False],
     }[group_dtype]
+    agg = _agg(group_dtype, computed, bare)
+    _equal_over_history(agg, 60, lambda live: _change(rng, live, values))
+
+
+def test_a_global_aggregate_takes_the_columnar_path_and_keeps_its_row_at_count_zero():
+    """No GROUP BY: one row, there while its state row is, COUNT 0 and SUM NULL included (the
+    changes delete every row now and then)."""
+    rng = random.Random(11)
+    agg = _agg(global_agg=True)
+    assert columnar.columnar_reason(agg) is None
+    epochs = []
+
+    def change(live: list) -> ZSet:
+        epochs.append(len(live))
+        if len(epochs) % 5 == 0 and live:  # every row deleted: COUNT 0, SUM NULL
+            rows = list(live)
+            live.clear()
+            return ZSet((1, 2, 3), rows, [-1] * len(rows))
+        return _change(rng, live, [1])
+
+    _equal_over_history(agg, 60, change)
+    assert epochs.count(0) >= 10  # (the epochs after those deletes start from no row)
+
+
+def _equal_over_history(agg: Aggregate, epochs: int, change: Callable[[list], ZSet]) -> None:
+    """``epochs`` random changes (``change(live)``) through the row path, the columnar path over
+    tuples and over Arrow: equal outputs, state writes and new states at every epoch, and the
+    columnar path taken every time."""
+    info = _state_info(agg)
     a, b, c = (_StateRows(info, agg.child) for _ in range(3))  # type: ignore[arg-type]
     live: list[tuple] = []
     paths = set()
-    for _ in range(60):
-        z = _change(rng, live, values)
+    for _ in range(epochs):
+        z = change(live)
         got = _epoch(agg, info, a, z, True)
         got_arrow = _epoch(agg, info, c, z, "arrow")
         want = _epoch(agg, info, b, z, False)
-        paths.add(got[0])
-        paths.add(got_arrow[0])
+        paths |= {got[0], got_arrow[0]}
         assert got[1:] == want[1:]
         assert got_arrow[1:] == want[1:]
         for store, (_, _, ups, dels, _) in ((a, got), (b, want), (c, got_arrow)):
-            store.apply(ups, dels, 1)
+            store.apply(ups, dels, max(len(agg.groups), 1))
         assert a.rows == b.rows == c.rows
     assert paths == {"columnar"}, "the columnar path was not taken"
 
@@ -262,7 +294,6 @@ def test_decimal_and_computed_sums_take_the_columnar_path_and_equal_the_rows():
     rng = random.Random(7)
     agg = _decimal_agg()
     assert columnar.columnar_reason(agg) is None
-    info = _state_info(agg)
 
     def fresh() -> tuple:
         x = None if rng.random() < 0.15 else rng.choice([rng.randrange(-99, 99), 10**9])
@@ -270,20 +301,10 @@ def test_decimal_and_computed_sums_take_the_columnar_path_and_equal_the_rows():
         e = None if rng.random() < 0.15 else Decimal(rng.randrange(-(10**20) + 1, 10**20)) / 1000
         return (rng.randrange(-2, 5), x, "s", d, e)
 
-    a, b, c = (_StateRows(info, agg.child) for _ in range(3))  # type: ignore[arg-type]
-    live: list[tuple] = []
-    paths = set()
-    for _ in range(40):
-        z = random_change(rng, live, 30, 0.4, fresh, lambda old: (rng.randrange(-2, 5), *old[1:]))
-        got = _epoch(agg, info, a, z, True)
-        got_arrow = _epoch(agg, info, c, z, "arrow")
-        want = _epoch(agg, info, b, z, False)
-        paths |= {got[0], got_arrow[0]}
-        assert got[1:] == want[1:]
-        assert got_arrow[1:] == want[1:]
-        for store, (_, _, ups, dels, _) in ((a, got), (b, want), (c, got_arrow)):
-            store.apply(ups, dels, 1)
-    assert paths == {"columnar"}, "the columnar path was not taken"
+    def moved(old: tuple) -> tuple:
+        return (rng.randrange(-2, 5), *old[1:])
+
+    _equal_over_history(agg, 40, lambda live: random_change(rng, live, 30, 0.4, fresh, moved))
 
 
 def test_a_planted_sign_slip_in_a_decimal_sum_is_caught(monkeypatch):

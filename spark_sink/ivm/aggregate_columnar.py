@@ -12,8 +12,8 @@ It serves the common shape, and ``columnar_reason`` says why an aggregate does n
   an integral input into BIGINT, AVG(x) of an integral input into DOUBLE, SUM(x) and AVG(x) of
   a DECIMAL input (folded as its unscaled integers: ``unscaled``, ``scaled``), the input of a
   SUM or AVG a column or an expression ``ops.arrow_expr`` translates, or MIN(x), MAX(x) or
-  COUNT(DISTINCT x) of a column of an integral type, DATE or STRING; no SUM/AVG(DISTINCT), no
-  DOUBLE sums.
+  COUNT(DISTINCT x) of a column of an integral type, DATE, TIMESTAMP, DECIMAL or STRING; no
+  SUM/AVG(DISTINCT), no DOUBLE sums.
 
 MIN, MAX and COUNT(DISTINCT x) keep their values (the values state table of each, key (group,
 ``o``), ``o`` the value's key bytes, complemented for MAX): the change's values are consolidated
@@ -75,8 +75,9 @@ from spark_sink.ivm.read_pool import read_pool
 
 _GROUP_DTYPES = {"bigint", "int", "smallint", "tinyint", "string", "boolean", "date"}
 # The values a MIN, MAX or COUNT(DISTINCT) keeps on this path: one value per key bytes, so the
-# change consolidates on the value itself (no DOUBLE: -0.0 and NaN are the row path's).
-_VALUE_DTYPES = {"bigint", "int", "smallint", "tinyint", "string", "date"}
+# change consolidates on the value itself (no DOUBLE: -0.0 and NaN are the row path's), and
+# DECIMALs (one type: one unscaled integer per value).
+_VALUE_DTYPES = {"bigint", "int", "smallint", "tinyint", "string", "date", "timestamp"}
 COMPLEMENT = bytes(255 - i for i in range(256))  # bytes.translate table: a MAX's value order
 _D256 = pa.decimal256(38, 0)
 MAX_FIRST_VALUES = 8192  # the store's largest range_limit (kvstore.store.SCAN_CHUNK_ROWS)
@@ -105,7 +106,7 @@ def columnar_reason(agg: Aggregate) -> str | None:
                 return f"{a.kind.upper()}(DISTINCT ...)"
             if len(a.args) != 1 or not isinstance(a.args[0], Col):
                 return f"{a.kind.upper()} of a computed expression"
-            if a.input_dtype not in _VALUE_DTYPES:
+            if a.input_dtype not in _VALUE_DTYPES and decimal_type(a.input_dtype) is None:
                 return f"{a.kind.upper()} of {a.input_dtype}"
             continue
         if a.kind == "count" and all(isinstance(x, Col | Lit) for x in a.args):
@@ -211,9 +212,15 @@ def value_orders(values: pa.Array, kind: str, descending: bool) -> pa.Array:
         if descending:
             esc = [b.translate(COMPLEMENT) for b in esc]
         return pa.array(esc, pa.binary())
-    w = 8 if kind in ("BIGINT", "TIMESTAMP") else 4  # INT, DATE
-    ints = pc.cast(values, pa.int64() if w == 8 else pa.int32()).to_numpy(zero_copy_only=False)
-    data = fixed_key_bytes(ints.astype(f"<i{w}").view(np.uint8).reshape(n, w), kind)
+    if kind == "DECIMAL":  # the 16 little-endian bytes of each unscaled value, as stored
+        w = 16
+        arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        raw = np.frombuffer(arr.buffers()[1], np.uint8)[arr.offset * w : (arr.offset + n) * w]
+        data = fixed_key_bytes(raw.reshape(n, w), kind)
+    else:
+        w = 8 if kind in ("BIGINT", "TIMESTAMP") else 4  # INT, DATE
+        ints = pc.cast(values, pa.int64() if w == 8 else pa.int32()).to_numpy(zero_copy_only=False)
+        data = fixed_key_bytes(ints.astype(f"<i{w}").view(np.uint8).reshape(n, w), kind)
     if descending:
         data = 255 - data
     offsets = np.arange(0, (n + 1) * w, w, dtype=np.int32)
@@ -494,8 +501,7 @@ class ColumnarAggregate:
         of it (``reads.first``). Also how many groups were read so."""
         kind = self.agg.aggs[j].kind
         s_old, best = both[f"s{j}"], both[f"__vb{j}"]
-        better = pc.min_element_wise if kind == "min" else pc.max_element_wise
-        s_new = better(s_old, best, skip_nulls=True)
+        s_new = _better(kind, s_old, best)
         # the groups whose stored extreme went: its (group, value) among the gone rows
         olds = pa.table({**{g: both[g] for g in self.gnames}, "v": s_old}).filter(
             pc.is_valid(s_old)
@@ -712,6 +718,17 @@ class ColumnarAggregate:
             elif h:
                 deletes.append([*key, *vals])
         return ColumnarResult(out_rows, weights, upserts, deletes, new_states, len(groups))
+
+
+def _better(kind: str, a: Any, b: Any) -> Any:
+    """Per row, the smaller (MIN) or larger (MAX) of ``a`` and ``b``, NULL only where both are.
+    A TIMESTAMP is compared as its microseconds (Arrow's element-wise kernels take no zoned
+    timestamps)."""
+    fn = pc.min_element_wise if kind == "min" else pc.max_element_wise
+    if pa.types.is_timestamp(a.type):
+        micros = fn(pc.cast(a, pa.int64()), pc.cast(b, pa.int64()), skip_nulls=True)
+        return pc.cast(micros, a.type)
+    return fn(a, b, skip_nulls=True)
 
 
 def distinct_change(n_old: Any, n_new: Any) -> Any:

@@ -150,9 +150,13 @@ CASES = [
         "v_minmax_kept",
         "SELECT customer, MIN(qty) AS lo, MAX(qty) AS hi, MIN(item) AS first_item, "
         "MAX(item) AS last_item, COUNT(DISTINCT item) AS items, MAX(placed) AS last_day, "
-        "COUNT(*) AS n, SUM(qty) AS sq FROM orders GROUP BY customer",
+        "COUNT(*) AS n, SUM(qty) AS sq, MIN(amount) AS low, MAX(amount) AS high, "
+        "MAX(at) AS last_at FROM orders GROUP BY customer",
         ("customer",),
-        ("min/max and count distinct on the columnar path", "deleting the current extreme"),
+        (
+            "min/max and count distinct on the columnar path (DECIMAL and TIMESTAMP too)",
+            "deleting the current extreme",
+        ),
     ),
     ViewCase(
         "v_sum_distinct",

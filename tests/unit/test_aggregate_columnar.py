@@ -94,6 +94,7 @@ _ARROW = {
     "date": pa.date32(),
     "decimal(10,2)": pa.decimal128(10, 2),
     "decimal(20,3)": pa.decimal128(20, 3),
+    "timestamp": pa.timestamp("us", tz="UTC"),
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -39,6 +40,8 @@ def _agg(group_dtype: str) -> Aggregate:
             Attr(3, "y", "string", True),
             Attr(4, "d", "date", True),
             Attr(5, "i", "int", True),
+            Attr(6, "m", "decimal(10,2)", True),
+            Attr(7, "at", "timestamp", True),
         ),
     )
     aggs = (
@@ -51,6 +54,11 @@ def _agg(group_dtype: str) -> Aggregate:
         AggCall("max", (Col(4),), "date", "date"),
         AggCall("count", (Col(5),), "bigint", "int", distinct=True),
         AggCall("sum", (Col(2),), "bigint", "bigint"),
+        AggCall("min", (Col(6),), "decimal(10,2)", "decimal(10,2)"),
+        AggCall("max", (Col(6),), "decimal(10,2)", "decimal(10,2)"),
+        AggCall("count", (Col(6),), "bigint", "decimal(10,2)", distinct=True),
+        AggCall("min", (Col(7),), "timestamp", "timestamp"),
+        AggCall("max", (Col(7),), "timestamp", "timestamp"),
     )
     exprs = [GroupRef(0), *(AggRef(j) for j in range(len(aggs)))]
     outs = tuple((Attr(10 + i, f"c{i}", "bigint", True), e) for i, e in enumerate(exprs))
@@ -126,6 +134,11 @@ def _epoch(agg: Aggregate, infos, store: _Store, z: ZSet, how: str):
 
 
 _DAYS = [dt.date(2020, 1, 1) + dt.timedelta(days=k) for k in (-400, -1, 0, 3, 30)]
+_AMOUNTS = [
+    Decimal(x) for x in ("-99999999.99", "-1.50", "-0.01", "0.00", "0.01", "2.50", "99999999.99")
+]
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_TIMES = [_EPOCH + dt.timedelta(microseconds=k) for k in (-(10**15), -1, 0, 1, 10**15)]
 
 
 def _row(rng: random.Random, group_values: list) -> tuple:
@@ -138,6 +151,8 @@ def _row(rng: random.Random, group_values: list) -> tuple:
         maybe(rng.choice(["", "a", "a\x00", "b", "é", "zz"])),
         maybe(rng.choice(_DAYS)),
         maybe(rng.randrange(-3, 3)),
+        maybe(rng.choice(_AMOUNTS)),
+        maybe(rng.choice(_TIMES)),
     )
 
 
@@ -190,6 +205,8 @@ def test_value_orders_are_the_row_paths_bytes():
             "STRING": ["", "a", "a\x00", "\x00", "é"],
             "DATE": _DAYS,
             "INT": [-(2**31), -1, 0, 2**31 - 1],
+            "DECIMAL": _AMOUNTS,
+            "TIMESTAMP": _TIMES,
         }[col.type.kind]
         order = ValueOrder(info, a.kind == "max")
         got = value_orders(pa.array(sample, col.type.arrow()), col.type.kind, a.kind == "max")

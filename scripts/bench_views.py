@@ -630,13 +630,16 @@ def crossover(args, n: int, changes: list[int]) -> int:
         recs = {st: Recorder(v) for st, v in views.items()}
         table: dict[int, dict[str, list[float]]] = {}
         whys: dict[int, list[str]] = {}
+        anon: dict[int, int] = {}  # the driver's peak RssAnon (kB) over each size's epochs
         for k in changes:
             table[k] = {st: [] for st in strategies}
             whys[k] = []
+            anon[k] = 0
             for _ in range(args.runs):
                 ts = update_orders(c, n, k, rng)
                 for st, v in views.items():
                     v.maintain_available(until=ts, timeout=3600)
+                    anon[k] = max(anon[k], rss_kb()[0])
                     got = recs[st].take()
                     assert len(got) == 1, (st, got)
                     table[k][st].append(got[0]["epoch_s"])
@@ -651,6 +654,10 @@ def crossover(args, n: int, changes: list[int]) -> int:
         print(
             f"crossover on {n:,} orders ({view} view), medians of {args.runs} barrier(s) per size"
             f" (SNAPVIEW_COLUMNAR={os.environ.get('SNAPVIEW_COLUMNAR', 'auto')}):"
+        )
+        print(
+            "  driver RssAnon peak over each size's epochs: "
+            + ", ".join(f"{k:,} changes {anon[k] / 1024:.0f} MB" for k in changes)
         )
         if strategies != ("incremental", "full_recompute", "auto"):
             print(f"  {'changes':>9} " + " ".join(f"{st:>14}" for st in strategies))

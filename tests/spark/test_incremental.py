@@ -125,6 +125,8 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
         # an aggregate over a join: the join's change over Arrow, folded by the columnar path
         s = out["views"]["v_join_groups"]._strategy
         assert list(s.aggregate_paths.values()) == ["columnar"], s.aggregate_paths
+        s = out["views"]["v_distinct"]._strategy  # SELECT DISTINCT: grouping, no function
+        assert list(s.aggregate_paths.values()) == ["columnar"], (s.aggregate_paths, s.why_rows)
         s = out["views"]["v_global"]._strategy  # a global aggregate, its one row, over Arrow
         assert list(s.aggregate_paths.values()) == ["columnar"], (s.aggregate_paths, s.why_rows)
     if part == "outer_minmax_distinct_union":  # MIN/MAX, COUNT(DISTINCT) kept over Arrow

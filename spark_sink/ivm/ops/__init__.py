@@ -43,17 +43,18 @@ or building state on Spark belongs in other modules.
   ``tests/unit/test_arrow_expr.py`` holds it to the row evaluator) takes the columnar path
   (``DeltaRules.delta_arrow``; the view's PUTs and DELETEs from ``spark_sink.ivm.view_change``;
   ``tests/unit/test_columnar_delta.py`` holds it to a plain evaluator and to the row path).
-- ``aggregate.fold_changes`` folds the change of every grouped COUNT/SUM/AVG over integral
-  columns, over a source or a tree that runs over Arrow, and MIN/MAX and COUNT(DISTINCT x) of
-  integral, DATE and STRING columns keep their values tables over Arrow
+- ``aggregate.fold_changes`` folds the change of every grouped or global COUNT/SUM/AVG of
+  integral and DECIMAL inputs (columns or translated expressions), over a source or a tree
+  that runs over Arrow, and MIN/MAX and COUNT(DISTINCT x) of integral, DATE, TIMESTAMP,
+  DECIMAL and STRING columns keep their values tables over Arrow
   (``spark_sink.ivm.aggregate_columnar``, the columnar aggregate path; its references
   ``tests/unit/test_aggregate_columnar.py`` and ``test_aggregate_values_columnar.py``).
 - Index state tables follow their source's change over Arrow (``spark_sink.ivm.index_state``).
 
-Not wired in: SELECT DISTINCT, windows,
-arithmetic and casts (their Arrow kernels exist beside the row rules, tested against the
-reference, but the row rules maintain those views). Exact DOUBLE and DECIMAL sums, AVG's DECIMAL
-rounding, SUM(DISTINCT x), FILTER clauses and windows have no kernel yet; the reference kernels
+Not wired in: windows (their Arrow kernel exists beside the row rule, tested against the
+reference, but the row rule maintains those views), DOUBLE arithmetic and comparisons, DOUBLE
+sums (kept exact as a compensated pair by the row rule), MIN/MAX of DOUBLE and BINARY, global
+MIN/MAX and DISTINCT, SUM(DISTINCT x) and FILTER clauses; the reference kernels
 of the stateful operators (``outer_join.delta_outer_join``, ``minmax``, ``distinct``) take their
 state as in-memory ArrowZSets, where the wired paths read it by key.
 

@@ -31,6 +31,7 @@ TXNS = 2  # transactions per client, each: start_ts from its stream, a one-phase
 # transactions a second, within what the server on a small test machine commits (at saturation
 # every call queues, Tso too; this test is about open streams, not about overload).
 PACE_S = 6.0
+STALL_P99_S = 1.0  # the separate caller's Tso p99 bound: a stall, not a slow machine
 # One TCP connection per client, as separate processes would have: gRPC otherwise shares one
 # connection among a process's channels to the same target.
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
@@ -134,7 +135,7 @@ def _drain(q, until_count: int, timeout: float, what: str) -> list:
 
 def test_thousand_clients_with_open_streams_all_commit(tmp_path):
     """1,000 clients (own connection, own open TsoStream each) commit TXNS transactions each
-    with 0 failures, while a separate caller's Tso p99 stays under 50 ms."""
+    with 0 failures, while a separate caller's Tso p99 stays under STALL_P99_S (no stall)."""
     t0 = time.monotonic()
     ctx = mp.get_context("spawn")
     opened, results = ctx.Queue(), ctx.Queue()
@@ -183,7 +184,14 @@ def test_thousand_clients_with_open_streams_all_commit(tmp_path):
         assert len(lat) >= 100, len(lat)
         lat.sort()
         p99 = lat[int(0.99 * (len(lat) - 1))]
-        assert p99 < 0.050, f"separate caller's Tso p99 {p99 * 1000:.1f} ms over {len(lat)} calls"
+        # A stall guard, not the latency figure (scripts/bench_clients.py measures that: p99
+        # 7-29 ms at 1,000 clients). The server this guards against stalled for seconds (3
+        # calls in 8 s, calls failing at their 5 s deadline). A healthy server's p99 here was
+        # 92 ms on a shared machine running at half speed, and 268 ms beside a Spark job on
+        # the same two cores: the bound is 1 s.
+        assert p99 < STALL_P99_S, (
+            f"separate caller's Tso p99 {p99 * 1000:.1f} ms over {len(lat)} calls"
+        )
         rows = c.read(table).to_pylist()
         assert len(rows) == CLIENTS and {r["v"] for r in rows} == {TXNS - 1}
     assert time.monotonic() - t0 < 60

@@ -233,7 +233,11 @@ def test_no_rollback_inside_a_running_revision(tmp_path):
         done: list = []
         th = threading.Thread(target=lambda: done.append(c.revise("acct", to_ts=target)))
         th.start()
-        rev = wait_for(lambda: [r for r in c.revisions("acct") if r.state == "running"], 5)[0]
+        # (a revision is listed as running from its record, before its transaction has a
+        # start_ts: wait for that too)
+        rev = wait_for(
+            lambda: [r for r in c.revisions("acct") if r.state == "running" and r.start_ts], 5
+        )[0]
         primary = rollback_primary_key(rev.id)
         wait_for(
             lambda: c.store.check_txn_status(primary, rev.start_ts).status == LOCKED, 5, "primary"

@@ -355,6 +355,15 @@ def _validity(nulls: np.ndarray) -> pa.Buffer:
     return pa.py_buffer(np.packbits(~nulls, bitorder="little").tobytes())
 
 
+def decimal128_bytes(arr: pa.Array) -> np.ndarray:
+    """The 16 little-endian bytes of each value of the DECIMAL128 array ``arr``, its unscaled
+    two's complement integer as Arrow and the row layout both hold it, (n, 16) uint8 (a NULL's
+    bytes are whatever Arrow left there). A view of ``arr``'s buffer, not a copy."""
+    n = len(arr)
+    buf = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+    return buf[arr.offset * 16 : (arr.offset + n) * 16].reshape(n, 16)
+
+
 def fixed_key_bytes(raw: np.ndarray, kind: str) -> np.ndarray:
     """The memcomparable key bytes (KeyCodec's) of fixed-width values of ``kind``, given as
     their stored little-endian bytes, (n, width) uint8 -> (n, width) uint8: integers with the

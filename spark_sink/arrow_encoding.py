@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.keys import MAX_USER_KEY_BYTES
 from kvstore.mvcc.records import LockOp, Mutation
-from kvstore.rowcodec import ROW_VERSION
+from kvstore.rowcodec import ROW_VERSION, decimal128_bytes
 from kvstore.schema import FIXED_WIDTH, ROW_ID_COLUMN, VARIABLE, Column
 from kvstore.table_info import TableInfo
 from spark_source.options import CHANGE_TYPE, COMMIT_TS
@@ -136,8 +136,7 @@ class ArrowEncoder:
                 vals = arr.fill_null(False).to_numpy(zero_copy_only=False)
                 fixed[:, off] = vals.astype(np.uint8)
             elif kind == "DECIMAL":
-                buf = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
-                raw = buf[arr.offset * 16 : (arr.offset + n) * 16].reshape(n, 16)
+                raw = decimal128_bytes(arr)
                 if nulls is not None:
                     raw = np.where(nulls[:, None], 0, raw)
                 fixed[:, off : off + 16] = raw

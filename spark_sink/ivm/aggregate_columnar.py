@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvstore.mvcc.keys import escape_bytes
-from kvstore.rowcodec import fixed_key_bytes
+from kvstore.rowcodec import decimal128_bytes, fixed_key_bytes
 from spark_sink.ivm.delta import COLUMNAR_ENV, columnar_switched_off
 from spark_sink.ivm.expressions import (
     _INT_RANGE,
@@ -134,29 +134,23 @@ def unscaled(col: pa.ChunkedArray | pa.Array, dtype: str) -> pa.ChunkedArray:
     10**scale): int64 up to 18 digits, else DECIMAL(38,0). Exact: the 128-bit values are read
     again under scale 0, not divided."""
     p, s = decimal_type(dtype)  # type: ignore[misc]
-    col = pc.cast(col, pa.decimal128(p, s))
-    if isinstance(col, pa.Array):
-        col = pa.chunked_array([col])
-    as_ints = pa.decimal128(38, 0)
-    chunks = [
-        pa.Array.from_buffers(as_ints, len(c), c.buffers(), c.null_count, c.offset)
-        for c in col.chunks
-    ]
-    out = pa.chunked_array(chunks, as_ints)
+    out = _read_as(pc.cast(col, pa.decimal128(p, s)), pa.decimal128(38, 0))
     return pc.cast(out, pa.int64()) if p <= 18 else out
 
 
 def scaled(ints: pa.ChunkedArray | pa.Array, scale: int) -> pa.ChunkedArray:
     """Unscaled integers (int64 or DECIMAL(38,0)) as DECIMAL(38, ``scale``) values, exactly:
     ``unscaled``'s inverse."""
-    col = pc.cast(ints, pa.decimal128(38, 0))
-    if isinstance(col, pa.Array):
-        col = pa.chunked_array([col])
-    t = pa.decimal128(38, scale)
-    chunks = [
-        pa.Array.from_buffers(t, len(c), c.buffers(), c.null_count, c.offset) for c in col.chunks
-    ]
-    return pa.chunked_array(chunks, t)
+    return _read_as(pc.cast(ints, pa.decimal128(38, 0)), pa.decimal128(38, scale))
+
+
+def _read_as(col: pa.ChunkedArray | pa.Array, t: pa.DataType) -> pa.ChunkedArray:
+    """The DECIMAL128 column ``col``'s 128-bit values read again as type ``t`` (another
+    DECIMAL128 precision and scale): the same buffers, no arithmetic."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    return pa.chunked_array(
+        [pa.Array.from_buffers(t, len(c), c.buffers(), c.null_count, c.offset) for c in chunks], t
+    )
 
 
 @dataclass
@@ -215,8 +209,7 @@ def value_orders(values: pa.Array, kind: str, descending: bool) -> pa.Array:
     if kind == "DECIMAL":  # the 16 little-endian bytes of each unscaled value, as stored
         w = 16
         arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-        raw = np.frombuffer(arr.buffers()[1], np.uint8)[arr.offset * w : (arr.offset + n) * w]
-        data = fixed_key_bytes(raw.reshape(n, w), kind)
+        data = fixed_key_bytes(decimal128_bytes(arr), kind)
     else:
         w = 8 if kind in ("BIGINT", "TIMESTAMP") else 4  # INT, DATE
         ints = pc.cast(values, pa.int64() if w == 8 else pa.int32()).to_numpy(zero_copy_only=False)

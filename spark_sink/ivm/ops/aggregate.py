@@ -107,24 +107,19 @@ def fold_changes(spec: AggregateSpec, z: ArrowZSet) -> pa.Table:
     cols: dict[str, pa.ChunkedArray | pa.Array] = {COUNT: w}
     for x in spec.sums:
         v = z.table[x]
-        d19 = pa.decimal256(19, 0)
-        if v.type == pa.decimal128(38, 0):
-            # integers past int64 (a DECIMAL's unscaled values): the product in 256 bits, cast
-            # back to 38 digits, which raises ArrowInvalid where it leaves them
-            present = pc.is_valid(v)
-            wide = pc.multiply(pc.cast(v, pa.decimal256(38, 0)), pc.cast(w, d19))
-            prod = pc.cast(wide, pa.decimal128(38, 0))
+        if v.type == pa.decimal128(38, 0):  # integers past int64 (a DECIMAL's unscaled values)
+            prod = _product_38(v, w)
         elif pa.types.is_integer(v.type):
             v = pc.cast(v, pa.int64())
-            present = pc.is_valid(v)
             try:
                 prod = pc.multiply_checked(v, w)
             except pa.ArrowInvalid:
                 # x * w leaves int64: DECIMAL(38,0) holds any product of two int64 values
-                # (|x * w| <= 2**126 < 10**38; Arrow types the product DECIMAL(39,0), hence 256)
-                prod = pc.cast(pc.multiply(pc.cast(v, d19), pc.cast(w, d19)), pa.decimal128(38, 0))
+                # (|x * w| <= 2**126 < 10**38)
+                prod = _product_38(v, w)
         else:
             raise TypeError(f"SUM({x}) over {v.type}: integers only (int64 or DECIMAL(38,0))")
+        present = pc.is_valid(v)
         cols[sum_column(x)] = pc.if_else(present, prod, pa.scalar(0, prod.type))
         cols[nonnull_column(x)] = pc.if_else(present, w, 0)
     for name, col in cols.items():
@@ -135,6 +130,16 @@ def fold_changes(spec: AggregateSpec, z: ArrowZSet) -> pa.Table:
     big = frozenset(sum_column(x) for x in spec.sums if z.table[x].type == pa.decimal128(38, 0))
     out = exact_group_sum(t, keys, delta, big)
     return _drop_zero_groups(out, delta)
+
+
+def _product_38(
+    v: pa.ChunkedArray | pa.Array, w: pa.ChunkedArray | pa.Array
+) -> pa.ChunkedArray | pa.Array:
+    """``v * w`` (integers, int64 or DECIMAL(38,0), times int64 weights) as DECIMAL(38,0):
+    multiplied in 256 bits (Arrow types the product past 38 digits), cast back, which raises
+    ``ArrowInvalid`` where a product leaves 38 digits."""
+    d38, d19 = pa.decimal256(38, 0), pa.decimal256(19, 0)
+    return pc.cast(pc.multiply(pc.cast(v, d38), pc.cast(w, d19)), pa.decimal128(38, 0))
 
 
 def add_group_deltas(spec: AggregateSpec, state: pa.Table, delta: pa.Table) -> pa.Table:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from spark_sink.ivm.functions import BY_CATALYST
 from spark_sink.ivm.plan import (
     AggCall,
     AggRef,
@@ -37,6 +38,7 @@ from spark_sink.ivm.plan import (
     Node,
     Project,
     Scan,
+    SemiJoin,
     Union,
     Unsupported,
     Window,
@@ -82,17 +84,12 @@ _BINARY = {
     "Multiply": "mul",
     "Divide": "div",
     "Remainder": "mod",
-    "StartsWith": "startswith",
-    "EndsWith": "endswith",
-    "Contains": "contains",
 }
 _UNARY = {
     "Not": "not",
     "IsNull": "isnull",
     "IsNotNull": "isnotnull",
     "UnaryMinus": "neg",
-    "Upper": "upper",
-    "Lower": "lower",
     "Abs": "abs",
 }
 # Wrappers the optimizer adds that do not change a value we compute (join keys and grouping
@@ -109,6 +106,7 @@ _CAST_TYPES = (
     "string",
     "boolean",
     "date",
+    "timestamp",
 )
 
 
@@ -184,6 +182,25 @@ def literal_value(j: JObject) -> Any:
     raise Unsupported(f"a literal of type {t} is not maintained incrementally")
 
 
+def _internal_value(v: Any, t: str) -> Any:
+    """A value of Catalyst's internal representation (an InSet's members) of type ``t`` as
+    the Python value our rows carry."""
+    if v is None:
+        return None
+    if t == "string":
+        return str(v.toString())
+    if t in ("bigint", "int", "smallint", "tinyint"):
+        return int(v)
+    if t == "date":
+        return EPOCH_DAY + dt.timedelta(days=int(v))
+    if t.startswith("decimal"):
+        big = v.toJavaBigDecimal()
+        return big if isinstance(big, decimal.Decimal) else decimal.Decimal(str(big.toString()))
+    if t == "boolean":
+        return bool(v)
+    raise Unsupported(f"IN with a long list of {t} values is not maintained incrementally")
+
+
 # Date and timestamp arithmetic (the session's time zone is UTC: a day is 24 hours).
 _DATETIME = {
     "DateAdd": "date_add",
@@ -247,6 +264,13 @@ class _Converter:
             if not any(dtype.startswith(t) for t in _CAST_TYPES):
                 raise Unsupported(f"a cast to {dtype} is not maintained incrementally")
             src = str(j.child().dataType().simpleString())
+            tz = j.timeZoneId()
+            zoned = "timestamp" in (src, dtype)
+            if zoned and tz.isDefined() and str(tz.get()) not in _UTC:
+                raise Unsupported(
+                    f"a cast from {src} to {dtype} in time zone {tz.get()} is not maintained "
+                    "incrementally"
+                )
             return Call("cast", (self.expr(j.child()),), dtype + "|" + src)
         if kind == "In":
             items = _seq(j.list())
@@ -261,8 +285,10 @@ class _Converter:
                 )
             operands = tuple(self.expr(c) for c in _seq(j.children()))
             return Call(_DATETIME[kind], operands, dtype)
-        if kind == "InSet":
-            raise Unsupported("IN with a very long list (InSet) is not maintained incrementally")
+        if kind == "InSet":  # an IN list past spark.sql.optimizer.inSetConversionThreshold
+            t = str(j.child().dataType().simpleString())
+            items = [Lit(_internal_value(v, t), t) for v in _seq(j.hset().toSeq())]
+            return Call("in", (self.expr(j.child()), *items), dtype)
         if kind == "Coalesce":
             return Call("coalesce", tuple(self.expr(c) for c in _seq(j.children())), dtype)
         if kind == "If":
@@ -278,6 +304,15 @@ class _Converter:
             default = j.elseValue()
             args.append(self.expr(default.get()) if default.isDefined() else Lit(None, dtype))
             return Call("case", tuple(args), dtype)
+        fn = BY_CATALYST.get(kind)
+        if fn is not None:
+            children = _seq(j.children())
+            types = tuple(str(c.dataType().simpleString()) for c in children)
+            if not fn.accepts(types, dtype):
+                raise Unsupported(
+                    f"{j.prettyName()} of {', '.join(types)} is not maintained incrementally"
+                )
+            return Call(fn.op, tuple(self.expr(c) for c in children), dtype)
         if kind == "Like":
             pattern = j.right()
             if _name(pattern) != "Literal":
@@ -324,6 +359,61 @@ class _Converter:
 _JOIN_KINDS = {"Inner": "inner", "LeftOuter": "left", "RightOuter": "right", "FullOuter": "full"}
 
 
+_SEMI_KINDS = {"LeftSemi": False, "LeftAnti": True}  # -> anti
+
+
+def _join_condition(j, left: Node, right: Node, jt: str) -> tuple[list, list, Expr | None]:
+    """A Catalyst join's condition as (left key ids, right key ids, residual): the equalities
+    between a column of each side, then the rest ANDed (None when nothing is left)."""
+    lids = {a.id for a in output(left)}
+    rids = {a.id for a in output(right)}
+    lk, rk, rest = [], [], []
+    cond = j.condition()
+    for c in _split_and(cond.get()) if cond.isDefined() else []:
+        if jt == "LeftAnti" and _null_aware(c):
+            raise Unsupported(
+                "NOT IN over a column that may be NULL (a null-aware anti join: one NULL "
+                "on either side changes every row's answer) is not maintained incrementally; "
+                "NOT EXISTS, or NOT IN over NOT NULL columns, is"
+            )
+        e = _Converter().expr(c)
+        if isinstance(e, Call) and e.op == "eq" and all(isinstance(a, Col) for a in e.args):
+            a, b = e.args
+            if a.id in lids and b.id in rids:
+                lk.append(a.id)
+                rk.append(b.id)
+                continue
+            if a.id in rids and b.id in lids:
+                lk.append(b.id)
+                rk.append(a.id)
+                continue
+        rest.append(e)
+    if not lk:
+        raise Unsupported(
+            "a join without an equality between a column of each side (a cross join or a "
+            "join on computed keys) is not maintained incrementally"
+        )
+    residual = None
+    for e in rest:
+        residual = e if residual is None else Call("and", (residual, e), "boolean")
+    return lk, rk, residual
+
+
+def _null_aware(c) -> bool:
+    """Whether ``c`` is NOT IN's ``(a = b) OR isnull(a = b)`` (Spark keeps it where a side may
+    be NULL)."""
+    return _name(c) == "Or" and any(_name(x) == "IsNull" for x in (c.left(), c.right()))
+
+
+def _semi_join(left: Node, right: Node, lk: list, rk: list, residual, jt: str) -> SemiJoin:
+    floats = {a.id for a in output(left) if a.dtype in ("double", "float")}
+    if floats & set(lk):
+        raise Unsupported(
+            "a semi or anti join on a DOUBLE or FLOAT key is not maintained incrementally"
+        )
+    return SemiJoin(left, right, tuple(lk), tuple(rk), residual, _SEMI_KINDS[jt])
+
+
 def _split_and(j) -> list:
     if _name(j) == "And":
         return _split_and(j.left()) + _split_and(j.right())
@@ -361,34 +451,12 @@ def _node_of(j, tables_of) -> Node:
         return _node(j.child(), tables_of)  # a view is a set of rows: order is not kept
     if kind == "Join":
         jt = str(j.joinType().toString())
-        if jt not in _JOIN_KINDS:
+        if jt not in _JOIN_KINDS and jt not in _SEMI_KINDS:
             raise Unsupported(f"a {jt} join is not maintained incrementally")
         left, right = _node(j.left(), tables_of), _node(j.right(), tables_of)
-        lids = {a.id for a in output(left)}
-        rids = {a.id for a in output(right)}
-        lk, rk, rest = [], [], []
-        cond = j.condition()
-        for c in _split_and(cond.get()) if cond.isDefined() else []:
-            e = _Converter().expr(c)
-            if isinstance(e, Call) and e.op == "eq" and all(isinstance(a, Col) for a in e.args):
-                a, b = e.args
-                if a.id in lids and b.id in rids:
-                    lk.append(a.id)
-                    rk.append(b.id)
-                    continue
-                if a.id in rids and b.id in lids:
-                    lk.append(b.id)
-                    rk.append(a.id)
-                    continue
-            rest.append(e)
-        if not lk:
-            raise Unsupported(
-                "a join without an equality between a column of each side (a cross join or a "
-                "join on computed keys) is not maintained incrementally"
-            )
-        residual = None
-        for e in rest:
-            residual = e if residual is None else Call("and", (residual, e), "boolean")
+        lk, rk, residual = _join_condition(j, left, right, jt)
+        if jt in _SEMI_KINDS:
+            return _semi_join(left, right, lk, rk, residual, jt)
         kind = _JOIN_KINDS[jt]
         if kind != "inner" and residual is not None:
             raise Unsupported(
@@ -507,9 +575,12 @@ def _catalyst_nodes(plan: JObject, kind: str) -> list[JObject]:
 
 
 def catalyst_joins(plan: JObject) -> list[JObject]:
-    """The Catalyst Joins of an optimized plan in pre-order (as ``joins`` numbers them: the
-    nodes the tree passes through hold no join)."""
-    return _catalyst_nodes(plan, "Join")
+    """The Catalyst Joins of an optimized plan but its semi and anti joins (``SemiJoin``
+    nodes), in pre-order (as ``joins`` numbers them: the nodes the tree passes through hold no
+    join)."""
+    return [
+        j for j in _catalyst_nodes(plan, "Join") if str(j.joinType().toString()) not in _SEMI_KINDS
+    ]
 
 
 def catalyst_aggregates(plan: JObject) -> list[tuple[JObject, list[JObject], list[JObject]]]:

@@ -21,6 +21,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 from kvstore.errors import InvalidArgument
+from spark_sink.ivm.functions import BY_OP
 from spark_sink.ivm.plan import (
     AggCall,
     AggRef,
@@ -189,6 +190,13 @@ def _cast(dtype: str, src: str) -> Callable[[Any], Any]:
         return to_dec
     if dtype == "string" and (src in _INT_RANGE or src == "string"):
         return lambda v: None if v is None else str(v)
+    if dtype == "string" and src == "date":
+        return lambda v: None if v is None else v.isoformat()  # yyyy-MM-dd, as Spark's
+    if dtype == "date" and src in ("timestamp", "timestamp_ntz"):
+        # the session's zone is UTC (catalyst refuses another): the UTC calendar day
+        return lambda v: None if v is None else v.astimezone(dt.UTC).date()
+    if dtype == "timestamp" and src == "date":
+        return lambda v: None if v is None else dt.datetime(v.year, v.month, v.day, tzinfo=dt.UTC)
     raise Unsupported(f"a cast from {src} to {dtype} is not maintained incrementally")
 
 
@@ -342,16 +350,6 @@ def compile_expr(e: Expr, pos: dict[int, int], env: dict | None = None) -> Fn:
             return default(r)
 
         return f_case
-    if op in ("startswith", "endswith", "contains"):
-        a, b = args
-        m = {"startswith": str.startswith, "endswith": str.endswith, "contains": str.__contains__}[
-            op
-        ]
-        return lambda r: None if (x := a(r)) is None or (y := b(r)) is None else m(x, y)
-    if op in ("upper", "lower"):
-        (a,) = args
-        case = str.upper if op == "upper" else str.lower
-        return lambda r: None if (x := a(r)) is None else case(x)
     if op == "like":
         a, pat, esc = e.args
         assert isinstance(pat, Lit) and isinstance(esc, Lit)
@@ -360,7 +358,26 @@ def compile_expr(e: Expr, pos: dict[int, int], env: dict | None = None) -> Fn:
         rx = _like_regex(str(pat.value), str(esc.value))
         subject = args[0]
         return lambda r: None if (x := subject(r)) is None else rx.fullmatch(x) is not None
+    fn = BY_OP.get(op)
+    if fn is not None:
+        return _strict(fn.value, args)
     raise Unsupported(f"operator {op} is not maintained incrementally")
+
+
+def _strict(value: Callable[..., Any], args: list[Fn]) -> Fn:
+    """A strict function of the arguments' values: NULL when any argument is NULL."""
+    if len(args) == 1:
+        (a,) = args
+        return lambda r: None if (x := a(r)) is None else value(x)
+    if len(args) == 2:
+        a, b = args
+        return lambda r: None if (x := a(r)) is None or (y := b(r)) is None else value(x, y)
+
+    def f(r):
+        vals = [a(r) for a in args]
+        return None if any(v is None for v in vals) else value(*vals)
+
+    return f
 
 
 # ---------------------------------------------------------------------- aggregates

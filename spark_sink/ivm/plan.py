@@ -135,6 +135,30 @@ class Join:
 
 
 @dataclass(frozen=True)
+class SemiJoin:
+    """A semi join (``anti`` False: EXISTS, IN) or anti join (``anti`` True: NOT EXISTS, and
+    NOT IN where neither side can be NULL): the rows of ``left`` for which some row of
+    ``right`` has ``left_keys[i] = right_keys[i]`` for every i and makes ``residual`` TRUE
+    (None: nothing more), or for which none does. ``residual`` sees a left row's columns then
+    a right row's; the result has the left's columns only. A left row with a NULL key never
+    matches (so an anti join keeps it). Maintained by re-deciding the rows of the keys a change
+    touches (``spark_sink.ivm.ops.semi_join``)."""
+
+    left: Node
+    right: Node
+    left_keys: tuple[int, ...]
+    right_keys: tuple[int, ...]
+    residual: Expr | None
+    anti: bool
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def columns(self) -> tuple[Attr, ...]:
+        return self.left.columns()
+
+
+@dataclass(frozen=True)
 class AggCall:
     kind: str  # count | sum | avg | min | max
     args: tuple[Expr, ...]
@@ -194,7 +218,7 @@ class Window:
         return self.child.columns() + tuple(a for a, _ in self.funcs)
 
 
-Node = Scan | Filter | Project | Join | Aggregate | Union | Window
+Node = Scan | Filter | Project | Join | SemiJoin | Aggregate | Union | Window
 
 
 def output(node: Node) -> tuple[Attr, ...]:

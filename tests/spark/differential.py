@@ -238,10 +238,88 @@ CASES = [
         ("customer",),
         ("DECIMAL SUM and AVG over Arrow", "sums of computed inputs"),
     ),
+    ViewCase(
+        "v_functions",
+        "SELECT id, year(placed) AS y, month(placed) AS m, quarter(placed) AS q, "
+        "dayofmonth(placed) AS d, dayofyear(placed) AS doy, "
+        "datediff(placed, DATE '2024-01-15') AS since, substring(item, 2, 3) AS mid, "
+        "substring(note, 0, 2) AS head, length(note) AS nl, item LIKE 'p%' AS p_item, "
+        "note LIKE '%us%' AS n_us, item LIKE '%g' AS g_item, "
+        "qty IN (0, 1, 2, 3, 4, 5, 6, 8, 10, 11, 12, 13) AS long_in FROM orders "
+        "WHERE year(placed) = 2024 AND month(placed) IN (1, 2) OR substring(item, 1, 1) = 'k'",
+        ("id",),
+        ("date parts, substring, length and LIKE over Arrow", "a long IN list (InSet)"),
+    ),
+    ViewCase(
+        "v_function_groups",
+        "SELECT COALESCE(month(placed), 0) AS m, substring(item, -2, 5) AS tail, "
+        "COALESCE(CAST(placed AS STRING), 'none') AS day_text, "
+        "COALESCE(dayofweek(placed), 0) AS dow, COALESCE(weekday(placed), -1) AS wd, "
+        "COALESCE(extract(YEAR FROM at), 0) AS at_year, "
+        "COALESCE(trim(concat('  ', item, '-', note, ' ')), '') AS joined, "
+        "COALESCE(ltrim(concat(' ', note)), '') AS lt, rtrim(concat(item, '  ')) AS rt, "
+        "COALESCE(note LIKE '%u_h', false) AS rushy, COUNT(*) AS n, SUM(qty) AS sq, "
+        "SUM(datediff(placed, DATE '2024-01-01')) AS days, MAX(placed) AS last "
+        "FROM orders GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
+        ("m", "tail", "day_text", "dow", "wd", "at_year", "joined", "lt", "rt", "rushy"),
+        ("functions in group keys", "concat, trims, dayofweek, casts of dates to strings"),
+    ),
 ]
 
-# Literals of every type Spark produces, and date/timestamp arithmetic (issue 24, item 6).
-LITERALS = [c for c in CASES if c.name in ("v_literals", "v_literal_groups")]
+# EXISTS, IN, NOT EXISTS and NOT IN as semi and anti joins (issue 27, item 2).
+SUBQUERIES = [
+    ViewCase(
+        "v_exists",
+        "SELECT c.id, c.region FROM customers c "
+        "WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer = c.id AND o.qty > 3)",
+        ("id",),
+        ("EXISTS (semi join)",),
+    ),
+    ViewCase(
+        "v_not_exists",
+        "SELECT o.id, o.customer, o.qty FROM orders o WHERE NOT EXISTS "
+        "(SELECT 1 FROM shipments s WHERE s.order_id = o.id AND s.weight > 1)",
+        ("id",),
+        ("NOT EXISTS (anti join)", "NULL-free keys on one side"),
+    ),
+    ViewCase(
+        "v_in_subquery",
+        "SELECT id, item, customer FROM orders "
+        "WHERE customer IN (SELECT id FROM customers WHERE tier = 2)",
+        ("id",),
+        ("IN (subquery)", "a NULL left key never matches"),
+    ),
+    ViewCase(
+        "v_not_in",
+        "SELECT s.id, s.carrier FROM shipments s "
+        "WHERE s.id NOT IN (SELECT o.id FROM orders o WHERE o.qty > 5)",
+        ("id",),
+        ("NOT IN over NOT NULL columns",),
+    ),
+    ViewCase(
+        "v_exists_residual",
+        "SELECT o.id, o.customer, o.item FROM orders o WHERE EXISTS (SELECT 1 FROM orders o2 "
+        "WHERE o2.customer = o.customer AND o2.item <> o.item) AND NOT EXISTS (SELECT 1 FROM "
+        "orders o3 WHERE o3.customer = o.customer AND o3.id <> o.id AND o3.qty > o.qty)",
+        ("id",),
+        ("correlated EXISTS and NOT EXISTS with a condition beyond the key (TPC-H q21)",),
+    ),
+    ViewCase(
+        "v_exists_groups",
+        "SELECT c.region, COUNT(*) AS n, SUM(c.tier) AS st FROM customers c WHERE c.id IN "
+        "(SELECT customer FROM orders WHERE item = 'fig') GROUP BY c.region",
+        ("region",),
+        ("an aggregate over a semi join",),
+    ),
+]
+
+# Literals of every type Spark produces, date/timestamp arithmetic (issue 24, item 6) and the
+# function table (spark_sink.ivm.functions, issue 27).
+LITERALS = [
+    c
+    for c in CASES
+    if c.name in ("v_literals", "v_literal_groups", "v_functions", "v_function_groups")
+]
 
 # A view over a view (v_groups): built after it.
 OVER_VIEW = ViewCase(

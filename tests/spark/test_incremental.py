@@ -90,6 +90,7 @@ PARTS = {
     "joins_and_sums": [*SUPPORTED[:10], D.OVER_VIEW],
     "outer_minmax_distinct_union": [c for c in SUPPORTED[10:] if c not in D.LITERALS],
     "literals": D.LITERALS,
+    "subqueries": D.SUBQUERIES,
 }
 
 
@@ -136,6 +137,8 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
         assert "v_arith" in columnar, columnar  # arithmetic, casts and CASE over Arrow
         s = out["views"]["v_decimal_sums"]._strategy  # DECIMAL and computed sums folded
         assert list(s.aggregate_paths.values()) == ["columnar"], (s.aggregate_paths, s.why_rows)
+    if part == "literals":  # the function table's Arrow translations keep a view columnar
+        assert "v_functions" in columnar, columnar
 
 
 def test_a_wrong_delta_rule_is_caught(spark, ivm_server, ic, monkeypatch):
@@ -180,6 +183,46 @@ def test_a_wrong_columnar_join_rule_is_caught(spark, ivm_server, ic, monkeypatch
         (AssertionError, SchemaMismatch), match=r"v_fk_join'?:? (at barrier|primary key)"
     ):
         run_differential(spark, ivm_server, ic, [case], 8, SEED + 1)
+
+
+def test_a_semi_join_blind_to_its_right_side_is_caught(spark, ivm_server, ic, monkeypatch):
+    """Plant a fault in the semi join: decide only the left side's changed rows, never the
+    left rows of a key whose right rows changed (an order qualifying a customer comes or
+    goes). The differential check must catch it."""
+    from spark_sink.ivm.ops import semi_join
+
+    def blind(self, rules, node):
+        dl = rules.delta(node.left)
+        rules.delta(node.right)
+        out = semi_join.ZSet(tuple(a.id for a in node.columns()))
+        keys = dl.values(node.left_keys)
+        if keys:
+            right = rules.lookup(node.right, node.right_keys, keys, semi_join.NEW)
+            semi_join.decide(rules, node, dl, right, out)
+        return out
+
+    monkeypatch.setattr(semi_join.SemiJoinOp, "delta", blind)
+    case = next(x for x in D.SUBQUERIES if x.name == "v_exists")
+    with pytest.raises(AssertionError, match=r"v_exists at barrier"):
+        run_differential(spark, ivm_server, ic, [case], 8, SEED + 3)
+
+
+def test_not_in_over_a_nullable_column_falls_back_with_its_reason(spark, ivm_server, ic):
+    """NOT IN where the subquery's column may be NULL is a null-aware anti join: under auto
+    the view is kept by full recompute and explain() names the reason."""
+    for t, (ddl, pk) in D.SCHEMAS.items():
+        ic.drop_table(t, if_exists=True, cascade=True)
+        ic.create_table(t, ddl, primary_key=pk)
+    case = D.ViewCase(
+        "v_not_in_nullable",
+        "SELECT id, qty FROM orders WHERE qty NOT IN (SELECT weight FROM shipments)",
+        ("id",),
+        (),
+    )
+    view = _builder(spark, ivm_server.address, case).build()
+    text = view.explain()
+    assert "strategy: full_recompute (asked: auto)" in text, text
+    assert "null-aware anti join" in text, text
 
 
 def test_a_stale_extreme_is_caught(spark, ivm_server, ic, monkeypatch):

@@ -19,7 +19,10 @@ refuses the rest with ``NotColumnar`` naming the construct (the row rule then ke
 - casts among integral types, from an integral type or a DECIMAL to a DECIMAL (rounded half
   away from zero when the scale drops, as Spark's HALF_UP), from an integral type to DOUBLE or
   STRING;
-- IF, CASE WHEN (a NULL condition is not true, in both) and COALESCE.
+- IF, CASE WHEN (a NULL condition is not true, in both) and COALESCE;
+- the strict functions of ``spark_sink.ivm.functions`` whose entry carries an Arrow translation
+  (date parts, ``datediff``, ``length``, ``substring`` at literal non-negative positions, the
+  trims, ``startswith``/``endswith``/``contains`` of a literal).
 
 ANSI errors: where Spark raises (overflow of an integral or DECIMAL result), the checked kernel
 or the checked cast raises ``pyarrow.ArrowInvalid``, one of ``HANDED_BACK``; the epoch is then
@@ -33,7 +36,7 @@ FLOAT arithmetic (Acero evaluated ``i * (-3.0 * x)`` as -0.0 where IEEE, Spark a
 own kernel on arrays give NaN: x = 1e308, i = 0; tests/unit/test_arrow_expr.py found it), DECIMALs of different types compared (Arrow compares them only after a cast it
 chooses), division and remainder (Spark's DECIMAL division scale and its DOUBLE result for
 integers), casts from DECIMAL or DOUBLE to integral types or DOUBLE (truncation and rounding
-differ), TIMESTAMP values, string functions (``upper`` maps Unicode differently). Strings compare
+differ), TIMESTAMP values, ``upper`` and ``lower`` (Arrow maps Unicode differently), ``concat``. Strings compare
 by their UTF-8 bytes in both. Column names are ``col_name(id)``. Nothing here imports pyspark.
 """
 
@@ -46,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_sink.ivm.expressions import decimal_type
+from spark_sink.ivm.functions import BY_OP
 from spark_sink.ivm.ops.zset import WeightOverflow
 from spark_sink.ivm.plan import Attr, Call, Col, Expr, Lit
 
@@ -187,6 +191,11 @@ def arrow_expr(e: Expr, attrs: dict[int, Attr]) -> pc.Expression:
         return out
     if op == "coalesce":
         return pc.coalesce(*(_value(x, e, attrs) for x in e.args))
+    fn = BY_OP.get(op)
+    if fn is not None and fn.arrow is not None:
+        out = fn.arrow([arrow_expr(x, attrs) for x in e.args], e.args)
+        if out is not None:
+            return out  # an Arrow kernel propagates NULL, as a strict function does
     raise NotColumnar(f"operator {op}")
 
 

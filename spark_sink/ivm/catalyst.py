@@ -39,6 +39,7 @@ from spark_sink.ivm.plan import (
     Project,
     Scan,
     SemiJoin,
+    TopK,
     Union,
     Unsupported,
     Window,
@@ -481,8 +482,10 @@ def _node_of(j, tables_of) -> Node:
         return _window(j, tables_of)
     if kind == "WindowGroupLimit":  # an optimization of a TopK filter above: the filter stays
         return _node(j.child(), tables_of)
-    if kind in ("LocalLimit", "GlobalLimit", "Limit", "Offset"):
-        raise Unsupported("LIMIT is not maintained incrementally")
+    if kind == "GlobalLimit":
+        return _top_k(j, tables_of)
+    if kind in ("LocalLimit", "Limit", "Offset"):
+        raise Unsupported(f"{kind} without ORDER BY is not maintained incrementally")
     if kind == "Union":
         if j.byName() or j.allowMissingCol():
             raise Unsupported("UNION BY NAME is not maintained incrementally")
@@ -495,6 +498,37 @@ def _node_of(j, tables_of) -> Node:
     if kind == "LocalRelation" or kind == "OneRowRelation":
         raise Unsupported("a query over literal rows (VALUES) is not maintained incrementally")
     raise Unsupported(f"plan node {kind} is not maintained incrementally")
+
+
+def _top_k(j, tables_of) -> Node:
+    """``GlobalLimit n (LocalLimit n (Project* (Sort order child)))``, as Spark plans ORDER BY
+    ... LIMIT n: a TopK over the Sort's child, the Projects (which keep the row count) above
+    it. LIMIT without ORDER BY (Spark keeps whichever rows come first) and OFFSET are
+    refused."""
+    limit = j.limitExpr()
+    local = j.child()
+    if _name(limit) != "Literal" or _name(local) != "LocalLimit":
+        raise Unsupported("a LIMIT that is not a literal is not maintained incrementally")
+    n = int(limit.value())
+    projects = []
+    node = local.child()
+    while _name(node) == "Project":
+        projects.append(node)
+        node = node.child()
+    if _name(node) != "Sort" or not bool(getattr(node, "global")()):  # a keyword in Python
+        raise Unsupported("LIMIT without ORDER BY is not maintained incrementally")
+    child = _node(node.child(), tables_of)
+    conv = _Converter()
+    order = tuple(
+        (conv.expr(o.child()), bool(o.isAscending()), str(o.nullOrdering().sql()) == "NULLS FIRST")
+        for o in _seq(node.order())
+    )
+    out: Node = TopK(order, n, child)
+    for p in reversed(projects):
+        pconv = _Converter()
+        outs = tuple((_attr(e.toAttribute()), pconv.expr(e)) for e in _seq(p.projectList()))
+        out = Project(outs, out)
+    return out
 
 
 def delta_plan(df: DataFrame, tables_of: Callable[[str], str] = lambda name: name) -> Node:
@@ -581,6 +615,18 @@ def catalyst_joins(plan: JObject) -> list[JObject]:
     return [
         j for j in _catalyst_nodes(plan, "Join") if str(j.joinType().toString()) not in _SEMI_KINDS
     ]
+
+
+def catalyst_top_ks(plan: JObject) -> list[JObject]:
+    """The Catalyst Sorts under the GlobalLimits of an optimized plan (ORDER BY ... LIMIT), in
+    pre-order (as the plan's TopK nodes are numbered)."""
+    out = []
+    for g in _catalyst_nodes(plan, "GlobalLimit"):
+        node = g.child().child()
+        while _name(node) == "Project":
+            node = node.child()
+        out.append(node)
+    return out
 
 
 def catalyst_aggregates(plan: JObject) -> list[tuple[JObject, list[JObject], list[JObject]]]:

@@ -161,6 +161,12 @@ class AggregateState(Protocol):
     ) -> list[tuple]: ...
 
 
+class TopKState(Protocol):
+    """An ORDER BY ... LIMIT's ordered state for one epoch (spark_sink.ivm.topk_state)."""
+
+    def step(self, change: dict[tuple, int]) -> tuple[list, list]: ...
+
+
 class DeltaRules:
     """Runs the delta rules of one query tree over one epoch's ``Inputs``; counts lookups."""
 
@@ -169,10 +175,12 @@ class DeltaRules:
         inputs: Inputs,
         aggregates: Mapping[int, AggregateState] | None = None,
         matches: Mapping[tuple[int, str], MatchCounts] | None = None,
+        topks: Mapping[int, TopKState] | None = None,
     ) -> None:
         self.inputs = inputs
         self.aggregates = aggregates or {}  # id(Aggregate node) -> its group state
         self.matches = matches or {}  # (id(Join node), outer side) -> its match counts
+        self.topks = topks or {}  # id(TopK node) -> its ordered state
         self.lookups = 0  # keys looked up
         self._compiled: dict[object, Fn] = {}
         self._deltas: dict[int, ZSet] = {}

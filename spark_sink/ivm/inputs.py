@@ -387,6 +387,12 @@ class StoreInputs:
             info, self._read_raw(info, [(k, after(k)) for k in ordered], self.state_ts)
         )
 
+    def read_first_rows(self, info: TableInfo, width: int) -> list[tuple]:
+        """The first ``width`` rows of state table ``info`` in key order at ``state_ts``, each
+        over its visible columns (one request)."""
+        start = info.key_codec.encode_prefix(())
+        return self._read(info, [(start, KeyCodec.prefix_end(start))], self.state_ts, width)
+
     def read_first(
         self, info: TableInfo, prefixes: list[tuple], width: int
     ) -> dict[tuple, list[tuple[bytes, object]]]:

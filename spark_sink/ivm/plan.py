@@ -218,7 +218,26 @@ class Window:
         return self.child.columns() + tuple(a for a, _ in self.funcs)
 
 
-Node = Scan | Filter | Project | Join | SemiJoin | Aggregate | Union | Window
+@dataclass(frozen=True)
+class TopK:
+    """ORDER BY ... LIMIT ``limit``: the first ``limit`` rows of ``child`` in the order of
+    ``order`` (expression, ascending, nulls first), rows tied on it ordered by the whole row
+    (Spark picks among ties arbitrarily; this pick is deterministic, so a view recomputed
+    without a change to its tied rows keeps the same ones). Maintained over an ordered state
+    table of the child's rows (``spark_sink.ivm.ops.topk``)."""
+
+    order: tuple[tuple[Expr, bool, bool], ...]
+    limit: int
+    child: Node
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def columns(self) -> tuple[Attr, ...]:
+        return self.child.columns()
+
+
+Node = Scan | Filter | Project | Join | SemiJoin | Aggregate | Union | Window | TopK
 
 
 def output(node: Node) -> tuple[Attr, ...]:

@@ -20,6 +20,8 @@ from spark_sink.ivm.ops.state_table import StateTable
 from spark_sink.ivm.plan import (
     Aggregate,
     Node,
+    Project,
+    TopK,
     Unsupported,
     Window,
     aggregates,
@@ -49,6 +51,9 @@ class IncrementalPlan:
 
     def matches_tables(self) -> list[StateTable]:
         return [s for s in self.state if s.role == "matches"]
+
+    def topk_tables(self) -> list[StateTable]:
+        return [s for s in self.state if s.role == "topk"]
 
     def values_tables(self, index: int) -> dict[int, StateTable]:
         """The values state tables of the ``index``-th aggregate, by aggregate function."""
@@ -101,7 +106,7 @@ class IncrementalPlan:
 
 # The order of the plan's state tables (it enters the fingerprint): every aggregate's, then every
 # join's, then the indexes, each in pre-order, as before the operators declared them.
-_ROLE_ORDER = {"groups": 0, "values": 0, "matches": 1, "index": 2}
+_ROLE_ORDER = {"groups": 0, "values": 0, "matches": 1, "index": 2, "topk": 3}
 
 
 def _state_tables(root: Node, view: str) -> list[StateTable]:
@@ -113,6 +118,21 @@ def _state_tables(root: Node, view: str) -> list[StateTable]:
         i = seen[type(n)] = seen.get(type(n), -1) + 1
         out += operator_for(n).state_tables(n, view, i)
     return sorted(out, key=lambda st: _ROLE_ORDER[st.role])
+
+
+def _check_top_k(root: Node) -> None:
+    """ORDER BY ... LIMIT only at the top of the query (under nothing but projections): the
+    build writes such a view from its ordered state, so the rows it keeps among ties are the
+    ones the epochs start from; anywhere else Spark's own pick would reach the view."""
+    top = root
+    while isinstance(top, Project):
+        top = top.child
+    for n in walk(root):
+        if isinstance(n, TopK) and n is not top:
+            raise Unsupported(
+                "ORDER BY ... LIMIT below a filter, join, aggregate or union is not maintained "
+                "incrementally"
+            )
 
 
 def _check_expressions(root: Node) -> None:
@@ -143,6 +163,7 @@ def analyze(
         root = delta_plan(df)
     finally:
         session.conf.set(PUSHDOWN, before)
+    _check_top_k(root)
     for s in scans(root):
         if s.table not in infos:
             raise Unsupported(f"table {s.table} is not a source of the view")

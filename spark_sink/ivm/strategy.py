@@ -39,9 +39,11 @@ from spark_sink.ivm.ops.arrow_expr import HANDED_BACK
 from spark_sink.ivm.ops.operator import NeedsBuild, ZSet, consolidate
 from spark_sink.ivm.ops.zset import ArrowZSet
 from spark_sink.ivm.outer import MatchCounts
-from spark_sink.ivm.plan import joins, output
+from spark_sink.ivm.plan import TopK, joins, output, walk
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.state_builds import BuildContext, state_df
+from spark_sink.ivm.state_builds.topk import top_k_root, topk_view_df
+from spark_sink.ivm.topk_state import TopKState
 from spark_sink.ivm.unique_keys import key_is_unique
 from spark_sink.ivm.view_change import row_identity, view_change
 from spark_sink.partition_writer import (
@@ -400,21 +402,34 @@ class Incremental:
         df = self.session.sql(spec.query)
         laps.lap("analyze")
         out = df.toDF(*spec.column_names) if spec.column_names else df
-        n = write_diff(
-            self.session,
-            out,
-            attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info),
-            attempt.start_ts,
-            spec.one_row,
-            unique=self._key_is_unique(client, view),
-        )
         ctx = BuildContext(self.session, df, self.plan, client)
+        n = 0
+        top_state = None
         for st in self.plan.state:
             info = client.describe_table(st.name, refresh=True)
             tgt = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
             sdf = state_df(ctx, st, info)  # by the operator's builder (ivm.state_builds)
+            if st.role == "topk" and top_k_root(self.plan.root) is not None:
+                sdf = sdf.persist()  # read again below, for the view
+                top_state = sdf
             # a state table's key is its GROUP BY (or the source's key): unique by making
             n += write_diff(self.session, sdf, tgt, attempt.start_ts, False, unique=True)
+        if top_state is not None:
+            # ORDER BY ... LIMIT: the view is the state's first rows (ties as the epochs break
+            # them), not Spark's LIMIT, which picks among ties as it likes
+            out = topk_view_df(top_state, self.plan.root, out.schema)
+        try:
+            n += write_diff(
+                self.session,
+                out,
+                attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info),
+                attempt.start_ts,
+                spec.one_row,
+                unique=self._key_is_unique(client, view),
+            )
+        finally:
+            if top_state is not None:
+                top_state.unpersist()
         laps.lap("build")
         return n
 
@@ -452,7 +467,8 @@ class Incremental:
         state_ts = client.tso()
         inputs = StoreInputs(client, infos, old, new, state_ts, indexes, unchanged, direct)
         groups, matches = self._epoch_states(client, inputs)
-        rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
+        topks = self._epoch_topks(client, inputs)
+        rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches, topks)
         writes: dict[str, list[Mutation]] = {}
         self.why_rows = "a one-row view" if self.spec.one_row else columnar_reason(plan.root)
         if self.why_rows is None:
@@ -466,7 +482,7 @@ class Incremental:
                 # by them, to the same counts, recorded once (MatchCounts keys them); a tree
                 # over Arrow holds no aggregate, so no group state was touched
                 self.why_rows = f"this epoch's change: {type(e).__name__}: {e}"
-                rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches)
+                rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches, topks)
         self.path = "rows" if self.why_rows is not None else "columnar"
         if view.name not in writes:
             z = rules.delta(plan.root)
@@ -478,6 +494,8 @@ class Incremental:
                 writes[vt.info.name] = self._state_mutations(vt.info, vt.upserts, vt.deletes)
         for m in matches.values():
             writes[m.info.name] = self._state_mutations(m.info, m.upserts, m.deletes)
+        for t in topks.values():
+            writes[t.info.name] = self._state_mutations(t.info, t.upserts, t.deletes)
         for st in plan.index_tables():
             writes[st.name] = self._index_mutations(inputs, indexes[(st.source, st.column)], st)
         laps.lap("diff")
@@ -508,6 +526,17 @@ class Incremental:
                 info, inputs, self.spec.target
             )
         return groups, matches
+
+    def _epoch_topks(self, client: Client, inputs: StoreInputs) -> dict[int, TopKState]:
+        """This epoch's ordered states of the plan's ORDER BY ... LIMITs, by id(TopK node)."""
+        nodes = [n for n in walk(self.plan.root) if isinstance(n, TopK)]
+        out = {}
+        for st in self.plan.topk_tables():
+            node = nodes[st.index]
+            out[id(node)] = TopKState(
+                node, client.describe_table(st.name), inputs, self.spec.target
+            )
+        return out
 
     def _write(
         self, client: Client, attempt: EpochAttempt, view: TableInfo, writes: dict[str, list]

@@ -313,6 +313,31 @@ SUBQUERIES = [
     ),
 ]
 
+# ORDER BY ... LIMIT as a TopK (issue 27, item 4). Each ORDER BY ends in a unique column, so
+# Spark's answer is the only one (ties at the boundary are the TPC-H suite's check_top_n's).
+TOP_K = [
+    ViewCase(
+        "v_top_amounts",
+        "SELECT id, customer, amount, note FROM orders ORDER BY amount DESC NULLS LAST, id LIMIT 5",
+        ("id",),
+        ("ORDER BY ... LIMIT", "DESC NULLS LAST", "the top row deleted"),
+    ),
+    ViewCase(
+        "v_top_customers",
+        "SELECT customer, SUM(qty) AS sq, COUNT(*) AS n, MAX(placed) AS last FROM orders "
+        "GROUP BY customer ORDER BY sq DESC NULLS FIRST, customer LIMIT 4",
+        ("customer",),
+        ("TopK over an aggregate (TPC-H q3, q10, q18)", "NULLS FIRST"),
+    ),
+    ViewCase(
+        "v_top_projected",
+        "SELECT id, qty * 2 AS q2, upper(item) AS item FROM orders "
+        "WHERE qty IS NOT NULL ORDER BY placed NULLS LAST, at, id LIMIT 7",
+        ("id",),
+        ("a projection above a TopK", "ORDER BY columns not in the output"),
+    ),
+]
+
 # Literals of every type Spark produces, date/timestamp arithmetic (issue 24, item 6) and the
 # function table (spark_sink.ivm.functions, issue 27).
 LITERALS = [

@@ -91,6 +91,7 @@ PARTS = {
     "outer_minmax_distinct_union": [c for c in SUPPORTED[10:] if c not in D.LITERALS],
     "literals": D.LITERALS,
     "subqueries": D.SUBQUERIES,
+    "top_k": D.TOP_K,
 }
 
 
@@ -205,6 +206,21 @@ def test_a_semi_join_blind_to_its_right_side_is_caught(spark, ivm_server, ic, mo
     case = next(x for x in D.SUBQUERIES if x.name == "v_exists")
     with pytest.raises(AssertionError, match=r"v_exists at barrier"):
         run_differential(spark, ivm_server, ic, [case], 8, SEED + 3)
+
+
+def test_a_top_k_that_reads_no_successor_is_caught(spark, ivm_server, ic, monkeypatch):
+    """Plant a fault in the TopK: read only the first n rows of its ordered state, not n plus
+    the rows the change deletes, so a deleted top row has no successor. The differential check
+    must catch it."""
+    from spark_sink.ivm.inputs import StoreInputs
+
+    real = StoreInputs.read_first_rows
+    monkeypatch.setattr(
+        StoreInputs, "read_first_rows", lambda self, info, width: real(self, info, min(width, 5))
+    )
+    case = next(x for x in D.TOP_K if x.name == "v_top_amounts")  # LIMIT 5
+    with pytest.raises(AssertionError, match=r"v_top_amounts at barrier"):
+        run_differential(spark, ivm_server, ic, [case], 8, SEED + 4)
 
 
 def test_not_in_over_a_nullable_column_falls_back_with_its_reason(spark, ivm_server, ic):

@@ -13,7 +13,9 @@ and ``spark_sink.ivm.state_builds`` fills it on Spark at a build, by its ``role`
 - ``matches`` (``ops.outer_join``): per join key of an outer join's outer side, the count of the
   other side's rows;
 - ``index`` (``ops.scan``): a source's rows by a non-key column C (the index (C, key) of T), for
-  lookups by C.
+  lookups by C;
+- ``topk`` (``ops.topk``): an ORDER BY ... LIMIT's input rows keyed by their order key, with
+  their multiplicities (``spark_sink.ivm.topk_state``).
 
 Nothing here imports pyspark or the store.
 """
@@ -44,7 +46,7 @@ class StateTable:
     name: str
     ddl: str
     primary_key: tuple[str, ...]
-    role: str  # groups | index | values | matches
+    role: str  # groups | index | values | matches | topk
     source: str = ""  # index: the indexed table
     column: str = ""  # index: the indexed column; matches: the outer side (left | right)
     index: int = 0  # groups, values: which aggregate of the plan; matches: which join (pre-order)
@@ -63,5 +65,10 @@ class StateTable:
             return (
                 f"{self.name} (key {key}): per group, each value of aggregate {self.call} "
                 "with its multiplicity, in order"
+            )
+        if self.role == "topk":
+            return (
+                f"{self.name} (key {key}): every input row of ORDER BY ... LIMIT {self.index} "
+                "with its multiplicity, in the query's order"
             )
         return f"{self.name} (key {key}): index of {self.source} by {self.column}"

@@ -266,7 +266,7 @@ class MaterializedView:
         ``incremental`` view outside the class is refused here, naming the construct."""
         o = self.options
         if o["strategy"] == FULL_RECOMPUTE:
-            return None, "strategy full_recompute was chosen"
+            return None, "[ASKED] strategy full_recompute was chosen"
         infos = {t: client.describe_table(t) for t in self.shape.sources}
         try:
             plan, _ = analyze_incremental(
@@ -285,10 +285,13 @@ class MaterializedView:
             # Unsupported names the construct outside the class; any other error is ours (a
             # construct the analysis meant to handle and could not): under auto it is a reason
             # to recompute in full, never a failed build.
+            # "[its code] message": the code is stable (plan.REASON_CODES), the message names the
+            # construct
             why = (
-                str(e)
+                f"[{e.code}] {e}"
                 if isinstance(e, Unsupported)
-                else (f"an internal error in the incremental analysis: {type(e).__name__}: {e}")
+                else f"[INTERNAL] an internal error in the incremental analysis: "
+                f"{type(e).__name__}: {e}"
             )
             if not isinstance(e, Unsupported) or isinstance(e, ConversionFailed):
                 log.warning("view %r: %s", self.target, why, exc_info=e)

@@ -37,6 +37,7 @@ from spark_sink.ivm.plan import (
     Lit,
     Node,
     Project,
+    ScalarFilter,
     Scan,
     SemiJoin,
     TopK,
@@ -139,7 +140,7 @@ def _internal_errors_name(construct: Callable[[], str]) -> Iterator[None]:
         raise
     except Exception as e:  # noqa: BLE001 - any internal error names its construct
         raise ConversionFailed(
-            f"an internal error converting {construct()}: {type(e).__name__}: {e}"
+            f"an internal error converting {construct()}: {type(e).__name__}: {e}", code="INTERNAL"
         ) from e
 
 
@@ -180,7 +181,7 @@ def literal_value(j: JObject) -> Any:
         from py4j.java_gateway import get_field  # type: ignore[import-untyped]  # JVM fields
 
         return CalendarInterval(*(int(get_field(v, f)) for f in ("months", "days", "microseconds")))
-    raise Unsupported(f"a literal of type {t} is not maintained incrementally")
+    raise Unsupported(f"a literal of type {t} is not maintained incrementally", code="EXPRESSION")
 
 
 def _internal_value(v: Any, t: str) -> Any:
@@ -199,7 +200,9 @@ def _internal_value(v: Any, t: str) -> Any:
         return big if isinstance(big, decimal.Decimal) else decimal.Decimal(str(big.toString()))
     if t == "boolean":
         return bool(v)
-    raise Unsupported(f"IN with a long list of {t} values is not maintained incrementally")
+    raise Unsupported(
+        f"IN with a long list of {t} values is not maintained incrementally", code="EXPRESSION"
+    )
 
 
 # Date and timestamp arithmetic (the session's time zone is UTC: a day is 24 hours).
@@ -219,8 +222,9 @@ class _Converter:
     """Catalyst expressions to ours; ``groups`` (Catalyst grouping expressions) are replaced by
     GroupRef and aggregate expressions by AggRef, inside an Aggregate's results."""
 
-    def __init__(self, groups: list | None = None) -> None:
+    def __init__(self, groups: list | None = None, scalars: dict | None = None) -> None:
         self.groups = groups
+        self.scalars = scalars  # exprId of a scalar subquery -> the Col of its value
         self.aggs: list[AggCall] = []
         self._agg_keys: list = []  # the Catalyst AggregateExpressions behind self.aggs
 
@@ -238,23 +242,36 @@ class _Converter:
         kind = _name(j)
         if kind == "AggregateExpression":
             if self.groups is None:
-                raise Unsupported("an aggregate outside GROUP BY is not maintained incrementally")
+                raise Unsupported(
+                    "an aggregate outside GROUP BY is not maintained incrementally",
+                    code="AGGREGATE",
+                )
             return self.aggregate(j)
         if not j.deterministic():
             raise Unsupported(
-                f"non-deterministic expression {j.prettyName()}() is not maintained incrementally"
+                f"non-deterministic expression {j.prettyName()}() is not maintained incrementally",
+                code="NONDETERMINISTIC",
             )
         dtype = str(j.dataType().simpleString())
         if kind == "AttributeReference":
             if self.groups is not None:
                 raise Unsupported(
-                    f"column {j.name()} in an aggregate's result is neither grouped nor aggregated"
+                    f"column {j.name()} in an aggregate's result is neither grouped nor aggregated",
+                    code="AGGREGATE",
                 )
             return Col(int(j.exprId().id()))
         if kind == "Alias":
             return self.expr(j.child())
         if kind == "Literal":
             return Lit(literal_value(j), dtype)
+        if kind == "ScalarSubquery":
+            col = (self.scalars or {}).get(int(j.exprId().id()))
+            if col is None:
+                raise Unsupported(
+                    "a scalar subquery outside WHERE or HAVING is not maintained incrementally",
+                    code="SUBQUERY",
+                )
+            return col
         if kind in _TRANSPARENT:
             return self.expr(j.child())
         if kind in _BINARY:
@@ -263,26 +280,32 @@ class _Converter:
             return Call(_UNARY[kind], (self.expr(j.child()),), dtype)
         if kind in ("Cast", "AnsiCast"):
             if not any(dtype.startswith(t) for t in _CAST_TYPES):
-                raise Unsupported(f"a cast to {dtype} is not maintained incrementally")
+                raise Unsupported(
+                    f"a cast to {dtype} is not maintained incrementally", code="EXPRESSION"
+                )
             src = str(j.child().dataType().simpleString())
             tz = j.timeZoneId()
             zoned = "timestamp" in (src, dtype)
             if zoned and tz.isDefined() and str(tz.get()) not in _UTC:
                 raise Unsupported(
                     f"a cast from {src} to {dtype} in time zone {tz.get()} is not maintained "
-                    "incrementally"
+                    "incrementally",
+                    code="TIME_ZONE",
                 )
             return Call("cast", (self.expr(j.child()),), dtype + "|" + src)
         if kind == "In":
             items = _seq(j.list())
             if any(_name(i) != "Literal" for i in items):
-                raise Unsupported("IN with a non-literal list is not maintained incrementally")
+                raise Unsupported(
+                    "IN with a non-literal list is not maintained incrementally", code="EXPRESSION"
+                )
             return Call("in", (self.expr(j.value()), *(self.expr(i) for i in items)), dtype)
         if kind in _DATETIME:
             tz = j.timeZoneId() if kind.startswith(("Timestamp", "Time")) else None
             if tz is not None and tz.isDefined() and str(tz.get()) not in _UTC:
                 raise Unsupported(
-                    f"{j.prettyName()} in time zone {tz.get()} is not maintained incrementally"
+                    f"{j.prettyName()} in time zone {tz.get()} is not maintained incrementally",
+                    code="TIME_ZONE",
                 )
             operands = tuple(self.expr(c) for c in _seq(j.children()))
             return Call(_DATETIME[kind], operands, dtype)
@@ -311,19 +334,25 @@ class _Converter:
             types = tuple(str(c.dataType().simpleString()) for c in children)
             if not fn.accepts(types, dtype):
                 raise Unsupported(
-                    f"{j.prettyName()} of {', '.join(types)} is not maintained incrementally"
+                    f"{j.prettyName()} of {', '.join(types)} is not maintained incrementally",
+                    code="EXPRESSION",
                 )
             return Call(fn.op, tuple(self.expr(c) for c in children), dtype)
         if kind == "Like":
             pattern = j.right()
             if _name(pattern) != "Literal":
-                raise Unsupported("LIKE with a non-literal pattern is not maintained incrementally")
+                raise Unsupported(
+                    "LIKE with a non-literal pattern is not maintained incrementally",
+                    code="EXPRESSION",
+                )
             return Call(
                 "like",
                 (self.expr(j.left()), self.expr(pattern), Lit(str(j.escapeChar()), "string")),
                 dtype,
             )
-        raise Unsupported(f"expression {j.prettyName()} is not maintained incrementally")
+        raise Unsupported(
+            f"expression {j.prettyName()} is not maintained incrementally", code="EXPRESSION"
+        )
 
     def aggregate(self, j: JObject) -> AggRef:
         for i, k in enumerate(self._agg_keys):
@@ -333,22 +362,28 @@ class _Converter:
         fname = str(f.prettyName())
         if j.filter().isDefined():
             raise Unsupported(
-                f"{fname.upper()}(...) FILTER (WHERE ...) is not maintained incrementally"
+                f"{fname.upper()}(...) FILTER (WHERE ...) is not maintained incrementally",
+                code="AGGREGATE",
             )
         kind = {"Count": "count", "Sum": "sum", "Average": "avg", "Min": "min", "Max": "max"}.get(
             _name(f)
         )
         if kind is None:
-            raise Unsupported(f"aggregate {fname}() is not maintained incrementally")
+            raise Unsupported(
+                f"aggregate {fname}() is not maintained incrementally", code="AGGREGATE"
+            )
         if fname.startswith("try_"):
-            raise Unsupported(f"aggregate {fname}() is not maintained incrementally")
+            raise Unsupported(
+                f"aggregate {fname}() is not maintained incrementally", code="AGGREGATE"
+            )
         plain = _Converter()
         args = tuple(plain.expr(c) for c in _seq(f.children()))
         distinct = bool(j.isDistinct()) and kind not in ("min", "max")  # the same either way
         if distinct and len(args) != 1:
             raise Unsupported(
                 f"{fname.upper()}(DISTINCT ...) of {len(args)} columns is not maintained "
-                "incrementally"
+                "incrementally",
+                code="AGGREGATE",
             )
         in_type = str(_seq(f.children())[0].dataType().simpleString()) if args else ""
         call = AggCall(kind, args, str(f.dataType().simpleString()), in_type, distinct)
@@ -375,7 +410,8 @@ def _join_condition(j, left: Node, right: Node, jt: str) -> tuple[list, list, Ex
             raise Unsupported(
                 "NOT IN over a column that may be NULL (a null-aware anti join: one NULL "
                 "on either side changes every row's answer) is not maintained incrementally; "
-                "NOT EXISTS, or NOT IN over NOT NULL columns, is"
+                "NOT EXISTS, or NOT IN over NOT NULL columns, is",
+                code="NULL_AWARE_ANTI_JOIN",
             )
         e = _Converter().expr(c)
         if isinstance(e, Call) and e.op == "eq" and all(isinstance(a, Col) for a in e.args):
@@ -392,7 +428,8 @@ def _join_condition(j, left: Node, right: Node, jt: str) -> tuple[list, list, Ex
     if not lk:
         raise Unsupported(
             "a join without an equality between a column of each side (a cross join or a "
-            "join on computed keys) is not maintained incrementally"
+            "join on computed keys) is not maintained incrementally",
+            code="JOIN",
         )
     residual = None
     for e in rest:
@@ -410,9 +447,47 @@ def _semi_join(left: Node, right: Node, lk: list, rk: list, residual, jt: str) -
     floats = {a.id for a in output(left) if a.dtype in ("double", "float")}
     if floats & set(lk):
         raise Unsupported(
-            "a semi or anti join on a DOUBLE or FLOAT key is not maintained incrementally"
+            "a semi or anti join on a DOUBLE or FLOAT key is not maintained incrementally",
+            code="JOIN",
         )
     return SemiJoin(left, right, tuple(lk), tuple(rk), residual, _SEMI_KINDS[jt])
+
+
+def scalar_subqueries(j) -> list:
+    """The ScalarSubquery expressions of plan node ``j``'s expressions, in pre-order (the
+    order of a ScalarFilter's ``subs`` and of their plans among the Catalyst nodes)."""
+    out = []
+    for e in _seq(j.expressions()):
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if _name(x) == "ScalarSubquery":
+                out.append(x)
+                continue
+            stack.extend(reversed(_seq(x.children())))
+    return out
+
+
+def _scalar_filter(j, subqueries: list, tables_of) -> ScalarFilter:
+    """A Filter reading uncorrelated scalar subqueries, each a global aggregate (one row)."""
+    subs, scalars = [], {}
+    for sq in subqueries:
+        if not sq.outerAttrs().isEmpty():
+            raise Unsupported(
+                "a correlated scalar subquery Spark kept is not maintained incrementally",
+                code="SUBQUERY",
+            )
+        sub = _node(sq.plan(), tables_of)
+        if not isinstance(sub, Aggregate) or sub.groups or len(sub.columns()) != 1:
+            raise Unsupported(
+                "a scalar subquery other than one global aggregate (MAX, SUM, AVG ... of a "
+                "query) is not maintained incrementally",
+                code="SUBQUERY",
+            )
+        subs.append(sub)
+        scalars[int(sq.exprId().id())] = Col(sub.columns()[0].id)
+    cond = _Converter(scalars=scalars).expr(j.condition())
+    return ScalarFilter(cond, tuple(subs), _node(j.child(), tables_of))
 
 
 def _split_and(j) -> list:
@@ -438,11 +513,14 @@ def _node_of(j, tables_of) -> Node:
         rel = j.relation() if kind == "DataSourceV2ScanRelation" else j
         table = rel.options().get("table")
         if table is None:
-            raise Unsupported("a relation that is not a snapview table")
+            raise Unsupported("a relation that is not a snapview table", code="SOURCE")
         return Scan(tables_of(str(table)), tuple(_attr(a) for a in _seq(j.output())))
     if kind in ("SubqueryAlias", "View"):
         return _node(j.child(), tables_of)
     if kind == "Filter":
+        subqueries = scalar_subqueries(j)
+        if subqueries:
+            return _scalar_filter(j, subqueries, tables_of)
         return Filter(_Converter().expr(j.condition()), _node(j.child(), tables_of))
     if kind == "Project":
         conv = _Converter()
@@ -453,7 +531,7 @@ def _node_of(j, tables_of) -> Node:
     if kind == "Join":
         jt = str(j.joinType().toString())
         if jt not in _JOIN_KINDS and jt not in _SEMI_KINDS:
-            raise Unsupported(f"a {jt} join is not maintained incrementally")
+            raise Unsupported(f"a {jt} join is not maintained incrementally", code="JOIN")
         left, right = _node(j.left(), tables_of), _node(j.right(), tables_of)
         lk, rk, residual = _join_condition(j, left, right, jt)
         if jt in _SEMI_KINDS:
@@ -462,7 +540,8 @@ def _node_of(j, tables_of) -> Node:
         if kind != "inner" and residual is not None:
             raise Unsupported(
                 f"a {kind.upper()} OUTER join with a condition beyond column equalities is not "
-                "maintained incrementally"
+                "maintained incrementally",
+                code="JOIN",
             )
         return Join(left, right, tuple(lk), tuple(rk), residual, kind)
     if kind == "Aggregate":
@@ -485,19 +564,23 @@ def _node_of(j, tables_of) -> Node:
     if kind == "GlobalLimit":
         return _top_k(j, tables_of)
     if kind in ("LocalLimit", "Limit", "Offset"):
-        raise Unsupported(f"{kind} without ORDER BY is not maintained incrementally")
+        raise Unsupported(f"{kind} without ORDER BY is not maintained incrementally", code="LIMIT")
     if kind == "Union":
         if j.byName() or j.allowMissingCol():
-            raise Unsupported("UNION BY NAME is not maintained incrementally")
+            raise Unsupported("UNION BY NAME is not maintained incrementally", code="PLAN_NODE")
         children = tuple(_node(c, tables_of) for c in _seq(j.children()))
         return Union(tuple(_attr(a) for a in _seq(j.output())), children)
     if kind in ("Intersect", "Except"):
-        raise Unsupported(f"{kind.upper()} is not maintained incrementally")
+        raise Unsupported(f"{kind.upper()} is not maintained incrementally", code="PLAN_NODE")
     if kind == "Expand":
-        raise Unsupported("GROUPING SETS / ROLLUP / CUBE are not maintained incrementally")
+        raise Unsupported(
+            "GROUPING SETS / ROLLUP / CUBE are not maintained incrementally", code="PLAN_NODE"
+        )
     if kind == "LocalRelation" or kind == "OneRowRelation":
-        raise Unsupported("a query over literal rows (VALUES) is not maintained incrementally")
-    raise Unsupported(f"plan node {kind} is not maintained incrementally")
+        raise Unsupported(
+            "a query over literal rows (VALUES) is not maintained incrementally", code="PLAN_NODE"
+        )
+    raise Unsupported(f"plan node {kind} is not maintained incrementally", code="PLAN_NODE")
 
 
 def _top_k(j, tables_of) -> Node:
@@ -508,7 +591,9 @@ def _top_k(j, tables_of) -> Node:
     limit = j.limitExpr()
     local = j.child()
     if _name(limit) != "Literal" or _name(local) != "LocalLimit":
-        raise Unsupported("a LIMIT that is not a literal is not maintained incrementally")
+        raise Unsupported(
+            "a LIMIT that is not a literal is not maintained incrementally", code="LIMIT"
+        )
     n = int(limit.value())
     projects = []
     node = local.child()
@@ -516,7 +601,7 @@ def _top_k(j, tables_of) -> Node:
         projects.append(node)
         node = node.child()
     if _name(node) != "Sort" or not bool(getattr(node, "global")()):  # a keyword in Python
-        raise Unsupported("LIMIT without ORDER BY is not maintained incrementally")
+        raise Unsupported("LIMIT without ORDER BY is not maintained incrementally", code="LIMIT")
     child = _node(node.child(), tables_of)
     conv = _Converter()
     order = tuple(
@@ -562,7 +647,7 @@ def _window(j, tables_of) -> Window:
         funcs.append((_attr(e.toAttribute()), kind))
     if bad:
         names = ", ".join(sorted(set(bad)))
-        raise Unsupported(f"window function {names} is not maintained incrementally")
+        raise Unsupported(f"window function {names} is not maintained incrementally", code="WINDOW")
     names = ", ".join(f"{k}()" for _, k in funcs)
     child = _node(j.child(), tables_of)
     parts = []
@@ -574,19 +659,22 @@ def _window(j, tables_of) -> Window:
             cols = ", ".join(str(a.name()) for a in _seq(p.references().toSeq()))
             raise Unsupported(
                 f"window function {names} partitioned by a {dtype.upper()} column ({cols}) is "
-                "not maintained incrementally (NaN and -0.0 are not found by an equality lookup)"
+                "not maintained incrementally (NaN and -0.0 are not found by an equality lookup)",
+                code="WINDOW",
             )
         if _name(p) != "AttributeReference":
             raise Unsupported(
                 f"window function {names} partitioned by a computed expression is not "
-                "maintained incrementally"
+                "maintained incrementally",
+                code="WINDOW",
             )
         a = _attr(p)
         parts.append(a.id)
     if not parts:
         raise Unsupported(
             f"window function {names} without PARTITION BY is not maintained incrementally "
-            "(every change would rank the whole input again)"
+            "(every change would rank the whole input again)",
+            code="WINDOW",
         )
     conv = _Converter()
     order = tuple(
@@ -604,7 +692,9 @@ def _catalyst_nodes(plan: JObject, kind: str) -> list[JObject]:
         node = stack.pop()
         if _name(node) == kind:
             out.append(node)
-        stack.extend(reversed(_seq(node.children())))
+        # a Filter's scalar subqueries after its child, as the tree's ScalarFilter inputs
+        subplans = [sq.plan() for sq in scalar_subqueries(node)]
+        stack.extend(reversed(_seq(node.children()) + subplans))
     return out
 
 

@@ -116,7 +116,7 @@ def _arith(op: str, dtype: str) -> Callable[[Any, Any], Any]:
             r = abs(a) % abs(b)
             return -r if a < 0 else r
     else:
-        raise Unsupported(f"operator {op}")
+        raise Unsupported(f"operator {op}", code="EXPRESSION")
 
     def run(a, b):
         if a is None or b is None:
@@ -197,7 +197,9 @@ def _cast(dtype: str, src: str) -> Callable[[Any], Any]:
         return lambda v: None if v is None else v.astimezone(dt.UTC).date()
     if dtype == "timestamp" and src == "date":
         return lambda v: None if v is None else dt.datetime(v.year, v.month, v.day, tzinfo=dt.UTC)
-    raise Unsupported(f"a cast from {src} to {dtype} is not maintained incrementally")
+    raise Unsupported(
+        f"a cast from {src} to {dtype} is not maintained incrementally", code="EXPRESSION"
+    )
 
 
 def plus_months(v: dt.date | dt.datetime, months: int) -> dt.date | dt.datetime:
@@ -361,7 +363,7 @@ def compile_expr(e: Expr, pos: dict[int, int], env: dict | None = None) -> Fn:
     fn = BY_OP.get(op)
     if fn is not None:
         return _strict(fn.value, args)
-    raise Unsupported(f"operator {op} is not maintained incrementally")
+    raise Unsupported(f"operator {op} is not maintained incrementally", code="EXPRESSION")
 
 
 def _strict(value: Callable[..., Any], args: list[Fn]) -> Fn:
@@ -402,7 +404,9 @@ def ddl_of(dtype: str) -> str:
         "binary": "BINARY",
     }.get(dtype)
     if ddl is None:
-        raise Unsupported(f"a value of type {dtype} is not kept in a state table")
+        raise Unsupported(
+            f"a value of type {dtype} is not kept in a state table", code="EXPRESSION"
+        )
     return ddl
 
 

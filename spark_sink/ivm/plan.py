@@ -13,10 +13,38 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+# Why a view is not maintained incrementally, as a stable code (``Unsupported.code``, shown by
+# ``explain()`` as ``why: [CODE] message``; docs/design.md §6.4 lists them). A message may be
+# reworded; a code is kept, so tools may match on it.
+REASON_CODES = {
+    "ASKED": "strategy full_recompute was asked for",
+    "PLAN_NODE": "a plan node outside the class (INTERSECT, EXCEPT, GROUPING SETS, VALUES, ...)",
+    "LIMIT": "LIMIT without ORDER BY, OFFSET, or ORDER BY ... LIMIT below another operator",
+    "EXPRESSION": "an expression, function, cast or literal outside the evaluated language",
+    "TIME_ZONE": "date or time arithmetic in a session time zone other than UTC",
+    "NONDETERMINISTIC": "a non-deterministic expression (rand(), uuid(), ...)",
+    "AGGREGATE": "an aggregate function or form outside the class (FILTER, DISTINCT of several "
+    "columns, ...)",
+    "WINDOW": "a window function or window specification outside the class",
+    "JOIN": "a join without a column equality of each side, an outer join with another "
+    "condition, or a keyed read the join needs that no column provides",
+    "NULL_AWARE_ANTI_JOIN": "NOT IN over a column that may be NULL",
+    "SUBQUERY": "a scalar subquery that is correlated, not one global aggregate, or outside "
+    "WHERE and HAVING",
+    "SOURCE": "a relation that is not a snapview table with a primary key",
+    "INTERNAL": "an internal error while analyzing the query (logged with its traceback)",
+}
+
 
 class Unsupported(Exception):
     """The query (or a part of it) is outside what is maintained incrementally; ``str(e)`` names
-    the construct."""
+    the construct, ``code`` is its stable reason code (one of ``REASON_CODES``)."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        if code not in REASON_CODES:
+            raise ValueError(f"unknown reason code {code!r}")
+        super().__init__(message)
+        self.code = code
 
 
 # ---------------------------------------------------------------------- expressions
@@ -219,6 +247,25 @@ class Window:
 
 
 @dataclass(frozen=True)
+class ScalarFilter:
+    """A filter whose condition reads uncorrelated scalar subqueries (TPC-H q11's threshold,
+    q15's maximum, q22's average): ``cond`` over the child's columns and, for each of
+    ``subs`` (global aggregates: one row each), its one output column. Maintained by
+    filtering the child's change at the subqueries' values while they stay; an epoch in which
+    one of them moves is a build (``spark_sink.ivm.ops.scalar_filter``)."""
+
+    cond: Expr
+    subs: tuple[Node, ...]
+    child: Node
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.child, *self.subs)
+
+    def columns(self) -> tuple[Attr, ...]:
+        return self.child.columns()
+
+
+@dataclass(frozen=True)
 class TopK:
     """ORDER BY ... LIMIT ``limit``: the first ``limit`` rows of ``child`` in the order of
     ``order`` (expression, ascending, nulls first), rows tied on it ordered by the whole row
@@ -237,7 +284,7 @@ class TopK:
         return self.child.columns()
 
 
-Node = Scan | Filter | Project | Join | SemiJoin | Aggregate | Union | Window | TopK
+Node = Scan | Filter | ScalarFilter | Project | Join | SemiJoin | Aggregate | Union | Window | TopK
 
 
 def output(node: Node) -> tuple[Attr, ...]:

@@ -131,7 +131,8 @@ def _check_top_k(root: Node) -> None:
         if isinstance(n, TopK) and n is not top:
             raise Unsupported(
                 "ORDER BY ... LIMIT below a filter, join, aggregate or union is not maintained "
-                "incrementally"
+                "incrementally",
+                code="LIMIT",
             )
 
 
@@ -166,7 +167,7 @@ def analyze(
     _check_top_k(root)
     for s in scans(root):
         if s.table not in infos:
-            raise Unsupported(f"table {s.table} is not a source of the view")
+            raise Unsupported(f"table {s.table} is not a source of the view", code="SOURCE")
     aggs = aggregates(root)
 
     def pk_of(t: str) -> tuple[str, ...]:
@@ -176,7 +177,8 @@ def analyze(
         if not pk_of(s.table):
             raise Unsupported(
                 f"table {s.table} has no primary key (append-only); its rows cannot be looked up "
-                "by key"
+                "by key",
+                code="SOURCE",
             )
     accesses = list(dict.fromkeys(plan_accesses(root, pk_of)))
     _check_expressions(root)

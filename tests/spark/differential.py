@@ -311,6 +311,26 @@ SUBQUERIES = [
         ("region",),
         ("an aggregate over a semi join",),
     ),
+    ViewCase(
+        "v_scalar_threshold",
+        "SELECT id, customer, qty FROM orders WHERE qty > (SELECT AVG(tier) FROM customers) * 3",
+        ("id",),
+        ("uncorrelated scalar subquery: its value moves (a build) and stays (a delta)",),
+    ),
+    ViewCase(
+        "v_scalar_having",
+        "SELECT customer, SUM(qty) AS sq, COUNT(*) AS n FROM orders GROUP BY customer "
+        "HAVING SUM(qty) > (SELECT MAX(tier) FROM customers) * 5",
+        ("customer",),
+        ("uncorrelated scalar subquery in HAVING (TPC-H q11)",),
+    ),
+    ViewCase(
+        "v_scalar_max",
+        "SELECT id, region, tier FROM customers "
+        "WHERE tier = (SELECT MAX(tier) FROM customers WHERE region <> 'west')",
+        ("id",),
+        ("uncorrelated scalar subquery over the filtered table itself (TPC-H q15)",),
+    ),
 ]
 
 # ORDER BY ... LIMIT as a TopK (issue 27, item 4). Each ORDER BY ends in a unique column, so

@@ -111,7 +111,11 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
         assert out["checked"][case.name] >= ROUNDS, out["checked"]
         s = out["views"][case.name]._strategy
         p = s.progress
-        assert p.last_strategy == "delta" and p.barriers > ROUNDS, (case.name, p)
+        if any("scalar subquery" in c for c in case.covers):
+            # an epoch in which the subquery's value moves is a build; the others deltas
+            assert p.barriers > ROUNDS and p.recomputed < p.barriers - p.unchanged, (case.name, p)
+        else:
+            assert p.last_strategy == "delta" and p.barriers > ROUNDS, (case.name, p)
         # a view whose tree is columnar took its last delta over Arrow (nothing handed back)
         want = "columnar" if columnar_reason(s.plan.root) is None else "rows"
         assert s.path == want, (case.name, s.path, s.why_rows)
@@ -238,7 +242,7 @@ def test_not_in_over_a_nullable_column_falls_back_with_its_reason(spark, ivm_ser
     view = _builder(spark, ivm_server.address, case).build()
     text = view.explain()
     assert "strategy: full_recompute (asked: auto)" in text, text
-    assert "null-aware anti join" in text, text
+    assert "why:      [NULL_AWARE_ANTI_JOIN] NOT IN over a column" in text, text
 
 
 def test_a_stale_extreme_is_caught(spark, ivm_server, ic, monkeypatch):
@@ -348,7 +352,7 @@ def test_strict_incremental_refuses_a_window_function(spark, ivm_server, ic):
     )
     text = auto.explain()
     assert "strategy: full_recompute (asked: auto)" in text
-    assert "window function lag() is not maintained incrementally" in text
+    assert "[WINDOW] window function lag() is not maintained incrementally" in text
 
 
 def _tables(c) -> dict[str, str]:

@@ -176,7 +176,8 @@ def group_positions(node: Aggregate, ids: tuple[int, ...]) -> list[tuple[int, in
     if {g for _, g in out} != set(range(len(node.groups))):
         raise Unsupported(
             "a join with an aggregate on other than all its grouping columns is not maintained "
-            "incrementally"
+            "incrementally",
+            code="JOIN",
         )
     return out
 

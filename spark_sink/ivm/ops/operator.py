@@ -166,7 +166,7 @@ class Operator(Generic[N]):
         empty here; a superset is allowed: callers re-apply the join), each with weight 1."""
         from spark_sink.ivm.plan import Unsupported
 
-        raise Unsupported(f"a lookup into {type(node).__name__}")
+        raise Unsupported(f"a lookup into {type(node).__name__}", code="JOIN")
 
     def lookup_accesses(
         self, node: N, ids: tuple[int, ...], pk_of: PkOf, out: list[Access]
@@ -255,7 +255,7 @@ def operator_for(node: Node) -> Operator[Any]:
     if op is None:
         from spark_sink.ivm.plan import Unsupported
 
-        raise Unsupported(f"{type(node).__name__} has no operator")
+        raise Unsupported(f"{type(node).__name__} has no operator", code="PLAN_NODE")
     return op
 
 

@@ -126,7 +126,8 @@ def through_project(node: Project, ids: tuple[int, ...]) -> tuple[tuple[int, ...
     if not child_ids:
         raise Unsupported(
             "a join on a computed column (" + ", ".join(f"#{c}" for c in ids) + ") is not "
-            "maintained incrementally"
+            "maintained incrementally",
+            code="JOIN",
         )
     return tuple(child_ids), kept
 

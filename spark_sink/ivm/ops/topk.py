@@ -68,7 +68,8 @@ class TopKOp(Operator[TopK]):
     ) -> None:
         raise Unsupported(
             "a lookup into ORDER BY ... LIMIT (a join or an aggregate above it) is not "
-            "maintained incrementally"
+            "maintained incrementally",
+            code="LIMIT",
         )
 
     def unique_sets(self, node: TopK, pk_of: PkOf) -> Sets:

@@ -166,7 +166,9 @@ def _ranked(rules: DeltaRules, node: Window, parts: set[tuple], side: str) -> li
     ppos = [pos[c] for c in node.partition]
     z = rules.lookup(node.child, node.partition, parts, side)
     if z.ids != child_ids:
-        raise Unsupported(f"a window's input read with columns {z.ids}, not {child_ids}")
+        raise Unsupported(
+            f"a window's input read with columns {z.ids}, not {child_ids}", code="WINDOW"
+        )
     groups: dict[tuple, list[tuple]] = {}
     for r, w in zip(z.rows, z.weights, strict=True):
         p = tuple(r[i] for i in ppos)
@@ -187,7 +189,8 @@ def lookup_partition_positions(node: Window, ids: tuple[int, ...]) -> list[int]:
         raise Unsupported(
             "a lookup into a window function's result by columns that do not include all its "
             "PARTITION BY columns (a join above a window on other columns) is not maintained "
-            "incrementally"
+            "incrementally",
+            code="WINDOW",
         )
     return [ids.index(c) for c in node.partition]
 

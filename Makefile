@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := kvstore coordinator spark_source spark_sink snapview
 
-.PHONY: test demo proto lint typecheck fmt bench chaos differential soak lifecycle cluster install-check clean
+.PHONY: test demo proto lint typecheck fmt bench chaos differential tpch soak lifecycle cluster install-check clean
 
 # The generated protobuf code (snapview_proto/) is committed: installing needs no code generator.
 $(STAMP): pyproject.toml requirements.lock
@@ -58,6 +58,14 @@ chaos: $(STAMP)
 differential: $(STAMP)
 	SNAPVIEW_DIFF_ROUNDS=$${SNAPVIEW_DIFF_ROUNDS:-60} $(PY) -m pytest -q -o timeout=3600 \
 		tests/spark/test_incremental.py -k equal_spark
+
+# TPC-H as views (tests/tpch): the 22 queries under auto beside full-recompute twins over
+# DuckDB-generated data at SF 0.1, 10 rounds of RF1/RF2, every view equal to Spark at every
+# barrier; prints a table of epoch and full-recompute times (`make test` runs a short one).
+# TPCH_SF=, TPCH_ROUNDS=, TPCH_QUERIES=1,3,6 for others.
+tpch: $(STAMP)
+	$(PY) scripts/bench_tpch.py --sf $${TPCH_SF:-0.1} --rounds $${TPCH_ROUNDS:-10} \
+		--queries $${TPCH_QUERIES:-all}
 
 # The long GC soak: steady updates, a view, leased readers and a 4 s retention for 5 minutes;
 # the data dir must stop growing (`make test` runs it for 45 s). SNAPVIEW_SOAK_S=n for another.

@@ -212,6 +212,28 @@ def test_a_semi_join_blind_to_its_right_side_is_caught(spark, ivm_server, ic, mo
         run_differential(spark, ivm_server, ic, [case], 8, SEED + 3)
 
 
+def test_a_scalar_filter_blind_to_its_subquery_moving_is_caught(spark, ivm_server, ic, monkeypatch):
+    """Plant a fault in the scalar-subquery filter: when the subquery's value moves, filter
+    only the child's change at the new value instead of rebuilding (the rows between the old
+    and the new threshold keep their old answer). The differential check must catch it: the
+    workload re-inserts a customer with another tier in most rounds, moving AVG(tier)."""
+    from spark_sink.ivm.ops import scalar_filter as sf
+
+    def blind(self, rules, node):
+        dz = rules.delta(node.child)
+        for s in node.subs:
+            rules.delta(s)
+        out = sf.ZSet(tuple(a.id for a in node.columns()))
+        if len(dz):
+            sf._filter(rules, node, dz, sf._values(rules, node, "new"), out)
+        return out
+
+    monkeypatch.setattr(sf.ScalarFilterOp, "delta", blind)
+    case = next(x for x in D.SUBQUERIES if x.name == "v_scalar_threshold")
+    with pytest.raises(AssertionError, match=r"v_scalar_threshold at barrier"):
+        run_differential(spark, ivm_server, ic, [case], 8, SEED + 5)
+
+
 def test_a_top_k_that_reads_no_successor_is_caught(spark, ivm_server, ic, monkeypatch):
     """Plant a fault in the TopK: read only the first n rows of its ordered state, not n plus
     the rows the change deletes, so a deleted top row has no successor. The differential check

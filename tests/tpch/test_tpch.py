@@ -1,7 +1,7 @@
 """TPC-H at SF 0.01 against a real server and Spark: four queries, one per kind of operator
 TPC-H needs, stay equal to Spark's result at every barrier through rounds of RF1 and RF2; all
-22 build incrementally (behind SNAPVIEW_TPCH_ALL=1: two minutes of builds); the LIMIT comparator is checked
-against a planted wrong row. The long run is ``make tpch`` (scripts/bench_tpch.py)."""
+22 build incrementally (behind SNAPVIEW_TPCH_ALL=1: two minutes of builds); the LIMIT
+comparator is checked against a planted wrong row. The long run is ``make tpch`` (scripts/bench_tpch.py)."""
 
 from __future__ import annotations
 

@@ -225,7 +225,7 @@ def test_a_scalar_filter_blind_to_its_subquery_moving_is_caught(spark, ivm_serve
             rules.delta(s)
         out = sf.ZSet(tuple(a.id for a in node.columns()))
         if len(dz):
-            sf._filter(rules, node, dz, sf._values(rules, node, "new"), out)
+            sf._filter(rules, node, dz, sf._values(rules, node, sf.NEW), out)
         return out
 
     monkeypatch.setattr(sf.ScalarFilterOp, "delta", blind)

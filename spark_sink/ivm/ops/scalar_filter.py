@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spark_sink.ivm.ops.operator import (
+    NEW,
     Access,
     NeedsBuild,
     Operator,
@@ -76,7 +77,7 @@ class ScalarFilterOp(Operator[ScalarFilter]):
                 )
         out = ZSet(tuple(a.id for a in node.columns()))
         if len(dz):
-            _filter(rules, node, dz, _values(rules, node, "new"), out)
+            _filter(rules, node, dz, _values(rules, node, NEW), out)
         return out
 
     def lookup(

@@ -453,7 +453,7 @@ def _semi_join(left: Node, right: Node, lk: list, rk: list, residual, jt: str) -
     return SemiJoin(left, right, tuple(lk), tuple(rk), residual, _SEMI_KINDS[jt])
 
 
-def scalar_subqueries(j) -> list:
+def scalar_subqueries(j: JObject) -> list[JObject]:
     """The ScalarSubquery expressions of plan node ``j``'s expressions, in pre-order (the
     order of a ScalarFilter's ``subs`` and of their plans among the Catalyst nodes)."""
     out = []

@@ -606,5 +606,7 @@ def test_an_internal_error_in_plan_conversion_falls_back_under_auto(
     auto.maintain_available(until=ic.tso(), timeout=60)
     rows = ic.snapshot(["dec_fault_auto"]).read("dec_fault_auto").to_pylist()
     assert {r["id"]: r["amount"] for r in rows}[100] == Decimal("50.00")
-    with pytest.raises(InvalidArgument, match=r"strategy incremental: an internal error .*planted"):
+    with pytest.raises(
+        InvalidArgument, match=r"strategy incremental: \[INTERNAL\] an internal error .*planted"
+    ):
         _decimal_view(spark, ivm_server.address, "dec_fault_strict", "incremental")

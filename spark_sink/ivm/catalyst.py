@@ -692,8 +692,9 @@ def _catalyst_nodes(plan: JObject, kind: str) -> list[JObject]:
         node = stack.pop()
         if _name(node) == kind:
             out.append(node)
-        # a Filter's scalar subqueries after its child, as the tree's ScalarFilter inputs
-        subplans = [sq.plan() for sq in scalar_subqueries(node)]
+        # a Filter's scalar subqueries after its child, as the tree's ScalarFilter inputs (no
+        # other node's are taken: the converter refuses them)
+        subplans = [sq.plan() for sq in scalar_subqueries(node)] if _name(node) == "Filter" else []
         stack.extend(reversed(_seq(node.children()) + subplans))
     return out
 

@@ -312,3 +312,12 @@ def joins(node: Node) -> list[Join]:
 def aggregates(node: Node) -> list[Aggregate]:
     """The Aggregate nodes of the tree in pre-order (the order of catalyst_aggregates)."""
     return [n for n in walk(node) if isinstance(n, Aggregate)]
+
+
+def top_k_root(root: Node) -> tuple[TopK, list[Project]] | None:
+    """The TopK at the top of ``root`` under nothing but Projects (outermost first), else None."""
+    projects = []
+    while isinstance(root, Project):
+        projects.append(root)
+        root = root.child
+    return (root, projects) if isinstance(root, TopK) else None

@@ -20,12 +20,12 @@ from spark_sink.ivm.ops.state_table import StateTable
 from spark_sink.ivm.plan import (
     Aggregate,
     Node,
-    Project,
     TopK,
     Unsupported,
     Window,
     aggregates,
     scans,
+    top_k_root,
     walk,
 )
 
@@ -124,9 +124,8 @@ def _check_top_k(root: Node) -> None:
     """ORDER BY ... LIMIT only at the top of the query (under nothing but projections): the
     build writes such a view from its ordered state, so the rows it keeps among ties are the
     ones the epochs start from; anywhere else Spark's own pick would reach the view."""
-    top = root
-    while isinstance(top, Project):
-        top = top.child
+    found = top_k_root(root)
+    top = found[0] if found else None
     for n in walk(root):
         if isinstance(n, TopK) and n is not top:
             raise Unsupported(

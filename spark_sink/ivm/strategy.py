@@ -42,7 +42,7 @@ from spark_sink.ivm.outer import MatchCounts
 from spark_sink.ivm.plan import TopK, joins, output, walk
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.state_builds import BuildContext, state_df
-from spark_sink.ivm.state_builds.topk import top_k_root, topk_view_df
+from spark_sink.ivm.state_builds.topk import topk_view_df
 from spark_sink.ivm.topk_state import TopKState
 from spark_sink.ivm.unique_keys import key_is_unique
 from spark_sink.ivm.view_change import row_identity, view_change
@@ -409,7 +409,7 @@ class Incremental:
             info = client.describe_table(st.name, refresh=True)
             tgt = attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
             sdf = state_df(ctx, st, info)  # by the operator's builder (ivm.state_builds)
-            if st.role == "topk" and top_k_root(self.plan.root) is not None:
+            if st.role == "topk":  # only at the top of a query (plan_check._check_top_k)
                 sdf = sdf.persist()  # read again below, for the view
                 top_state = sdf
             # a state table's key is its GROUP BY (or the source's key): unique by making

@@ -27,6 +27,7 @@ from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, KeyCodec, escape_bytes
 from kvstore.schema import Column, TableSchema, parse_type, to_storage
 from spark_sink.ivm.aggregate_columnar import COMPLEMENT
 from spark_sink.ivm.expressions import compile_expr, ddl_of
+from spark_sink.ivm.ops.arrow_expr import result_dtype
 from spark_sink.ivm.plan import Col, TopK
 
 if TYPE_CHECKING:
@@ -41,8 +42,7 @@ _DIGEST = 16
 def _order_dtype(node: TopK, e: Any) -> str:
     if isinstance(e, Col):
         return next(a.dtype for a in node.child.columns() if a.id == e.id)
-    dtype = str(e.dtype)
-    return dtype.split("|")[0]  # a cast's type is its target's
+    return result_dtype(e)
 
 
 class _Encoder:
@@ -144,7 +144,7 @@ class TopKState:
                 stored[k[0]] = (tuple(vals[: self.width]), int(vals[-1]))
         read = {r[0] for r in first}
         old = take([(o, r, m) for o, (r, m) in stored.items() if o in read], self.node.limit)
-        now = {o: (r, m) for o, (r, m) in stored.items()}
+        now = dict(stored)
         for o, (row, w) in by_o.items():
             m = now.get(o, (row, 0))[1] + w
             if m < 0:

@@ -68,14 +68,14 @@ def decide(rules: DeltaRules, node: SemiJoin, left: ZSet, right: ZSet, out: ZSet
             out.weights.append(w)
 
 
-def _restrict(z: ZSet, cols: tuple[int, ...], keys: set[tuple]) -> ZSet:
+def _restrict(z: ZSet, cols: tuple[int, ...], keys: set[tuple], inside: bool = True) -> ZSet:
     """The rows of ``z`` whose ``cols`` equal one of ``keys`` exactly (a keyed read may return
-    a superset)."""
+    a superset), or with ``inside`` False every other row."""
     p = z.pos()
     idx = [p[c] for c in cols]
     out = ZSet(z.ids)
     for r, w in zip(z.rows, z.weights, strict=True):
-        if _key(r, idx) in keys:
+        if (_key(r, idx) in keys) == inside:
             out.rows.append(r)
             out.weights.append(w)
     return out
@@ -99,13 +99,7 @@ class SemiJoinOp(Operator[SemiJoin]):
         if len(dl):
             # left changes of keys whose right rows did not change: decided once, at the new
             # barrier (the same right rows as at the old one); rows with a NULL key included
-            lp = dl.pos()
-            li = [lp[c] for c in node.left_keys]
-            rest = ZSet(dl.ids)
-            for r, w in zip(dl.rows, dl.weights, strict=True):
-                if _key(r, li) not in moved:
-                    rest.rows.append(r)
-                    rest.weights.append(w)
+            rest = _restrict(dl, node.left_keys, moved, inside=False)
             keys = rest.values(node.left_keys)
             right = rules.lookup(node.right, node.right_keys, keys, NEW) if keys else _none(node)
             decide(rules, node, rest, right, out)

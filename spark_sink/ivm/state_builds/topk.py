@@ -13,7 +13,7 @@ from kvstore.table_info import TableInfo
 from spark_sink.ivm.catalyst import catalyst_top_ks
 from spark_sink.ivm.expressions import ddl_of
 from spark_sink.ivm.ops.state_table import STATE_INFIX, StateTable
-from spark_sink.ivm.plan import Node, Project, TopK, walk
+from spark_sink.ivm.plan import Node, TopK, top_k_root, walk
 from spark_sink.ivm.state_builds import BuildContext, builds
 
 
@@ -49,15 +49,6 @@ def topk_df(ctx: BuildContext, st: StateTable, info: TableInfo) -> DataFrame:
     return keyed.groupBy("o").agg(
         *[F.first(c).alias(c) for c in names], F.count(F.lit(1)).cast("bigint").alias("n")
     )
-
-
-def top_k_root(root: Node) -> tuple[TopK, list[Project]] | None:
-    """The TopK at the top of ``root`` under nothing but Projects (outermost first), else None."""
-    projects = []
-    while isinstance(root, Project):
-        projects.append(root)
-        root = root.child
-    return (root, projects) if isinstance(root, TopK) else None
 
 
 def topk_view_df(state: DataFrame, root: Node, schema: StructType) -> DataFrame:

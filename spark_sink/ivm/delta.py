@@ -194,6 +194,11 @@ class DeltaRules:
             got = self._deltas[id(node)] = operator_for(node).delta(self, node)
         return got
 
+    def given(self, node: Node, change: ZSet) -> None:
+        """Take ``change`` as ``node``'s delta this epoch (computed elsewhere: by another
+        task's rules, ``spark_sink.ivm.executor_delta``); the nodes above it build on it."""
+        self._deltas[id(node)] = change
+
     def lookup(self, node: Node, ids: tuple[int, ...], values: set[tuple], side: str) -> ZSet:
         """The rows of ``node``'s result at ``side`` whose ``ids`` equal one of ``values`` (a
         superset: callers re-apply the join), each with weight 1."""

@@ -159,6 +159,17 @@ def _decode(info: TableInfo, raws: list[bytes]) -> list[tuple]:
     return decode_rows(info.table_schema.visible_columns, info.row_codec, raws)
 
 
+def add_images(raws: list[bytes], weights: list[int], old: bytes | None, new: bytes | None) -> None:
+    """Append one changed key's images to a Z-set of encoded rows: its pre-image (if any) with
+    weight -1, its post-image (if any) with +1."""
+    if old is not None:
+        raws.append(old)
+        weights.append(-1)
+    if new is not None:
+        raws.append(new)
+        weights.append(1)
+
+
 class StoreInputs:
     """``delta.Inputs`` over a client, for one epoch.
 
@@ -169,7 +180,11 @@ class StoreInputs:
     without a scan. ``direct``: this process's reader of the server's LMDB environment, when it
     is on the server's host (``spark_sink.partition_writer.direct_reader``): change scans and
     keyed reads are then tried there first, and handed to the server when it refuses
-    (kvstore.direct_reads says when)."""
+    (kvstore.direct_reads says when). ``given``: each source's encoded change images (pre-images
+    weighted -1, post-images +1) taken as its change instead of a scan (an executor's slice of
+    the change); a keyed read through an index at the new barrier needs the whole change, so a
+    plan with one is run over a slice only with ``whole``, a function giving a source's whole
+    change images (read by the slice's task, spark_sink.ivm.executor_delta)."""
 
     def __init__(
         self,
@@ -181,8 +196,16 @@ class StoreInputs:
         indexes: dict[tuple[str, str], TableInfo],
         unchanged: frozenset[str] = frozenset(),
         direct: DirectReader | None = None,
+        given: dict[str, tuple[list[bytes], list[int]]] | None = None,
+        whole: Callable[[str], tuple[list[bytes], list[int]]] | None = None,
     ) -> None:
         self.client = client
+        # The change images to use instead of scanning (an executor's slice of the change,
+        # spark_sink.ivm.executor_delta): a source not named has no change here. ``whole``
+        # gives a source's whole change where a slice is not enough (an index lookup's gains).
+        self.given = given
+        self.whole = whole
+        self._wholes: dict[str, StoreInputs] = {}
         self.direct = direct
         # What a direct read hands back to the server (loaded only with a direct reader: the
         # engine is not imported by a process that does not read directly).
@@ -241,18 +264,41 @@ class StoreInputs:
         raws: list[bytes] = []
         weights: list[int] = []
         lo, hi = self.old[table], self.new[table]
-        if hi > lo and table not in self.unchanged:
+        if self.given is not None:
+            raws, weights = self.given.get(table, ([], []))
+        elif hi > lo and table not in self.unchanged:
             self.scanned.append(table)
             for ch in self._scan_changes(table, lo, hi):
-                if ch.old is not None:
-                    raws.append(ch.old)
-                    weights.append(-1)
-                if ch.new is not None:
-                    raws.append(ch.new)
-                    weights.append(1)
+                add_images(raws, weights, ch.old, ch.new)
         self.changes_read += len(raws)
         self._images[table] = (raws, weights)
         return raws, weights
+
+    def _gains(self, table: str) -> StoreInputs:
+        """Where an index lookup at the new barrier finds the rows that gained a value since the
+        index's version: this epoch's change of ``table``, all of it (with a slice ``given``,
+        the whole change of ``table`` read by ``whole``, decoded once)."""
+        if self.given is None:
+            return self
+        got = self._wholes.get(table)
+        if got is None:
+            assert self.whole is not None, "a slice of the change needs its whole for gains"
+            got = self._wholes[table] = StoreInputs(
+                self.client,
+                self.infos,
+                self.old,
+                self.new,
+                self.state_ts,
+                {},
+                given={table: self.whole(table)},
+            )
+        return got
+
+    def change_records(self, table: str) -> list[ChangeRecord]:
+        """``table``'s net change between its old and new barrier, one record per changed key
+        with both its images (read as ``changes`` reads; not counted, not cached)."""
+        lo, hi = self.old[table], self.new[table]
+        return self._scan_changes(table, lo, hi) if hi > lo else []
 
     def _scan_changes(self, table: str, lo: int, hi: int) -> list[ChangeRecord]:
         """``scan_changes`` of ``table`` in (lo, hi]: read directly when this process may
@@ -306,7 +352,7 @@ class StoreInputs:
             ci = names.index(access.index_column)
             pk_at = [names.index(p) for p in self.primary_key(table)]
             have = {tuple(r[i] for i in pk_at) for r in rows}
-            ch_rows, ch_w = self.changes(table)
+            ch_rows, ch_w = self._gains(table).changes(table)
             for r, w in zip(ch_rows, ch_w, strict=True):
                 if w > 0 and r[ci] in firsts and tuple(r[i] for i in pk_at) not in have:
                     rows.append(r)
@@ -331,7 +377,7 @@ class StoreInputs:
         if side != NEW or not firsts:
             return rows
         # Rows that gained the value since the index's version: the change's new images.
-        data, weights = self.changes_arrow(table)
+        data, weights = self._gains(table).changes_arrow(table)
         if not data.num_rows:
             return rows
         column = data[access.index_column]

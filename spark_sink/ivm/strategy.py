@@ -17,27 +17,37 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from coordinator.client import Client
 from coordinator.jobs import EpochMetadata
-from kvstore.errors import Aborted, SchemaMismatch
+from kvstore.errors import Aborted
 from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
-from kvstore.mvcc.records import LockOp, Mutation
+from kvstore.mvcc.records import Mutation
 from kvstore.table_info import TableInfo
-from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.epoch_attempt import EpochAttempt, OpeningAttempt
 from spark_sink.executor_diff import write_diff
 from spark_sink.ivm.aggregate import AggregateState
 from spark_sink.ivm.cost import CostModel
 from spark_sink.ivm.delta import DeltaRules, columnar_reason
-from spark_sink.ivm.index_state import index_change, index_change_rows
-from spark_sink.ivm.inputs import StoreInputs, encode_keys
+from spark_sink.ivm.executor_delta import (
+    DELTA_ON_ENV,
+    ExecutorJob,
+    delta_on,
+    executor_reason,
+    partition_key,
+)
+from spark_sink.ivm.executor_delta import run as run_on_executors
+from spark_sink.ivm.inputs import StoreInputs
+from spark_sink.ivm.mutations import (
+    index_mutations,
+    state_mutations,
+    view_mutations,
+    view_mutations_arrow,
+)
 from spark_sink.ivm.ops.arrow_expr import HANDED_BACK
-from spark_sink.ivm.ops.operator import NeedsBuild, ZSet, consolidate
-from spark_sink.ivm.ops.zset import ArrowZSet
+from spark_sink.ivm.ops.operator import NeedsBuild
 from spark_sink.ivm.outer import MatchCounts
 from spark_sink.ivm.plan import TopK, joins, output, walk
 from spark_sink.ivm.plan_check import IncrementalPlan
@@ -45,9 +55,9 @@ from spark_sink.ivm.state_builds import BuildContext, state_df
 from spark_sink.ivm.state_builds.topk import topk_view_df
 from spark_sink.ivm.topk_state import TopKState
 from spark_sink.ivm.unique_keys import key_is_unique
-from spark_sink.ivm.view_change import row_identity, view_change
 from spark_sink.partition_writer import (
     DirectInfo,
+    EpochTarget,
     direct_reader,
 )
 from spark_sink.query_analysis import register_sources
@@ -75,6 +85,16 @@ class _Writes:
 
     tables: dict[str, list[Mutation]]
     counts: dict[str, int]
+
+
+@dataclass
+class _OnExecutors:
+    """A delta left to the executors (spark_sink.ivm.executor_delta), run once the epoch is
+    open: each source's read ts at the two barriers, and the sources counted unchanged."""
+
+    old: dict[str, int]
+    new: dict[str, int]
+    unchanged: frozenset[str]
 
 
 def last_committed(client: Client, job: str) -> EpochMetadata | None:
@@ -137,6 +157,11 @@ class Incremental:
         self.path = ""
         self.why_rows: str | None = None
         self.aggregate_paths: dict[str, str] = {}  # per group state table: its last epoch's path
+        # None when a delta may run on the executors (spark_sink.ivm.executor_delta), else why
+        # it may not; decided with the view's key, at its first delta (_executors_allowed)
+        self.executor_why: str | None = "not decided yet"
+        self._part_by: tuple[int, ...] | None = None
+        self._executors_decided = False
 
     @staticmethod
     def why() -> str:
@@ -220,14 +245,19 @@ class Incremental:
                 f"a build: a rebuild was requested (revision {rebuild})",
                 None,
             )
-        if build:
+        on_executors = not build and isinstance(writes, _OnExecutors)
+        if build or on_executors:
             paused.close()  # the collector back on for Spark
         target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
         with attempt.running(target):
             laps.lap("open")
-            if not build:
-                assert writes is not None
+            if isinstance(writes, _OnExecutors) and not build:
+                counts = self._executor_delta(client, attempt, view, writes, keys)
+                self.path, self.why_rows = "executors", None
+                laps.lap("delta")
+            elif not build:
+                assert isinstance(writes, _Writes)
                 counts = writes.counts
                 counts["mutations"] = self._write(client, attempt, view, writes.tables)
                 laps.lap("write")
@@ -237,6 +267,8 @@ class Incremental:
             elapsed = laps.elapsed()
             if build:
                 self.cost.record_build(elapsed)
+            elif on_executors:
+                self.cost.record_executor_delta(keys, elapsed)
             elif keys:
                 self.cost.record_delta(keys, elapsed)
             meta = EpochMetadata(
@@ -285,10 +317,11 @@ class Incremental:
 
     def _delta_ahead(
         self, client: Client, view: TableInfo, reads: dict[str, tuple[int, bool]], laps: Laps
-    ) -> tuple[bool, str, int, _Writes | None]:
+    ) -> tuple[bool, str, int, _Writes | _OnExecutors | None]:
         """What can be done before the epoch is open: decide build or delta, and for a delta
-        compute every table's mutations (reads only). Returns (build?, why, changed keys
-        counted, the delta's writes or None for a build). State tables are read at a fresh
+        on the driver compute every table's mutations (reads only). Returns (build?, why,
+        changed keys counted, the delta's writes, or what the executors' delta needs, or None
+        for a build). State tables are read at a fresh
         TSO timestamp: every epoch of this job committed so far is below it, and none can
         commit after it without this epoch's commit being refused (it names its predecessor)."""
         spec = self.spec
@@ -308,15 +341,33 @@ class Incremental:
         # This process's reader of the server's LMDB environment (None off its host): the
         # change count and the delta's change scans and keyed reads use it.
         direct = direct_reader(self.direct_info)
-        build, why, keys, unchanged = self._choose(client, last.sources, new_ts, direct)
+        self._executors_allowed(view)
+        build, why, keys, unchanged, where = self._choose(client, last.sources, new_ts, direct)
         laps.lap("open")
         if build:
             return build, why, keys, None
+        if where == "executors":
+            return False, why, keys, _OnExecutors(dict(last.sources), new_ts, unchanged)
         try:
             writes = self._delta(client, view, last.sources, new_ts, laps, unchanged, direct)
         except NeedsBuild as e:  # raised before anything was written
             return True, f"a build: {e}", keys, None
         return False, why, keys, writes
+
+    def _executors_allowed(self, view: TableInfo) -> None:
+        """Decide once (the view's layout is fixed by the plan) whether its deltas may run on
+        the executors, and by what their write stage is partitioned."""
+        if self._executors_decided:
+            return
+        self._executors_decided = True
+        key_ids = None
+        if not self.spec.one_row:
+            names = [c.name for c in view.table_schema.visible_columns]
+            cols = self.plan.root.columns()
+            key_ids = tuple(cols[names.index(k)].id for k in view.primary_key)
+        self.executor_why = executor_reason(self.plan, key_ids)
+        if self.executor_why is None:
+            self._part_by = partition_key(self.plan.root, key_ids)
 
     def _choose(
         self,
@@ -324,21 +375,32 @@ class Incremental:
         old: dict[str, int],
         new: dict[str, int],
         direct: DirectReader | None = None,
-    ) -> tuple[bool, str, int, frozenset[str]]:
-        """(build?, why, changed keys counted, sources counted to have no change) for an epoch
-        after the first: under ``auto`` the cheaper by this view's measured costs
-        (spark_sink.ivm.cost); under ``incremental`` always a delta. Keys are counted on the
-        server, up to the break-even count."""
+    ) -> tuple[bool, str, int, frozenset[str], str]:
+        """(build?, why, changed keys counted, sources counted to have no change, where a
+        delta runs: "driver" or "executors") for an epoch after the first: under ``auto`` the
+        cheapest of a build, a delta on the driver and one on the executors, by this view's
+        measured costs (spark_sink.ivm.cost); under ``incremental`` always a delta. Keys are
+        counted on the server, up to the break-even count. A delta runs on the executors when
+        the plan allows it (``executor_delta.executor_reason``) and SNAPVIEW_DELTA_ON says
+        ``executors``, or says ``auto`` and they are estimated faster."""
         strict = self.asked == INCREMENTAL
+        on = delta_on()
+        executors = self.executor_why is None and on != "driver"
         if self.cost.build_s is None:
             cap = BULK_CHANGE_KEYS  # no build measured (metadata of an older version)
         else:
-            cap = self.cost.break_even()
+            cap = self.cost.break_even(executors)
         keys, over, unchanged = self._count_keys(client, old, new, cap, direct)
-        if strict:
-            return False, f"a delta: strategy incremental ({keys} changed keys)", keys, unchanged
-        build_s = self.cost.build_s
         est = self.cost.delta_s(keys)
+        where = "driver"
+        if executors and (on == "executors" or self.cost.executor_delta_s(keys) < est):
+            where = "executors"
+            est = self.cost.executor_delta_s(keys)
+        a_delta = "a delta" if where == "driver" else "a delta on the executors"
+        if strict:
+            why = f"{a_delta}: strategy incremental ({keys} changed keys)"
+            return False, why, keys, unchanged, where
+        build_s = self.cost.build_s
         b = f"{build_s:.2f}s" if build_s is not None else "unmeasured"
         if over:
             return (
@@ -346,9 +408,11 @@ class Incremental:
                 f"a build by cost: {keys}+ changed keys, a delta ~{est:.2f}s >= a build {b}",
                 keys,
                 unchanged,
+                where,
             )
-        why = f"a delta by cost: {keys} changed keys, ~{est:.3f}s < a build {b}"
-        return False, why, keys, unchanged
+        by = "by cost" if on == "auto" or where == "driver" else f"by {DELTA_ON_ENV}"
+        why = f"{a_delta} {by}: {keys} changed keys, ~{est:.3f}s < a build {b}"
+        return False, why, keys, unchanged, where
 
     @staticmethod
     def _count_keys(
@@ -475,7 +539,7 @@ class Incremental:
             try:
                 za = rules.delta_arrow(plan.root)
                 laps.lap("delta")
-                writes[view.name] = self._view_mutations_arrow(view, za)
+                writes[view.name] = view_mutations_arrow(view, za)
             except HANDED_BACK as e:
                 # the row rules take the epoch and decide it (an error of theirs names the key);
                 # an outer join's match counts the columnar attempt stepped are stepped again
@@ -487,21 +551,67 @@ class Incremental:
         if view.name not in writes:
             z = rules.delta(plan.root)
             laps.lap("delta")
-            writes[view.name] = self._view_mutations(view, z)
+            writes[view.name] = view_mutations(view, z, self.spec.one_row)
         for name, g in groups.items():
-            writes[name] = self._state_mutations(g.table, g.upserts, g.deletes)
+            writes[name] = state_mutations(g.table, g.upserts, g.deletes)
             for vt in g.values.values():
-                writes[vt.info.name] = self._state_mutations(vt.info, vt.upserts, vt.deletes)
+                writes[vt.info.name] = state_mutations(vt.info, vt.upserts, vt.deletes)
         for m in matches.values():
-            writes[m.info.name] = self._state_mutations(m.info, m.upserts, m.deletes)
+            writes[m.info.name] = state_mutations(m.info, m.upserts, m.deletes)
         for t in topks.values():
-            writes[t.info.name] = self._state_mutations(t.info, t.upserts, t.deletes)
+            writes[t.info.name] = state_mutations(t.info, t.upserts, t.deletes)
         for st in plan.index_tables():
-            writes[st.name] = self._index_mutations(inputs, indexes[(st.source, st.column)], st)
+            writes[st.name] = index_mutations(
+                inputs, indexes[(st.source, st.column)], st.source, st.column
+            )
         laps.lap("diff")
         self.aggregate_paths = {name: g.path for name, g in groups.items()}
         counts = {"changes": inputs.changes_read, "lookups": rules.lookups + inputs.rows_read}
         return _Writes(writes, counts)
+
+    def _executor_delta(
+        self,
+        client: Client,
+        attempt: EpochAttempt,
+        view: TableInfo,
+        on: _OnExecutors,
+        keys: int,
+    ) -> dict[str, int]:
+        """The delta prewritten from the executors (spark_sink.ivm.executor_delta) into the
+        open ``attempt``; returns the epoch's counters. The group state is read at the
+        snapshot just below the epoch's start_ts: every epoch of this job committed so far is
+        in it, and the epoch's own locks (at start_ts) are not."""
+        spec = self.spec
+        plan = self.plan
+
+        def target(info: TableInfo) -> EpochTarget:
+            return attempt.target(spec.coordinator, spec.token, info, "upsert", self.direct_info)
+
+        groups = plan.groups_tables()
+        slots = self.session.sparkContext.defaultParallelism
+        job = ExecutorJob(
+            root=plan.root,
+            infos={t: client.describe_table(t) for t in on.new},
+            old=on.old,
+            new=on.new,
+            state_ts=attempt.start_ts - 1,
+            changed=tuple(
+                t for t in on.new if on.new[t] > on.old.get(t, on.new[t]) and t not in on.unchanged
+            ),
+            view=target(view),
+            groups=target(client.describe_table(groups[0].name)) if groups else None,
+            indexes={
+                (st.source, st.column): target(client.describe_table(st.name))
+                for st in plan.index_tables()
+            },
+            one_row=spec.one_row,
+            part_by=self._part_by or (),
+            # a few parts per core, more for a large change (a part's state reads and
+            # prewrites are a few hundred MB at most)
+            parts=max(2 * slots, min(8 * slots, keys // 100_000 + 1)),
+            direct=self.direct_info,
+        )
+        return run_on_executors(self.session, job)
 
     def _epoch_states(
         self, client: Client, inputs: StoreInputs
@@ -552,113 +662,3 @@ class Incremental:
                 write_mutations(client, tgt, muts)
                 n += len(muts)
         return n
-
-    def _view_mutations(self, view: TableInfo, z: ZSet) -> list[Mutation]:
-        """PUT every row the change adds, DELETE every key it only removes. Rows and keys are
-        told apart as the store tells them apart (``view_change.row_identity``: a DOUBLE by its
-        bits), not by Python's equality, where -0.0 == 0.0."""
-        spec = self.spec
-        cols = view.table_schema.visible_columns
-        floats = frozenset(i for i, c in enumerate(cols) if c.type.kind == "DOUBLE")
-        if floats:
-            acc: dict[tuple, list] = {}
-            for r, w in zip(z.rows, z.weights, strict=True):
-                got = acc.setdefault(row_identity(r, floats), [r, 0])
-                got[1] += w
-            net = {ident: (r, w) for ident, (r, w) in acc.items() if w}
-        else:
-            net = {r: (r, w) for r, w in consolidate(z.rows, z.weights).items()}
-        if spec.one_row:
-            puts = [r for r, w in net.values() if w > 0]
-            if len(puts) > 1:
-                raise SchemaMismatch(f"view {spec.target!r}: a one-row view got {len(puts)} rows")
-            return self._encode(view, [list(r) for r in puts], "append")
-        names = [c.name for c in cols]
-        kpos = [names.index(k) for k in view.primary_key]
-        kfloats = frozenset(j for j, i in enumerate(kpos) if i in floats)
-        put: dict[tuple, tuple] = {}
-        gone: dict[tuple, tuple] = {}
-        for r, w in net.values():
-            key = tuple(r[i] for i in kpos)
-            kid = row_identity(key, kfloats) if kfloats else key
-            if w > 1 or (w > 0 and kid in put):
-                raise SchemaMismatch(
-                    f"view {spec.target!r}: primary key ({', '.join(view.primary_key)}) is not "
-                    f"unique in the query result: {key} appears more than once; set "
-                    "primary_key to columns that identify a row"
-                )
-            if w > 0:
-                put[kid] = r
-            else:
-                gone[kid] = key
-        deletes = [list(k) for kid, k in gone.items() if kid not in put]
-        out = self._encode(view, [list(r) for r in put.values()], "upsert")
-        if deletes:
-            out += [(LockOp.DELETE, k, b"") for k in encode_keys(view, deletes)]
-        return out
-
-    def _view_mutations_arrow(self, view: TableInfo, z: ArrowZSet) -> list[Mutation]:
-        """``_view_mutations`` of a columnar delta (spark_sink.ivm.view_change), encoded in
-        bulk; NotColumnar where the row path must decide."""
-        puts, gone = view_change(view, z)
-        out = self._encode_table(view, puts, "upsert")
-        if gone:
-            out += [(LockOp.DELETE, k, b"") for k in encode_keys(view, gone)]
-        return out
-
-    def _state_mutations(
-        self, info: TableInfo, upserts: list[list], deletes: list[list]
-    ) -> list[Mutation]:
-        """A state table's change: its new rows put, its emptied rows deleted."""
-        return self._encode(info, upserts, "upsert") + self._encode(info, deletes, "delete")
-
-    def _index_mutations(self, inputs: StoreInputs, ix: TableInfo, st) -> list[Mutation]:
-        """The index state table's change (spark_sink.ivm.index_state): computed over the
-        source's change as Arrow, or row by row for a floating point column."""
-        pk = inputs.primary_key(st.source)
-        dtype = ix.table_schema.arrow_schema().field("k").type
-        if not pa.types.is_floating(dtype):
-            data, weights = inputs.changes_arrow(st.source)
-            if not data.num_rows:
-                return []
-            try:
-                put, gone = index_change(data, weights, st.column, pk)
-            except pa.ArrowNotImplementedError:  # a key type Arrow's kernels do not group
-                pass
-            else:
-                return self._encode_table(ix, put, "upsert") + self._encode_table(
-                    ix, gone, "delete"
-                )
-        rows, weights = inputs.changes(st.source)
-        put_rows, gone_rows = index_change_rows(
-            rows, weights, inputs.columns(st.source), st.column, pk
-        )
-        return self._state_mutations(ix, put_rows, gone_rows)
-
-    # ------------------------------------------------------------------ encoding and writing
-
-    @staticmethod
-    def _encode_table(info: TableInfo, table: pa.Table, mode: str) -> list[Mutation]:
-        """Mutations of ``mode`` for the rows of ``table`` (the table's visible columns by name,
-        cast to its types), encoded in bulk."""
-        if not table.num_rows:
-            return []
-        schema = info.table_schema.arrow_schema()
-        table = table.select(schema.names).cast(schema).combine_chunks()
-        enc = ArrowEncoder(info)
-        return [m for b in table.to_batches() for m in enc.mutations(b, mode, 0, 0, 0)]
-
-    def _encode(self, info: TableInfo, rows: list[list], mode: str) -> list[Mutation]:
-        if not rows:
-            return []
-        schema = info.table_schema.arrow_schema()
-        names = schema.names
-        cols = list(zip(*rows, strict=True))
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(list(c), type=schema.field(n).type)
-                for n, c in zip(names, cols, strict=True)
-            ],
-            schema=schema,
-        )
-        return ArrowEncoder(info).mutations(batch, mode, 0, 0, 0)

@@ -146,6 +146,66 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
         assert "v_functions" in columnar, columnar
 
 
+@pytest.mark.timeout(900)
+def test_deltas_on_the_executors_equal_spark_at_every_barrier(spark, ivm_server, ic, monkeypatch):
+    """With SNAPVIEW_DELTA_ON=executors every view the executors can keep
+    (executor_delta.executor_reason) takes its deltas there, as a Spark job over slices of the
+    change, and still equals Spark at every barrier; the others keep the driver's delta."""
+    monkeypatch.setenv("SNAPVIEW_DELTA_ON", "executors")
+    # a filter, joins by key and through an index, three ways, aggregates over a table and
+    # over a join, a global one, HAVING, and a view the executors may not keep (DISTINCT
+    # grouping with a key of fewer columns is kept; MIN/MAX is not)
+    names = ["v_nonkey_join", "v_three_way", "v_join_agg", "v_having"]
+    if ROUNDS > 6:  # make differential: more of them (each epoch is a Spark job: ~2 s here)
+        names += ["v_filter", "v_global"]
+    cases = [c for c in D.CASES if c.name in names or c.name == "v_minmax_kept"]
+    rounds = ROUNDS if ROUNDS > 6 else 3
+    out = run_differential(spark, ivm_server, ic, cases, rounds, SEED + 2)
+    on = []
+    for case in cases:
+        s = out["views"][case.name]._strategy
+        assert s.progress.last_strategy == "delta" and out["checked"][case.name] >= rounds
+        assert (s.path == "executors") == (s.executor_why is None), (case.name, s.executor_why)
+        on += [case.name] if s.path == "executors" else []
+        if s.path == "executors":
+            assert "on the executors" in s.progress.last_why, s.progress.last_why
+    assert set(on) == set(names), on
+
+
+def test_an_executor_delta_not_keyed_by_group_is_caught(spark, ivm_server, ic, monkeypatch):
+    """Plant a fault in the executors' job: the write stage dealt round-robin instead of by
+    group, so two tasks fold parts of one group's change into the same stored state. The run
+    must fail (the differential check, or the store refusing a key written twice in one epoch),
+    so the differential is known to judge the executor path."""
+    from pyspark.sql import functions as F
+
+    from spark_sink.ivm import executor_delta as X
+
+    def unkeyed(session, job):
+        n = len(job.changed)
+        if not n:
+            return {"changes": 0, "lookups": 0, "mutations": 0}
+        images = session.range(0, n, 1, n).mapInArrow(
+            X.functools.partial(X._read_changes, job), X._ddl(X._IMAGES)
+        )
+        keyed = images.repartition(job.parts).mapInArrow(
+            X.functools.partial(X._slice_delta, job), X._ddl(X._KEYED)
+        )
+        counts = keyed.repartition(job.parts).mapInArrow(  # planted: not by X._PART
+            X.functools.partial(X._write_part, job), X._ddl(X._COUNTS)
+        )
+        row = counts.agg(*[F.sum(c).alias(c) for c in X._COUNTS.names]).collect()[0]
+        return {"changes": row[0] or 0, "lookups": row[1] or 0, "mutations": row[2] or 0}
+
+    from spark_sink.ivm import strategy
+
+    monkeypatch.setattr(strategy, "run_on_executors", unkeyed)
+    monkeypatch.setenv("SNAPVIEW_DELTA_ON", "executors")
+    case = next(x for x in D.CASES if x.name == "v_join_agg")
+    with pytest.raises(Exception, match=r"v_join_agg|twice|prewrit"):
+        run_differential(spark, ivm_server, ic, [case], 4, SEED + 3)
+
+
 def test_a_wrong_delta_rule_is_caught(spark, ivm_server, ic, monkeypatch):
     """Plant a fault in the join rule (use R_new instead of R_old beside dL): the run must fail,
     either in the differential check or earlier, when the wrong delta contradicts the view (a
@@ -310,7 +370,7 @@ def test_a_columnar_epoch_handed_back_keeps_nothing_it_stepped(spark, ivm_server
     v.maintain_available(until=ic.tso(), timeout=60)
     assert columnar_reason(v._strategy.plan.root) is None
 
-    def refuse(self, view, z):
+    def refuse(view, z):
         raise NotColumnar("planted: the view change is handed back")
 
     writes: list[dict] = []
@@ -320,7 +380,7 @@ def test_a_columnar_epoch_handed_back_keeps_nothing_it_stepped(spark, ivm_server
         writes.append({t: [m[1] for m in muts] for t, muts in tables.items()})
         return real_write(self, client, attempt, view, tables)
 
-    monkeypatch.setattr(strategy.Incremental, "_view_mutations_arrow", refuse)
+    monkeypatch.setattr(strategy, "view_mutations_arrow", refuse)
     monkeypatch.setattr(strategy.Incremental, "_write", spy)
     rounds = [
         [("put", "hb_c", {"id": 4, "region": "r4"}), ("delete", "hb_c", {"id": 1})],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from spark_sink.ivm.inputs import add_images
+
 
 def net_change(old: dict, new: dict) -> tuple[list[tuple], list[int]]:
     """Rows and weights: for each key (in key order) whose row differs, its old row at -1 and
@@ -11,10 +13,5 @@ def net_change(old: dict, new: dict) -> tuple[list[tuple], list[int]]:
         x, y = old.get(key), new.get(key)
         if x == y:
             continue
-        if x is not None:
-            rows.append(x)
-            weights.append(-1)
-        if y is not None:
-            rows.append(y)
-            weights.append(1)
+        add_images(rows, weights, x, y)  # the same rule as a change scan's images
     return rows, weights

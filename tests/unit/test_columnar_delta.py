@@ -423,8 +423,9 @@ def test_a_double_key_moving_from_zero_to_negative_zero_is_deleted_and_put():
     the new one put, by the columnar path and by the row path alike."""
     import struct
 
+    from kvstore.mvcc.records import LockOp
     from kvstore.table_info import TableInfo
-    from spark_sink.ivm.strategy import Incremental
+    from spark_sink.ivm.mutations import view_mutations
 
     rows, weights = _double_keyed_change()
     t = pa.table({"c1": [r[0] for r in rows], "c2": [r[1] for r in rows]})
@@ -433,19 +434,13 @@ def test_a_double_key_moving_from_zero_to_negative_zero_is_deleted_and_put():
     assert [struct.pack(">d", v) for v in puts["k"].to_pylist()] == [struct.pack(">d", -0.0)]
     assert [struct.pack(">d", k[0]) for k in gone] == [struct.pack(">d", 0.0)]
 
-    class _Rows:  # what the row path's _view_mutations reads of its Incremental
-        spec = type("S", (), {"one_row": False, "target": "v"})()
-
-        def _encode(self, info, rows, mode):
-            return [(mode, tuple(r)) for r in rows]
-
     info = TableInfo("v", 7, "k DOUBLE, x STRING", ["k"])
     from spark_sink.ivm.ops.operator import ZSet
 
-    muts = Incremental._view_mutations(_Rows(), info, ZSet((1, 2), rows, weights))  # type: ignore[arg-type]
-    put_rows = [m[1] for m in muts if m[0] == "upsert"]
-    deleted = [m[1] for m in muts if m[0] not in ("upsert",)]
-    assert [struct.pack(">d", r[0]) for r in put_rows] == [struct.pack(">d", -0.0)]
+    muts = view_mutations(info, ZSet((1, 2), rows, weights), one_row=False)
+    put_keys = [info.row_codec.decode(m[2])["k"] for m in muts if m[0] == LockOp.PUT]
+    deleted = [m[1] for m in muts if m[0] == LockOp.DELETE]
+    assert [struct.pack(">d", k) for k in put_keys] == [struct.pack(">d", -0.0)]
     assert len(deleted) == 1  # the key 0.0, encoded
     from spark_sink.ivm.inputs import encode_keys
 

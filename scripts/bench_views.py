@@ -3,6 +3,8 @@
     .venv/bin/python scripts/bench_views.py [--sizes 1000000,10000000] [--barriers 20]
                                             [--fr-barriers 5] [--runs 1] [--views agg,fk,nk]
     .venv/bin/python scripts/bench_views.py --sizes 1000000 --crossover 1000,10000,100000,1000000
+    .venv/bin/python scripts/bench_views.py --sizes 300000 --crossover 10000,100000 \
+        --crossover-strategies driver,executors,full_recompute,auto
     .venv/bin/python scripts/bench_views.py --sizes 1000000 --fr-barriers 0 --peers duckdb
     .venv/bin/python scripts/bench_views.py --sizes 100000 --fr-barriers 0 --peers duckdb,pathway
 
@@ -55,6 +57,7 @@ runs' figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import multiprocessing as mp
 import os
@@ -64,6 +67,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -432,7 +436,15 @@ def main() -> int:
         "--crossover-strategies",
         default="incremental,full_recompute,auto",
         help="the strategies of --crossover, side by side (incremental alone: the delta's cost "
-        "by change size, e.g. with SNAPVIEW_COLUMNAR=off and without for the two paths)",
+        "by change size, e.g. with SNAPVIEW_COLUMNAR=off and without for the two paths); "
+        "driver and executors: incremental with its deltas forced to that side "
+        "(SNAPVIEW_DELTA_ON, set around that view's epochs only)",
+    )
+    ap.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master of --crossover (e.g. local-cluster[2,1,2048]: two executors in "
+        "their own JVMs)",
     )
     args = ap.parse_args()
     peer_names = [p for p in args.peers.split(",") if p]
@@ -585,6 +597,27 @@ def update_orders(c, n: int, k: int, rng: random.Random) -> int:
     return tx.commit_ts
 
 
+_SIDES = ("driver", "executors")  # --crossover-strategies: incremental, deltas forced there
+
+
+@contextlib.contextmanager
+def delta_side(strategy: str) -> Iterator[None]:
+    """SNAPVIEW_DELTA_ON set to ``strategy`` while a view of --crossover-strategies driver or
+    executors runs its epochs (this script's own process; restored after)."""
+    if strategy not in _SIDES:
+        yield
+        return
+    before = os.environ.get("SNAPVIEW_DELTA_ON")
+    os.environ["SNAPVIEW_DELTA_ON"] = strategy
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["SNAPVIEW_DELTA_ON"]
+        else:
+            os.environ["SNAPVIEW_DELTA_ON"] = before
+
+
 def crossover(args, n: int, changes: list[int]) -> int:
     """A view (--crossover-view, agg by default) on an ``n``-row source under the strategies
     (--crossover-strategies, the three by default), through barriers whose
@@ -595,7 +628,7 @@ def crossover(args, n: int, changes: list[int]) -> int:
     from spark_sink import MaterializedView
 
     srv = EmbeddedServer(extra_args=["--barrier-interval", args.barrier_interval]).start()
-    spark = local_session()
+    spark = local_session(master=args.master)
     import spark_sink
 
     spark_sink.register(spark)
@@ -613,18 +646,20 @@ def crossover(args, n: int, changes: list[int]) -> int:
             .query(q)
             .target(f"{view}_{st}_{n}")
             .primary_key(key)
-            .strategy(st)
+            .strategy("incremental" if st in _SIDES else st)
             .build()
             for st in strategies
         }
         for st, v in views.items():
             t0 = time.perf_counter()
-            v.maintain_available(until=c.tso(), timeout=3600)
+            with delta_side(st):
+                v.maintain_available(until=c.tso(), timeout=3600)
             print(f"  built {st} in {time.perf_counter() - t0:.1f}s", flush=True)
         for _ in range(args.barriers):  # auto learns its delta cost
             ts = update_orders(c, n, 1000, rng)
-            for v in views.values():
-                v.maintain_available(until=ts, timeout=600)
+            for st, v in views.items():
+                with delta_side(st):
+                    v.maintain_available(until=ts, timeout=600)
         # The epoch of the barrier holding each change (maintain_available also runs the empty
         # barriers issued meanwhile; those are not the figure).
         recs = {st: Recorder(v) for st, v in views.items()}
@@ -638,7 +673,8 @@ def crossover(args, n: int, changes: list[int]) -> int:
             for _ in range(args.runs):
                 ts = update_orders(c, n, k, rng)
                 for st, v in views.items():
-                    v.maintain_available(until=ts, timeout=3600)
+                    with delta_side(st):
+                        v.maintain_available(until=ts, timeout=3600)
                     anon[k] = max(anon[k], rss_kb()[0])
                     got = recs[st].take()
                     assert len(got) == 1, (st, got)

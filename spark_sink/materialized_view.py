@@ -45,6 +45,7 @@ from coordinator.jobs import JobState
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.schema import parse_ddl
 from spark_sink.ivm.catalyst import ConversionFailed
+from spark_sink.ivm.executor_delta import executor_reason, view_key_ids
 from spark_sink.ivm.plan import Unsupported
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.plan_check import analyze as analyze_incremental
@@ -449,7 +450,9 @@ class MaterializedView:
         lines += [f"    - {line}" for line in self.plan.describe()]
         from spark_sink.ivm.delta import operator_tree
 
-        lines += engine_lines(self.plan)
+        lines += engine_lines(
+            self.plan, view_key_ids(self.plan.root, list(s.columns), s.primary_key, s.one_row)
+        )
         lines.append("  operators (spark_sink.ivm.ops), the root first:")
         lines += [f"    {line}" for line in operator_tree(self.plan.root)]
         return "\n".join(lines)
@@ -829,11 +832,13 @@ class ViewJob:
         self.stop()
 
 
-def engine_lines(plan: IncrementalPlan) -> list[str]:
+def engine_lines(plan: IncrementalPlan, key_ids: tuple[int, ...] | None) -> list[str]:
     """``explain()``'s account of how a delta epoch computes: the view's tree over Arrow
-    (the columnar path) or by the row rules and why, and the same for each aggregate's fold.
-    What an epoch hands back to the row rules at run time is ``progress()``'s and the epoch
-    record's ``path``."""
+    (the columnar path) or by the row rules and why, and the same for each aggregate's fold;
+    and whether a large change's delta may run on the executors (``key_ids``: the root's
+    columns that are the view's key, None for a one-row view). What an epoch hands back to the
+    row rules at run time, and where it ran, is ``progress()``'s and the epoch record's
+    ``path``."""
     from spark_sink.ivm.aggregate_columnar import columnar_reason as aggregate_reason
     from spark_sink.ivm.delta import columnar_reason
 
@@ -846,4 +851,12 @@ def engine_lines(plan: IncrementalPlan) -> list[str]:
         how = aggregate_reason(agg)
         fold = "folded over Arrow" if how is None else f"folded by the row rules ({how})"
         lines.append(f"    aggregate {i}: {fold}")
+    on = executor_reason(plan, key_ids)
+    if on is None:
+        lines.append(
+            "  executors: a large change's delta runs as a Spark job on the executors when "
+            "estimated faster (SNAPVIEW_DELTA_ON)"
+        )
+    else:
+        lines.append(f"  executors: deltas stay on the driver ({on})")
     return lines

@@ -8,29 +8,33 @@ driver (each task yields counters; the driver sums one row of them):
    .change_records``: directly from LMDB on the server's host, else over gRPC), each record one
    row (the source, its pre-image, its post-image), so a key's two images stay together.
 2. **Slice.** The records are dealt round-robin into ``parts`` slices. Each task runs the delta
-   rules (``DeltaRules``) over its slice as the whole change of the sources (``StoreInputs``'s
-   ``given``): below the view's one aggregate (or over the whole plan when it has none). This is
+   rules (``DeltaRules``, over Arrow where the tree allows it, as the driver's epochs do) over its
+   slice as the whole change of the sources (``StoreInputs``'s ``given``): below the view's one
+   aggregate (or over the whole plan when it has none), and writes its slice's share of the index
+   state tables (each changed key's entries depend on its two images only). This is
    exact because every operator allowed there is linear in the change: a filter and a project
    map rows, a union concatenates, and an inner join's rule ``dL ⋈ R_old + L_new ⋈ dR`` reads
    the other side from the store at a fixed barrier, never from the change, so the slices'
    results add up to the whole change's. Each result row is tagged with a part, a stable hash of
-   its group (the aggregate's GROUP BY values) or, with no aggregate, of the view's key.
+   the GROUP BY values the view's key is made of (or, with no aggregate, of the view's key), and
+   each part's rows travel as one Arrow IPC stream (pickled rows where the row rules ran).
 3. **Write.** The rows are shuffled by part. Each task consolidates its groups (or keys): it
    folds their change into the group state read by key at the epoch's snapshot
-   (``AggregateState``), runs the nodes above the aggregate, and prewrites the view's and the
-   group state's mutations as secondaries of the epoch's primary, as the driver would have
-   (``spark_sink.ivm.mutations``). A group or a view key lives in one part, so no key is written
+   (``AggregateState``, its columnar fold where it applies), runs the nodes above the aggregate,
+   and prewrites the view's and the group state's mutations as secondaries of the epoch's
+   primary, as the driver would have (``spark_sink.ivm.mutations``). A group or a view key lives in one part, so no key is written
    by two tasks; a retried task writes the same mutations again under the same start_ts.
 
 The driver commits (or, on any task's error, aborts) the epoch as for a driver delta.
 
 What runs here (``executor_reason`` says why not): a tree of scans, filters, projects, unions
 and inner joins, optionally under one aggregate of COUNT, SUM and AVG with only filters and
-projects above it, whose keyed reads are all by primary key. An index lookup at the new barrier
-adds the change's new images of its table (``StoreInputs.fetch``): a slice does not hold them
-all. Outer and semi joins, windows, MIN/MAX, DISTINCT and ORDER BY ... LIMIT decide per key over
-both sides' changes or keep ordered state, so a slice cannot: those views take the driver's
-delta or a build.
+projects above it, whose view key is made of GROUP BY values. An index lookup at the new barrier
+adds the change's new images of its table (``StoreInputs.fetch``), which a slice does not hold
+all of: the slice's task is given its table's whole change for that (``_whole_change``, read
+once per worker process and epoch). Outer and semi joins, windows, MIN/MAX, DISTINCT aggregates,
+scalar subqueries and ORDER BY ... LIMIT decide per key over both sides' changes or keep ordered
+state, so a slice cannot: those views take the driver's delta or a build.
 
 Where: ``SNAPVIEW_DELTA_ON`` (read, never set, by this library) is ``auto`` (the cost model
 chooses, ``spark_sink.ivm.cost``), ``driver`` or ``executors`` (every delta epoch of an
@@ -39,6 +43,7 @@ eligible view runs here: for tests and for comparing the two).
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
 import pickle
@@ -48,6 +53,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -55,13 +61,23 @@ from kvstore.errors import InvalidArgument
 from kvstore.gc_pause import gc_paused
 from kvstore.table_info import TableInfo
 from spark_sink.ivm.aggregate import AggregateState
-from spark_sink.ivm.delta import DeltaRules
+from spark_sink.ivm.delta import DeltaRules, columnar_reason
 from spark_sink.ivm.inputs import StoreInputs, add_images
-from spark_sink.ivm.mutations import index_mutations, state_mutations, view_mutations
+from spark_sink.ivm.mutations import (
+    index_mutations,
+    state_mutations,
+    view_mutations,
+    view_mutations_arrow,
+)
+from spark_sink.ivm.ops.arrow_expr import HANDED_BACK, arrow_expr, col_name
 from spark_sink.ivm.ops.operator import ZSet
+from spark_sink.ivm.ops.project import acero_project
+from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet
 from spark_sink.ivm.plan import (
     Aggregate,
+    Attr,
     Col,
+    Expr,
     Filter,
     GroupRef,
     Join,
@@ -85,6 +101,7 @@ DELTA_ON_ENV = "SNAPVIEW_DELTA_ON"
 READ_BATCH = 20_000  # change records per Arrow batch out of a read task
 
 _SRC, _OLD, _NEW = "__sv_src", "__sv_old", "__sv_new"
+_ROW_SLICES = "__sv_row_slices"  # slices whose change the row rules computed (not over Arrow)
 _PART, _ROWS, _CHANGES, _LOOKUPS, _MUTATIONS = (
     "__sv_part",
     "__sv_rows",
@@ -100,9 +117,17 @@ _KEYED = pa.schema(
         (_CHANGES, pa.int64()),
         (_LOOKUPS, pa.int64()),
         (_MUTATIONS, pa.int64()),
+        (_ROW_SLICES, pa.int64()),
     ]
 )
-_COUNTS = pa.schema([(_CHANGES, pa.int64()), (_LOOKUPS, pa.int64()), (_MUTATIONS, pa.int64())])
+_COUNTS = pa.schema(
+    [
+        (_CHANGES, pa.int64()),
+        (_LOOKUPS, pa.int64()),
+        (_MUTATIONS, pa.int64()),
+        (_ROW_SLICES, pa.int64()),
+    ]
+)
 
 
 def _ddl(schema: pa.Schema) -> str:
@@ -159,6 +184,17 @@ def executor_reason(plan: IncrementalPlan, key_ids: tuple[int, ...] | None) -> s
     return None
 
 
+def view_key_ids(
+    root: Node, columns: list[str], primary_key: tuple[str, ...] | list[str], one_row: bool
+) -> tuple[int, ...] | None:
+    """The ids of ``root``'s columns that are the view's primary key (the view's visible
+    ``columns`` are the root's, in order); None for a one-row view."""
+    if one_row:
+        return None
+    cols = root.columns()
+    return tuple(cols[columns.index(k)].id for k in primary_key)
+
+
 def partition_key(root: Node, key_ids: tuple[int, ...] | None) -> tuple[int, ...] | None:
     """What the write stage is partitioned by, so that every view key (and every group) is
     written by one task: with an aggregate, the positions of the GROUP BY expressions the view's
@@ -210,10 +246,11 @@ class ExecutorJob:
 
 def run(session: SparkSession, job: ExecutorJob) -> dict[str, int]:
     """Prewrite the epoch's delta of the view and its group state from the executors; returns
-    the counters (``changes`` read, ``lookups``, ``mutations`` prewritten). Raises what a task
+    the counters (``changes`` read, ``lookups``, ``mutations`` prewritten, and ``row_slices``:
+    the slices the row rules computed, not the tree over Arrow). Raises what a task
     raised (the caller aborts the epoch: nothing of it is visible)."""
     if not job.changed:
-        return {"changes": 0, "lookups": 0, "mutations": 0}
+        return {"changes": 0, "lookups": 0, "mutations": 0, "row_slices": 0}
     n = len(job.changed)
     images = session.range(0, n, 1, n).mapInArrow(
         functools.partial(_read_changes, job), _ddl(_IMAGES)
@@ -229,6 +266,7 @@ def run(session: SparkSession, job: ExecutorJob) -> dict[str, int]:
         "changes": int(row[_CHANGES] or 0),
         "lookups": int(row[_LOOKUPS] or 0),
         "mutations": int(row[_MUTATIONS] or 0),
+        "row_slices": int(row[_ROW_SLICES] or 0),
     }
 
 
@@ -301,16 +339,23 @@ def _aggregate(root: Node) -> Aggregate | None:
 def part_of(values: tuple, parts: int) -> int:
     """The part of a group (or a view key) by its values: the same in every process (no
     Python ``hash``, which is salted per process), and one part for the values SQL groups
-    together (-0.0 with 0.0, every NaN)."""
-    norm = tuple(
-        ("nan" if v != v else 0.0 if v == 0 else v) if isinstance(v, float) else v for v in values
-    )
-    return zlib.crc32(repr(norm).encode()) % parts
+    together (-0.0 with 0.0, every NaN), whether they were decoded as rows or read from Arrow
+    (a TIMESTAMP as an aware or a naive UTC datetime)."""
+    return zlib.crc32(repr(tuple(_normal(v) for v in values)).encode()) % parts
+
+
+def _normal(v: object) -> object:
+    if isinstance(v, float):
+        return "nan" if v != v else 0.0 if v == 0 else v
+    if isinstance(v, datetime.datetime) and v.tzinfo is not None:
+        return v.astimezone(datetime.UTC).replace(tzinfo=None)
+    return v
 
 
 def _slice_delta(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Stage 2: the delta rules over this task's slice of the change, up to the aggregate's
-    input (or the view); rows pickled per part."""
+    input (or the view), over Arrow where the tree allows it (``DeltaRules.delta_arrow``), else
+    by the row rules; the result cut by part, each part one payload (``_encode``)."""
     given: dict[str, tuple[list[bytes], list[int]]] = {t: ([], []) for t in job.infos}
     written = 0
     for batch in batches:
@@ -327,80 +372,183 @@ def _slice_delta(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterato
                     muts = index_mutations(inputs, tgt.info, source, column)
                     write_mutations(inputs.client, tgt, muts)
                     written += len(muts)
+        below = _below(job.root)
         rules = DeltaRules(inputs)
-        agg = _aggregate(job.root)
-        below = agg.child if agg is not None else job.root
-        z = rules.delta(below)
-        by_part: dict[int, tuple[list[tuple], list[int]]] = {}
-        if agg is not None:
-            pos = z.pos()
-            fns = [rules.compiled(("group", i), agg.groups[i], pos) for i in job.part_by]
-            keys = [tuple(f(r) for f in fns) for r in z.rows]
-        else:
-            keys = [tuple(r[i] for i in job.part_by) for r in z.rows]
-        for r, w, k in zip(z.rows, z.weights, keys, strict=True):
-            rows, weights = by_part.setdefault(part_of(k, job.parts), ([], []))
-            rows.append(r)
-            weights.append(w)
-    for p, (rows, weights) in by_part.items():
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array([p], pa.int32()),
-                pa.array([pickle.dumps((rows, weights), protocol=5)], pa.binary()),
-                pa.array([0], pa.int64()),
-                pa.array([0], pa.int64()),
-                pa.array([0], pa.int64()),
-            ],
-            schema=_KEYED,
-        )
+        payloads = None
+        if columnar_reason(below) is None:
+            try:
+                payloads = _arrow_parts(job, below, rules.delta_arrow(below).table)
+            except HANDED_BACK:
+                rules = DeltaRules(inputs)  # the row rules take the slice, from scratch
+        if payloads is None:
+            payloads = _row_parts(job, below, rules, rules.delta(below))
+        lookups = rules.lookups + inputs.rows_read
+    for p, payload in payloads.items():
+        yield _keyed_row(p, payload, 0, 0, 0, 0)
     # this task's counters, in a row of no rows (part 0: any part would do)
-    yield pa.RecordBatch.from_arrays(
+    by_rows = int(any(p[:1] == _ROWS_PICKLED for p in payloads.values()))
+    yield _keyed_row(0, None, inputs.changes_read, lookups, written, by_rows)
+
+
+def _keyed_row(
+    part: int, payload: bytes | None, changes: int, lookups: int, mutations: int, by_rows: int
+) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
         [
-            pa.array([0], pa.int32()),
-            pa.array([None], pa.binary()),
-            pa.array([inputs.changes_read], pa.int64()),
-            pa.array([rules.lookups + inputs.rows_read], pa.int64()),
-            pa.array([written], pa.int64()),
+            pa.array([part], pa.int32()),
+            pa.array([payload], pa.binary()),
+            pa.array([changes], pa.int64()),
+            pa.array([lookups], pa.int64()),
+            pa.array([mutations], pa.int64()),
+            pa.array([by_rows], pa.int64()),
         ],
         schema=_KEYED,
     )
+
+
+def _below(root: Node) -> Node:
+    """The node whose change the slices compute: the aggregate's input, or the whole tree."""
+    agg = _aggregate(root)
+    return agg.child if agg is not None else root
+
+
+def _key_columns(job: ExecutorJob, below: Node) -> tuple[list[Expr], dict[int, Attr]]:
+    """The expressions over ``below``'s columns that a row's part is computed from."""
+    agg = _aggregate(job.root)
+    cols = below.columns()
+    attrs = {a.id: a for a in cols}
+    if agg is None:
+        return [Col(cols[i].id) for i in job.part_by], attrs
+    return [agg.groups[i] for i in job.part_by], attrs
+
+
+_ARROW, _ROWS_PICKLED = b"A", b"R"  # a payload's first byte: Arrow IPC, or pickled rows
+
+
+def _arrow_parts(job: ExecutorJob, below: Node, table: pa.Table) -> dict[int, bytes]:
+    """The slice's change (columns ``c<id>`` of ``below``, then the weight) cut by part, each
+    part an Arrow IPC stream; NotColumnar when a key expression has no Arrow form."""
+    exprs, attrs = _key_columns(job, below)
+    if table.num_rows == 0:
+        return {}
+    keys = acero_project(
+        table, [arrow_expr(e, attrs) for e in exprs], [f"k{i}" for i in range(len(exprs))]
+    )
+    values = [keys.column(i).to_pylist() for i in range(keys.num_columns)]
+    parts = pa.array(
+        [part_of(k, job.parts) for k in zip(*values, strict=True)]
+        if values
+        else [part_of((), job.parts)] * table.num_rows,
+        pa.int32(),
+    )
+    out = {}
+    for p in pc.unique(parts).to_pylist():
+        piece = table.filter(pc.equal(parts, p))
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, piece.schema) as w:
+            w.write_table(piece)
+        out[p] = _ARROW + sink.getvalue().to_pybytes()
+    return out
+
+
+def _row_parts(job: ExecutorJob, below: Node, rules: DeltaRules, z: ZSet) -> dict[int, bytes]:
+    """``_arrow_parts`` for a change computed by the row rules: each part's rows pickled."""
+    exprs, _ = _key_columns(job, below)
+    pos = z.pos()
+    fns = [rules.compiled(("part", i), e, pos) for i, e in enumerate(exprs)]
+    by_part: dict[int, tuple[list[tuple], list[int]]] = {}
+    for r, w in zip(z.rows, z.weights, strict=True):
+        rows, weights = by_part.setdefault(part_of(tuple(f(r) for f in fns), job.parts), ([], []))
+        rows.append(r)
+        weights.append(w)
+    return {p: _ROWS_PICKLED + pickle.dumps(rw, protocol=5) for p, rw in by_part.items()}
+
+
+class _ArrowChange(DeltaRules):
+    """Rules whose ``below`` node's change is given as Arrow (``table``: its columns ``c<id>``,
+    then the weight), taken as rows only if a rule asks for them (a fold handed back)."""
+
+    def __init__(self, inputs: StoreInputs, aggregates: dict, below: Node, table: pa.Table):
+        super().__init__(inputs, aggregates)
+        self._below, self._table = below, table
+
+    def delta(self, node: Node) -> ZSet:
+        if node is self._below and id(node) not in self._deltas:
+            self.given(node, _rows_of(node, self._table))
+        return super().delta(node)
+
+
+def _rows_of(node: Node, table: pa.Table) -> ZSet:
+    ids = tuple(a.id for a in node.columns())
+    cols = [table[col_name(i)].to_pylist() for i in ids]
+    return ZSet(ids, list(zip(*cols, strict=True)), table[WEIGHT].to_pylist())
 
 
 def _write_part(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Stage 3: this task's groups (or view keys) folded, the nodes above run, and the view's
     and the group state's mutations prewritten into the epoch."""
     agg = _aggregate(job.root)
-    below = agg.child if agg is not None else job.root
+    below = _below(job.root)
     ids = tuple(a.id for a in below.columns())
+    tables: list[pa.Table] = []
     z = ZSet(ids)
-    changes = lookups = mutations = 0
+    changes = lookups = mutations = by_rows = 0
     for batch in batches:
-        payloads = batch.column(1).to_pylist()
         changes += sum(batch.column(2).to_pylist())
         lookups += sum(batch.column(3).to_pylist())
         mutations += sum(batch.column(4).to_pylist())
-        for payload in payloads:
-            if payload is not None:
-                rows, weights = pickle.loads(payload)
+        by_rows += sum(batch.column(5).to_pylist())
+        for payload in batch.column(1).to_pylist():
+            if payload is None:
+                continue
+            if payload[:1] == _ARROW:
+                tables.append(pa.ipc.open_stream(payload[1:]).read_all())
+            else:
+                rows, weights = pickle.loads(payload[1:])
                 z.rows += rows
                 z.weights += weights
-    if z.rows:
+    if tables and z.rows:  # slices that went both ways (rare): all as rows
+        for t in tables:
+            more = _rows_of(below, t)
+            z.rows += more.rows
+            z.weights += more.weights
+        tables = []
+    if tables or z.rows:
         with Heartbeat(job.view), gc_paused():
             inputs = _inputs(job, {})
             client = inputs.client
             view = job.view.info
-            if agg is None:
-                rules = DeltaRules(inputs)
-                rules.given(below, z)
+            table = pa.concat_tables(tables) if tables else None
+            groups = job.groups
+            state = None
+            if agg is not None:
+                assert groups is not None  # an aggregate keeps a group state table
+                state = AggregateState(agg, groups.info, inputs, view.name)
+            aggregates = {} if agg is None or state is None else {id(agg): state}
+            if table is not None:
+                rules: DeltaRules = _ArrowChange(inputs, aggregates, below, table)
             else:
-                assert job.groups is not None  # an aggregate keeps a group state table
-                state = AggregateState(agg, job.groups.info, inputs, view.name)
-                rules = DeltaRules(inputs, {id(agg): state})
-                rules.given(agg, state.delta(rules, agg, z))
-                muts = state_mutations(job.groups.info, state.upserts, state.deletes)
-                write_mutations(client, job.groups, muts)
+                rules = DeltaRules(inputs, aggregates)
+                rules.given(below, z)
+            if agg is not None and state is not None and groups is not None:
+                if table is not None:
+                    names = [col_name(i) for i in ids]
+                    weights = table[WEIGHT].combine_chunks()
+                    out = state.delta_of_arrow(rules, agg, below, table, weights, names)
+                else:
+                    out = state.delta(rules, agg, z)
+                rules.given(agg, out)
+                muts = state_mutations(groups.info, state.upserts, state.deletes)
+                write_mutations(client, groups, muts)
                 mutations += len(muts)
-            vmuts = view_mutations(view, rules.delta(job.root), job.one_row)
+            vmuts = None
+            if agg is None and table is not None and not job.one_row:
+                try:
+                    vmuts = view_mutations_arrow(view, ArrowZSet(table))
+                except HANDED_BACK:
+                    vmuts = None
+            if vmuts is None:
+                vmuts = view_mutations(view, rules.delta(job.root), job.one_row)
             write_mutations(client, job.view, vmuts)
             mutations += len(vmuts)
             lookups += rules.lookups + inputs.rows_read
@@ -409,6 +557,7 @@ def _write_part(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterator
             pa.array([changes], pa.int64()),
             pa.array([lookups], pa.int64()),
             pa.array([mutations], pa.int64()),
+            pa.array([by_rows], pa.int64()),
         ],
         schema=_COUNTS,
     )

@@ -37,6 +37,7 @@ from spark_sink.ivm.executor_delta import (
     delta_on,
     executor_reason,
     partition_key,
+    view_key_ids,
 )
 from spark_sink.ivm.executor_delta import run as run_on_executors
 from spark_sink.ivm.inputs import StoreInputs
@@ -254,7 +255,9 @@ class Incremental:
             laps.lap("open")
             if isinstance(writes, _OnExecutors) and not build:
                 counts = self._executor_delta(client, attempt, view, writes, keys)
-                self.path, self.why_rows = "executors", None
+                slices = counts.pop("row_slices", 0)
+                self.path = "executors"
+                self.why_rows = f"{slices} slices by the row rules" if slices else None
                 laps.lap("delta")
             elif not build:
                 assert isinstance(writes, _Writes)
@@ -360,11 +363,8 @@ class Incremental:
         if self._executors_decided:
             return
         self._executors_decided = True
-        key_ids = None
-        if not self.spec.one_row:
-            names = [c.name for c in view.table_schema.visible_columns]
-            cols = self.plan.root.columns()
-            key_ids = tuple(cols[names.index(k)].id for k in view.primary_key)
+        names = [c.name for c in view.table_schema.visible_columns]
+        key_ids = view_key_ids(self.plan.root, names, view.primary_key, self.spec.one_row)
         self.executor_why = executor_reason(self.plan, key_ids)
         if self.executor_why is None:
             self._part_by = partition_key(self.plan.root, key_ids)

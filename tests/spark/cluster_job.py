@@ -34,14 +34,14 @@ QUERY = (
 ROWS = 20_000
 
 
-def session(master: str) -> SparkSession:
+def session(master: str, executor_memory: str = "512m") -> SparkSession:
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     spark = (
         SparkSession.builder.master(master)
         .appName("snapview-standalone-test")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.executor.memory", "512m")
+        .config("spark.executor.memory", executor_memory)
         .config("spark.executor.cores", "1")
         .config("spark.cores.max", "2")
         # start only once both executors are there, so both workers run tasks

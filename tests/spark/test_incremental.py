@@ -152,12 +152,12 @@ def test_deltas_on_the_executors_equal_spark_at_every_barrier(spark, ivm_server,
     (executor_delta.executor_reason) takes its deltas there, as a Spark job over slices of the
     change, and still equals Spark at every barrier; the others keep the driver's delta."""
     monkeypatch.setenv("SNAPVIEW_DELTA_ON", "executors")
-    # a filter, joins by key and through an index, three ways, aggregates over a table and
-    # over a join, a global one, HAVING, and a view the executors may not keep (DISTINCT
-    # grouping with a key of fewer columns is kept; MIN/MAX is not)
+    # joins through an index and three ways, an aggregate over a join, HAVING, and a view the
+    # executors may not keep (MIN/MAX); make differential adds a filter, an aggregate over a
+    # table, a global one and SELECT DISTINCT keyed by fewer columns than it groups by
     names = ["v_nonkey_join", "v_three_way", "v_join_agg", "v_having"]
-    if ROUNDS > 6:  # make differential: more of them (each epoch is a Spark job: ~2 s here)
-        names += ["v_filter", "v_global"]
+    if ROUNDS > 6:  # (each epoch is a Spark job: ~2 s here)
+        names += ["v_filter", "v_groups", "v_global", "v_distinct"]
     cases = [c for c in D.CASES if c.name in names or c.name == "v_minmax_kept"]
     rounds = ROUNDS if ROUNDS > 6 else 3
     out = run_differential(spark, ivm_server, ic, cases, rounds, SEED + 2)
@@ -169,6 +169,11 @@ def test_deltas_on_the_executors_equal_spark_at_every_barrier(spark, ivm_server,
         on += [case.name] if s.path == "executors" else []
         if s.path == "executors":
             assert "on the executors" in s.progress.last_why, s.progress.last_why
+            # every slice over Arrow where the tree below the aggregate has a columnar rule
+            below = s.plan.aggs[0].child if s.plan.aggs else s.plan.root
+            assert (s.why_rows is None) == (columnar_reason(below) is None), s.why_rows
+        text = out["views"][case.name].explain()  # explain() says which may
+        assert ("executors: a large change" in text) == (s.executor_why is None), text
     assert set(on) == set(names), on
 
 

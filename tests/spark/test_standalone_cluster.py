@@ -55,6 +55,20 @@ class HolderSampler:
         self._thread.join(5)
 
 
+def driver_env(port: int, **more: str) -> dict:
+    """The environment of a driver subprocess: this interpreter for every Python worker, the
+    server at ``port`` (``more``: its token and TLS settings), no direct LMDB access anywhere."""
+    return {
+        **os.environ,
+        "PYTHONPATH": ROOT,
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SNAPVIEW_ADDRESS": f"localhost:{port}",
+        "SNAPVIEW_DIRECT": "off",
+        **more,
+    }
+
+
 def run_driver(cmd: list[str], env: dict, log, timeout: float) -> tuple[str, int | None]:
     """(stdout, exit status) of the driver; on a timeout it and every process below it (its
     Spark JVM) are killed, by pid, and the status is None."""
@@ -90,16 +104,7 @@ def test_view_jobs_on_a_standalone_cluster_over_grpc_with_tls_and_token(tmp_path
     try:
         srv.start()
         cluster.start(timeout=60)
-        env = {
-            **os.environ,
-            "PYTHONPATH": ROOT,
-            "PYSPARK_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SNAPVIEW_ADDRESS": f"localhost:{srv.port}",
-            "SNAPVIEW_TOKEN_FILE": str(token),
-            "SNAPVIEW_TLS_CA": cert,
-            "SNAPVIEW_DIRECT": "off",
-        }
+        env = driver_env(srv.port, SNAPVIEW_TOKEN_FILE=str(token), SNAPVIEW_TLS_CA=cert)
 
         def failed(why: str) -> str:
             with open(driver_log, errors="replace") as f:
@@ -156,6 +161,43 @@ def test_view_jobs_on_a_standalone_cluster_over_grpc_with_tls_and_token(tmp_path
         took = time.monotonic() - started
         print(f"\nstandalone cluster test: {took:.1f} s; driver steps {res['steps']}")
         print(res["progress"]["text"])
+    finally:
+        cluster.stop()
+        srv.stop()
+
+
+@pytest.mark.timeout(2700)
+def test_a_million_change_barrier_runs_on_the_executors_of_a_standalone_cluster(tmp_path):
+    """One barrier of CLUSTER_CHANGES changed keys (default 1,000,000: every row of ``acc`` moved
+    to another group) kept by a delta on the executors of a two-worker standalone cluster, over
+    gRPC, beside a full recompute of the same view in the same run; both equal Spark's batch
+    result at that barrier (tests/spark/cluster_big_delta.py). Prints both epochs' seconds."""
+    data = tmp_path / "data"
+    srv = EmbeddedServer(str(data), extra_args=["--barrier-interval", "1s"])
+    cluster = StandaloneCluster(str(tmp_path / "cluster"), workers=2, cores=1, memory="1g")
+    driver_log = tmp_path / "driver.log"
+    try:
+        srv.start()
+        cluster.start(timeout=60)
+        env = driver_env(srv.port)
+        with open(driver_log, "w") as log:
+            cmd = [sys.executable, "-m", "tests.spark.cluster_big_delta", cluster.url]
+            stdout, code = run_driver(cmd, env, log, 2500)
+        with open(driver_log, errors="replace") as f:
+            tail = f.read()[-4000:]
+        line = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+        assert code == 0 and line, f"driver exited {code}\n{tail}\n{cluster.logs()}"
+        res = json.loads(line[0][len("RESULT ") :])
+        (tmp_path / "result.json").write_text(json.dumps(res, indent=1))
+        ex, full = res["views"]["executors"], res["views"]["full"]
+        assert ex["equal"] and full["equal"], res
+        assert ex["path"] == "executors" and "on the executors" in ex["why"], ex
+        assert ex["changes"] >= 2 * res["rows"], ex  # every key's two images were read
+        print(
+            f"\n{res['rows']:,} changed keys on a 2-worker cluster: delta on the executors "
+            f"{ex['epoch_s']:.1f} s, full recompute {full['epoch_s']:.1f} s "
+            f"({full['epoch_s'] / ex['epoch_s']:.2f}x); steps {res['steps']}"
+        )
     finally:
         cluster.stop()
         srv.stop()

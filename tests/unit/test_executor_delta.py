@@ -3,6 +3,8 @@ model's third path (the path itself runs in tests/spark/test_incremental.py)."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from kvstore.errors import InvalidArgument
@@ -17,6 +19,9 @@ def test_a_group_has_one_part_in_every_process_and_sql_groups_stay_together():
     parts = {part_of((i,), 8) for i in range(200)}
     assert parts == set(range(8))  # spread over every part
     assert part_of((), 8) == part_of((), 8)  # a one-row view: one part
+    # a TIMESTAMP read from Arrow (aware, UTC) and decoded as a row (naive UTC): one part
+    aware = datetime.datetime(2020, 1, 1, 12, tzinfo=datetime.UTC)
+    assert part_of((aware,), 64) == part_of((aware.replace(tzinfo=None),), 64)
 
 
 def test_the_switch_is_read_and_a_bad_value_named(monkeypatch):

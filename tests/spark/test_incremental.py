@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+import coordinator
 from coordinator.jobs import EpochMetadata
 from kvstore.errors import FailedPrecondition, InvalidArgument, SchemaMismatch
 from spark_sink import MaterializedView
@@ -675,3 +676,57 @@ def test_an_internal_error_in_plan_conversion_falls_back_under_auto(
         InvalidArgument, match=r"strategy incremental: \[INTERNAL\] an internal error .*planted"
     ):
         _decimal_view(spark, ivm_server.address, "dec_fault_strict", "incremental")
+
+
+def test_new_operators_survive_a_server_restart_and_a_recreate_under_one_name(spark, tmp_path):
+    """What a user does next with a TopK, a semi join and a scalar-subquery view: restart the
+    server under them (their state tables and the views' metadata come back from disk, the next
+    barriers are deltas), then drop one view and create it again under the same name (a build
+    from scratch, not the old state). Each equals Spark at every barrier it holds."""
+    names = ["v_top_customers", "v_exists_residual", "v_scalar_having"]
+    cases = [c for c in [*D.SUBQUERIES, *D.TOP_K] if c.name in names]
+    servers = serve(tmp_path / "d", "--barrier-interval", "1s")
+    srv = next(servers)
+    c = coordinator.connect(srv.address)
+    try:
+        for t, (ddl, pk) in D.SCHEMAS.items():
+            c.create_table(t, ddl, primary_key=pk)
+        w = D.Workload(SEED + 4)
+        D.apply(c, w.initial())
+        views = {case.name: _builder(spark, srv.address, case).build() for case in cases}
+
+        def catch_up() -> None:
+            ts = c.tso()
+            for v in views.values():
+                v.maintain_available(until=ts, timeout=120)
+
+        catch_up()
+        first = {n: c.snapshot([n]).barrier for n in views}
+        D.apply(c, w.round())
+        catch_up()
+        srv.restart()
+        for _ in range(2):
+            D.apply(c, w.round())
+            catch_up()
+        for case in cases:
+            p = views[case.name]._strategy.progress
+            assert p.last_strategy == "delta" or "scalar" in case.name, (case.name, p)
+        # drop one and create it again under its name: built anew, then kept
+        again = next(x for x in cases if x.name == "v_top_customers")
+        c.drop_table(again.name, cascade=True)
+        views[again.name] = _builder(spark, srv.address, again).build()
+        catch_up()
+        first[again.name] = c.snapshot([again.name]).barrier
+        assert views[again.name]._strategy.progress.last_strategy == "build"
+        D.apply(c, w.round())
+        catch_up()
+        assert views[again.name]._strategy.progress.last_strategy == "delta"
+        batch = D.SparkBatch(spark)
+        for case in cases:
+            last = c.snapshot([case.name]).barrier
+            barriers = _issued(c, case.name, first[case.name], last)
+            assert len(barriers) >= 2, (case.name, barriers)
+            D.check_view(batch, c, case, list(views[case.name].shape.sources), barriers)
+    finally:
+        c.close()
+        servers.close()

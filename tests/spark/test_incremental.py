@@ -47,6 +47,14 @@ def _issued(c, job: str, first: int, last: int) -> list[int]:
     return [p.barrier for p in plans]
 
 
+def catch_up(c, views: dict) -> None:
+    """Maintain every view through the barriers ready now, up to a fresh timestamp (what each
+    trigger of a started job does)."""
+    ts = c.tso()
+    for v in views.values():
+        v.maintain_available(until=ts, timeout=120)
+
+
 def run_differential(spark, server, c, cases, rounds: int, seed: int, strategy="auto") -> dict:
     """Load, build the views, run ``rounds`` rounds of the workload, maintaining every view
     barrier by barrier (``maintain_available``: what each trigger of a started job does), then
@@ -60,17 +68,11 @@ def run_differential(spark, server, c, cases, rounds: int, seed: int, strategy="
     views = {}
     for case in cases:  # in topological order: a view over a view comes after it
         views[case.name] = _builder(spark, server.address, case, strategy).build()
-
-    def catch_up() -> None:
-        ts = c.tso()
-        for v in views.values():
-            v.maintain_available(until=ts, timeout=120)
-
-    catch_up()
+    catch_up(c, views)
     first = {n: c.snapshot([n]).barrier for n in views}
     for _ in range(rounds):
         D.apply(c, w.round())
-        catch_up()
+        catch_up(c, views)
     checked = {}
     batch = D.SparkBatch(spark)
     for case in cases:
@@ -694,20 +696,14 @@ def test_new_operators_survive_a_server_restart_and_a_recreate_under_one_name(sp
         w = D.Workload(SEED + 4)
         D.apply(c, w.initial())
         views = {case.name: _builder(spark, srv.address, case).build() for case in cases}
-
-        def catch_up() -> None:
-            ts = c.tso()
-            for v in views.values():
-                v.maintain_available(until=ts, timeout=120)
-
-        catch_up()
+        catch_up(c, views)
         first = {n: c.snapshot([n]).barrier for n in views}
         D.apply(c, w.round())
-        catch_up()
+        catch_up(c, views)
         srv.restart()
         for _ in range(2):
             D.apply(c, w.round())
-            catch_up()
+            catch_up(c, views)
         for case in cases:
             p = views[case.name]._strategy.progress
             assert p.last_strategy == "delta" or "scalar" in case.name, (case.name, p)
@@ -715,11 +711,11 @@ def test_new_operators_survive_a_server_restart_and_a_recreate_under_one_name(sp
         again = next(x for x in cases if x.name == "v_top_customers")
         c.drop_table(again.name, cascade=True)
         views[again.name] = _builder(spark, srv.address, again).build()
-        catch_up()
+        catch_up(c, views)
         first[again.name] = c.snapshot([again.name]).barrier
         assert views[again.name]._strategy.progress.last_strategy == "build"
         D.apply(c, w.round())
-        catch_up()
+        catch_up(c, views)
         assert views[again.name]._strategy.progress.last_strategy == "delta"
         batch = D.SparkBatch(spark)
         for case in cases:

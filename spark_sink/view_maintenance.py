@@ -1,9 +1,9 @@
 """View maintenance strategies: how a view's version at barrier T is computed and written.
 
 The seam: a strategy gets one barrier (each source's read ts there, and whether it changed since
-the barrier before) and writes the view's version at T as the job's epoch T, exactly once. Today
-there is one strategy, ``FullRecompute``; incremental maintenance (delta rules, cost proportional
-to the change) comes next, behind the same interface.
+the barrier before) and writes the view's version at T as the job's epoch T, exactly once. Two
+strategies stand behind it: ``FullRecompute`` here (the query run whole, the result diffed by
+key) and ``spark_sink.ivm.strategy.Incremental`` (delta rules, cost proportional to the change).
 
 Epoch T of a view job is one Percolator transaction. Whatever happens, the view moves from its
 version at the previous barrier to its version at T in one step, or not at all: a crash before the
@@ -257,13 +257,6 @@ class FullRecompute:
         self.progress = Progress()
         self._recompute_next = True  # the first barrier of a run always runs the query
         self._large: dict[str, int] = {}  # source -> barriers until it is measured again
-
-    @staticmethod
-    def why() -> str:
-        return (
-            "full recompute handles any Spark SQL query (joins, subqueries, any aggregate); "
-            "incremental maintenance is not built yet"
-        )
 
     # ------------------------------------------------------------------ one barrier
 

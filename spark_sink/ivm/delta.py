@@ -19,9 +19,9 @@ Changes are Z-sets: rows with integer weights (+1 inserted, -1 deleted; an updat
   of each outer side: for every join key the change touches (on either side), that side's rows
   that had no match at the old barrier are retracted and those with none at the new barrier
   emitted, padded with NULLs; a row with a NULL key always dangles. Whether a key has a match is
-  read, not counted: the other side is looked up by the touched keys at both barriers, so a row
-  that loses its only match and regains it within one barrier is exact, and no match-count state
-  can drift from the sources.
+  counted: each outer side keeps a match-count state table (per join key, how many rows of the
+  other side carry it; ``spark_sink.ivm.outer``), stepped by the other side's change, and a row
+  dangles exactly while its key's count is 0.
 - Window (ROW_NUMBER/RANK/DENSE_RANK, the TopK): every partition the change touches read by key
   at both barriers and ranked again, old rows retracted, new ones emitted
   (``spark_sink.ivm.ops.window``).

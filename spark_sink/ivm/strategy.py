@@ -164,10 +164,6 @@ class Incremental:
         self._part_by: tuple[int, ...] | None = None
         self._executors_decided = False
 
-    @staticmethod
-    def why() -> str:
-        return "the query is in the class maintained by delta rules"
-
     def follow(self, last_committed: int) -> None:
         """Forget the cached last epoch unless it is ``last_committed``, the job's newest
         committed epoch as the coordinator says: another run of the job (a started job of the

@@ -3,7 +3,9 @@
 Each node type of ``spark_sink.ivm.plan`` has one ``Operator`` (``operator.py``: the interface,
 the registry by node type, row Z-sets and the vocabulary every operator shares), registered in
 its module: ``scan.py``, ``filter.py``, ``project.py``, ``join.py`` (inner and outer joins, the
-outer part's rule in ``outer_join.py``), ``aggregate.py``, ``union.py`` and ``window.py``. The
+outer part's rule in ``outer_join.py``), ``semi_join.py`` (EXISTS, IN and their negations),
+``scalar_filter.py`` (a filter reading uncorrelated scalar subqueries), ``aggregate.py``,
+``union.py``, ``window.py`` and ``topk.py`` (ORDER BY ... LIMIT). The
 operator owns its node's delta rule and keyed lookup (row-at-a-time today, over ``ZSet``), the
 keyed reads they make, the column sets its result is unique on, the expressions it evaluates and
 its ``explain()`` line; ``spark_sink.ivm.delta.DeltaRules`` runs an epoch through the registry.

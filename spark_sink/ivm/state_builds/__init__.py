@@ -1,9 +1,10 @@
 """How a build fills each state table on Spark, one module per operator that declares the table
 (``spark_sink.ivm.ops.state_table``): ``aggregate`` (groups, values), ``outer_join`` (matches),
-``scan`` (index). Each registers a builder for its roles; ``state_df`` finds it by the table's
-role. A builder returns the table's whole contents at the build's barrier as a DataFrame, made by
-Spark from the query's own optimized plan (so a state is what Spark computes), which the build
-writes from the executors (``spark_sink.executor_diff.write_diff``); nothing reaches the driver.
+``scan`` (index), ``topk`` (the ordered state of ORDER BY ... LIMIT). Each registers a builder
+for its roles; ``state_df`` finds it by the table's role. A builder returns the table's whole
+contents at the build's barrier as a DataFrame, made by Spark from the query's own optimized plan
+(so a state is what Spark computes), which the build writes from the executors
+(``spark_sink.executor_diff.write_diff``); nothing reaches the driver.
 
 This is the Spark half of a stateful operator, kept apart from its algebra (``ops/``), which
 imports no pyspark.

@@ -468,7 +468,7 @@ class _ArrowChange(DeltaRules):
     """Rules whose ``below`` node's change is given as Arrow (``table``: its columns ``c<id>``,
     then the weight), taken as rows only if a rule asks for them (a fold handed back)."""
 
-    def __init__(self, inputs: StoreInputs, aggregates: dict, below: Node, table: pa.Table):
+    def __init__(self, inputs: StoreInputs, aggregates: dict, below: Node, table: pa.Table) -> None:
         super().__init__(inputs, aggregates)
         self._below, self._table = below, table
 

@@ -56,6 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from kvstore.errors import InvalidArgument
 from kvstore.gc_pause import gc_paused
@@ -120,19 +121,7 @@ _KEYED = pa.schema(
         (_ROW_SLICES, pa.int64()),
     ]
 )
-_COUNTS = pa.schema(
-    [
-        (_CHANGES, pa.int64()),
-        (_LOOKUPS, pa.int64()),
-        (_MUTATIONS, pa.int64()),
-        (_ROW_SLICES, pa.int64()),
-    ]
-)
-
-
-def _ddl(schema: pa.Schema) -> str:
-    kinds = {pa.int32(): "int", pa.int64(): "long", pa.binary(): "binary"}
-    return ", ".join(f"{f.name} {kinds[f.type]}" for f in schema)
+_COUNTS = pa.schema(list(_KEYED)[2:])  # a write task's counters: the keyed rows' counters
 
 
 def delta_on() -> str:
@@ -253,13 +242,13 @@ def run(session: SparkSession, job: ExecutorJob) -> dict[str, int]:
         return {"changes": 0, "lookups": 0, "mutations": 0, "row_slices": 0}
     n = len(job.changed)
     images = session.range(0, n, 1, n).mapInArrow(
-        functools.partial(_read_changes, job), _ddl(_IMAGES)
+        functools.partial(_read_changes, job), from_arrow_schema(_IMAGES)
     )
     keyed = images.repartition(job.parts).mapInArrow(
-        functools.partial(_slice_delta, job), _ddl(_KEYED)
+        functools.partial(_slice_delta, job), from_arrow_schema(_KEYED)
     )
     counts = keyed.repartition(job.parts, _PART).mapInArrow(
-        functools.partial(_write_part, job), _ddl(_COUNTS)
+        functools.partial(_write_part, job), from_arrow_schema(_COUNTS)
     )
     row = counts.agg(*[F.sum(c).alias(c) for c in _COUNTS.names]).collect()[0]
     return {
@@ -524,13 +513,14 @@ def _write_part(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterator
             if agg is not None:
                 assert groups is not None  # an aggregate keeps a group state table
                 state = AggregateState(agg, groups.info, inputs, view.name)
-            aggregates = {} if agg is None or state is None else {id(agg): state}
+            aggregates = {} if state is None else {id(agg): state}
             if table is not None:
                 rules: DeltaRules = _ArrowChange(inputs, aggregates, below, table)
             else:
                 rules = DeltaRules(inputs, aggregates)
                 rules.given(below, z)
-            if agg is not None and state is not None and groups is not None:
+            if state is not None:
+                assert agg is not None and groups is not None  # state exists for an aggregate
                 if table is not None:
                     names = [col_name(i) for i in ids]
                     weights = table[WEIGHT].combine_chunks()

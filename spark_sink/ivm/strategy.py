@@ -78,6 +78,7 @@ INCREMENTAL = "incremental"
 # The break-even count when no build has been measured (metadata written by an older version):
 # above this many changed keys in one barrier, the epoch is a build under auto.
 BULK_CHANGE_KEYS = 100_000
+_UNDECIDED = "not decided yet"  # Incremental.executor_why before the view's first delta
 
 
 @dataclass
@@ -160,9 +161,8 @@ class Incremental:
         self.aggregate_paths: dict[str, str] = {}  # per group state table: its last epoch's path
         # None when a delta may run on the executors (spark_sink.ivm.executor_delta), else why
         # it may not; decided with the view's key, at its first delta (_executors_allowed)
-        self.executor_why: str | None = "not decided yet"
+        self.executor_why: str | None = _UNDECIDED
         self._part_by: tuple[int, ...] | None = None
-        self._executors_decided = False
 
     def follow(self, last_committed: int) -> None:
         """Forget the cached last epoch unless it is ``last_committed``, the job's newest
@@ -249,7 +249,8 @@ class Incremental:
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
         with attempt.running(target):
             laps.lap("open")
-            if isinstance(writes, _OnExecutors) and not build:
+            if on_executors:
+                assert isinstance(writes, _OnExecutors)
                 counts = self._executor_delta(client, attempt, view, writes, keys)
                 slices = counts.pop("row_slices", 0)
                 self.path = "executors"
@@ -356,9 +357,8 @@ class Incremental:
     def _executors_allowed(self, view: TableInfo) -> None:
         """Decide once (the view's layout is fixed by the plan) whether its deltas may run on
         the executors, and by what their write stage is partitioned."""
-        if self._executors_decided:
+        if self.executor_why != _UNDECIDED:
             return
-        self._executors_decided = True
         names = [c.name for c in view.table_schema.visible_columns]
         key_ids = view_key_ids(self.plan.root, names, view.primary_key, self.spec.one_row)
         self.executor_why = executor_reason(self.plan, key_ids)

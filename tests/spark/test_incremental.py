@@ -194,13 +194,13 @@ def test_an_executor_delta_not_keyed_by_group_is_caught(spark, ivm_server, ic, m
         if not n:
             return {"changes": 0, "lookups": 0, "mutations": 0}
         images = session.range(0, n, 1, n).mapInArrow(
-            X.functools.partial(X._read_changes, job), X._ddl(X._IMAGES)
+            X.functools.partial(X._read_changes, job), X.from_arrow_schema(X._IMAGES)
         )
         keyed = images.repartition(job.parts).mapInArrow(
-            X.functools.partial(X._slice_delta, job), X._ddl(X._KEYED)
+            X.functools.partial(X._slice_delta, job), X.from_arrow_schema(X._KEYED)
         )
         counts = keyed.repartition(job.parts).mapInArrow(  # planted: not by X._PART
-            X.functools.partial(X._write_part, job), X._ddl(X._COUNTS)
+            X.functools.partial(X._write_part, job), X.from_arrow_schema(X._COUNTS)
         )
         row = counts.agg(*[F.sum(c).alias(c) for c in X._COUNTS.names]).collect()[0]
         return {"changes": row[0] or 0, "lookups": row[1] or 0, "mutations": row[2] or 0}

@@ -614,14 +614,6 @@ class Client:
         # rollback would undo their writes too.
         return Revision.from_pb(call_revise(self, req, REVISE_TIMEOUT_S))
 
-    def _begin_corrections(
-        self, table: str, mode: str, who: str, lock_ttl_ms: int
-    ) -> cpb.BeginCorrectionsResponse:
-        req = cpb.BeginCorrectionsRequest(table=table, mode=mode, who=who, lock_ttl_ms=lock_ttl_ms)
-        # Not retried: a repeat would record a second correction set (the first one's epoch
-        # would then expire unused).
-        return self._rpc.once(self._stub.BeginCorrections, req, self.retry.rpc_timeout_s)
-
     def downstream(self, table: str) -> list[str]:
         """The views computed from ``table`` through view jobs, directly or not, upstream first
         (the views a revision of ``table`` reaches at its barrier)."""

@@ -10,7 +10,7 @@ An epoch is one Percolator transaction per (job, epoch): ``open_transaction`` ta
 and prewrites its primary, the job prewrites its rows as secondaries, ``commit_transaction``
 commits the primary (the moment of truth). Every call is idempotent per (job, epoch). Most users
 never call this directly: ``spark_sink.EpochWriter`` and ``MaterializedView`` do, through
-``spark_sink.epoch_attempt.EpochAttempt``.
+``coordinator.epoch_attempt.EpochAttempt``.
 
 The plain result types here (``EpochState``, ``TableRead``, ``BarrierPlan``, ``BarrierPlans``) are
 also what the server side computes, so client and server speak one vocabulary.
@@ -22,11 +22,15 @@ import enum
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kvstore.errors import NotFound
 from kvstore.remote import RpcCaller
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import coordinator_pb2_grpc as cpb_grpc
+
+if TYPE_CHECKING:
+    from coordinator.revisions import Revision
 
 
 class EpochState(enum.Enum):
@@ -272,6 +276,15 @@ class EpochMetadata:
         return cls(sources=dict(sources), fields=d)
 
 
+@dataclass(frozen=True)
+class BegunCorrections:
+    """``JobClient.begin_corrections``: the correction set's revision record (running) and its
+    open epoch (job ``revision/<id>``)."""
+
+    revision: Revision
+    epoch: EpochInfo
+
+
 class JobClient:
     """The job protocol over a client's channel (``client.jobs``). Thread-safe; transport
     failures are retried by the client's RetryPolicy, which is safe because every call is
@@ -319,6 +332,21 @@ class JobClient:
             job=job, epoch=epoch, start_ts=start_ts, ttl_ms=ttl_ms
         )
         return EpochInfo.from_pb(self._rpc.unary(self._stub.HeartbeatTransaction, req))
+
+    def begin_corrections(
+        self, table: str, mode: str, who: str, lock_ttl_ms: int
+    ) -> BegunCorrections:
+        """Record a correction set of root table ``table`` (``mode`` upsert or delete, by
+        ``who``) and open its epoch (job ``revision/<id>``): prewrite the rows as secondaries of
+        the epoch's primary, then commit it (the revision is DONE in the same transaction) or
+        abort it. Returns the revision (running) and the open epoch. Sent once, never retried: a
+        repeat would record a second correction set (the first one's epoch then expires
+        unused). ``Client.revise(table, corrections=...)`` is the public way in."""
+        from coordinator.revisions import Revision
+
+        req = cpb.BeginCorrectionsRequest(table=table, mode=mode, who=who, lock_ttl_ms=lock_ttl_ms)
+        begun = self._rpc.once(self._stub.BeginCorrections, req, self._rpc.policy.rpc_timeout_s)
+        return BegunCorrections(Revision.from_pb(begun.revision), EpochInfo.from_pb(begun.epoch))
 
     def release_job(self, job: str, owner: str = "") -> JobRelease:
         """Settle ``job``'s open epoch now, through its primary (a committed primary stays

@@ -7,8 +7,6 @@ public entry points; docs/revising.md explains what each guarantees.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +18,7 @@ from coordinator.errors import (
     not_correctable,
     not_revisable,
 )
-from coordinator.jobs import EpochInfo
+from coordinator.jobs import EpochMetadata
 from coordinator.times import with_wall
 from kvstore.errors import InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.limits import split_mutations
@@ -32,6 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from coordinator.client import Client
+    from coordinator.epoch_attempt import EpochAttempt
 
 CORRECTION_MODES = ("upsert", "delete")
 PREWRITE_CHUNK = 4096
@@ -267,29 +266,16 @@ def dry_run_record(
     )
 
 
-class EpochHeartbeat:
-    """Keeps a correction set's epoch alive (every TTL/3) while its rows are written."""
+def begin_corrections(
+    client: Client, table: str, mode: str, who: str
+) -> tuple[Revision, EpochAttempt]:
+    """Record a correction set of ``table`` and open its epoch (``JobClient.begin_corrections``):
+    (the revision, the attempt to prewrite its rows into and commit, under
+    ``attempt.running()``, which aborts it on any failure)."""
+    from coordinator.epoch_attempt import EpochAttempt
 
-    def __init__(self, client: Client, epoch: EpochInfo, ttl_ms: int) -> None:
-        self.client, self.epoch, self.ttl_ms = client, epoch, ttl_ms
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="revision-heartbeat")
-
-    def __enter__(self) -> EpochHeartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        e = self.epoch
-        while not self._stop.wait(self.ttl_ms / 3000):
-            try:
-                self.client.jobs.heartbeat_transaction(e.job, e.epoch, e.start_ts, self.ttl_ms)
-            except SnapviewError:
-                return  # the commit will say what happened
+    begun = client.jobs.begin_corrections(table, mode, who, DEFAULT_LOCK_TTL_MS)
+    return begun.revision, EpochAttempt(client, begun.epoch, DEFAULT_LOCK_TTL_MS)
 
 
 def write_arrow_corrections(
@@ -298,20 +284,11 @@ def write_arrow_corrections(
     """Write correction set ``data`` as one transaction (the epoch of job ``revision/<id>``)
     and return its record. On any failure the epoch is aborted: nothing of it is visible."""
     muts = arrow_mutations(correctable_table(client, table, mode), data, mode)
-    begun = client._begin_corrections(table, mode, who, DEFAULT_LOCK_TTL_MS)
-    rev, epoch = Revision.from_pb(begun.revision), EpochInfo.from_pb(begun.epoch)
-    try:
-        with EpochHeartbeat(client, epoch, DEFAULT_LOCK_TTL_MS):
-            for run in split_mutations(muts, max_mutations=PREWRITE_CHUNK):
-                client.prewrite(run, epoch.primary_key, epoch.start_ts, DEFAULT_LOCK_TTL_MS)
-        meta = json.dumps({"rows": len(muts), "revision": rev.id})
-        client.jobs.commit_transaction(epoch.job, epoch.epoch, epoch.start_ts, meta)
-    except BaseException:
-        try:
-            client.jobs.abort_transaction(epoch.job, epoch.epoch, epoch.start_ts)
-        except SnapviewError:
-            pass  # its lock expires and readers roll it back
-        raise
+    rev, attempt = begin_corrections(client, table, mode, who)
+    with attempt.running():
+        for run in split_mutations(muts, max_mutations=PREWRITE_CHUNK):
+            client.prewrite(run, attempt.info.primary_key, attempt.start_ts, attempt.ttl_ms)
+        attempt.commit(EpochMetadata(fields={"rows": len(muts), "revision": rev.id}))
     return client.revision(rev.id)
 
 

@@ -27,7 +27,7 @@ rows); table ``fix``. Then, for --seconds:
   once no scan of the old range is running. GC then has a whole old version of ``big`` to
   collect every cycle.
 * At the start, one abandoned correction set: a second client begins corrections on ``fix``
-  (``Client._begin_corrections``, as ``revise(corrections=...)`` does), prewrites one row under
+  (``JobClient.begin_corrections``, as ``revise(corrections=...)`` does), prewrites one row under
   its epoch, and closes without committing, aborting or heartbeating. Its GC hold (``revision N
   of fix``) must be gone from ``GcStatus`` within --epoch-ttl plus a few GC ticks, and the
   revision recorded ``aborted``.
@@ -77,7 +77,6 @@ import grpc  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 import coordinator  # noqa: E402
-from coordinator.jobs import EpochInfo  # noqa: E402
 from coordinator.revisions import arrow_mutations, correctable_table  # noqa: E402
 from kvstore.errors import ResourceExhausted, SnapviewError  # noqa: E402
 from kvstore.mvcc.timestamp import LOGICAL_BITS  # noqa: E402
@@ -278,8 +277,8 @@ def rewriter(
 def abandon_corrections(addr: str) -> tuple[int, str]:
     """Begin a correction set on ``fix``, prewrite one row, go away: (revision id, its job)."""
     c2 = coordinator.connect(addr)
-    begun = c2._begin_corrections("fix", "upsert", "soak (abandoned)", 3000)
-    epoch = EpochInfo.from_pb(begun.epoch)
+    begun = c2.jobs.begin_corrections("fix", "upsert", "soak (abandoned)", 3000)
+    epoch = begun.epoch
     muts = arrow_mutations(
         correctable_table(c2, "fix", "upsert"), pa.table({"id": [1], "v": [-1]}), "upsert"
     )

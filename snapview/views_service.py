@@ -125,7 +125,7 @@ def _step(w: _Watched, now: float, say: Callable[[str], None]) -> None:
 
 
 def _was_dropped(view: MaterializedView) -> bool:
-    from spark_source.connection import client_for
+    from coordinator.process_clients import client_for
 
     client = client_for(view.coordinator, view.token)
     return view.job not in {j.job for j in client.jobs.list_jobs()}

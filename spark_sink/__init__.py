@@ -17,7 +17,7 @@ import spark_source
 from spark_sink.datasource import SnapviewSinkDataSource
 from spark_sink.epoch_writer import EpochWrite, EpochWriter
 from spark_sink.materialized_view import MaterializedView, MaterializedViewBuilder, ViewJob
-from spark_sink.view_maintenance import ViewProgress
+from spark_sink.view_progress import ViewProgress
 from spark_source import RegisteredTables, register_tables
 
 

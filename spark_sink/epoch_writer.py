@@ -20,26 +20,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from coordinator.connection import ConnectionSettings
+from coordinator.epoch_attempt import UNKNOWN, DirectInfo, EpochAttempt, feed_metadata
 from coordinator.jobs import EpochInfo
+from coordinator.process_clients import client_for
 from kvstore.errors import SnapviewError
 from kvstore.failpoints import fail_point
 from spark_sink.arrow_encoding import ArrowEncoder
-from spark_sink.epoch_attempt import UNKNOWN, EpochAttempt, feed_metadata
-from spark_sink.partition_writer import (
-    DirectInfo,
-    EpochTarget,
-    direct_info,
-    task_context,
-    write_batches,
-)
-from spark_source.connection import client_for
+from spark_sink.partition_writer import direct_info, prewrite_partitions
 
 DEFAULT_TTL_MS = 20_000
 MODES = ("upsert", "delete", "append")
@@ -61,16 +53,6 @@ class EpochWrite:
     batch: str
     replayed: bool
     rows: int
-
-
-def _partition_fn(
-    target: EpochTarget,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        rows, high = write_batches(target, batches, task_context().partitionId())
-        yield pa.RecordBatch.from_pydict({"rows": [rows], "high": [high]})
-
-    return run
 
 
 class EpochWriter:
@@ -178,8 +160,8 @@ class EpochWriter:
             self._direct_info = direct_info(client)
         direct = self._direct_info if self.direct else None
         target = attempt.target(self.coordinator, self.token, info, self.mode, direct)
-        with attempt.running(target):
-            out = df.mapInArrow(_partition_fn(target), "rows long, high long").collect()
+        with attempt.running():
+            out = df.mapInArrow(prewrite_partitions(target), "rows long, high long").collect()
             fail_point("sink.before_commit")
             high = max([r["high"] for r in out], default=-1)
             carried = self._carried

@@ -24,6 +24,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from coordinator.connection import as_settings
+from coordinator.epoch_attempt import EpochTarget, Heartbeat
+from coordinator.process_clients import client_for
 from kvstore.errors import SchemaMismatch
 from kvstore.gc_pause import gc_paused
 from kvstore.mvcc.keys import KeyCodec
@@ -32,15 +34,12 @@ from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.partition_writer import (
     DIRECT_TXN_ROWS,
     PREWRITE_CHUNK,
-    EpochTarget,
-    Heartbeat,
     direct_prewriter,
     prewrite_chunk,
     task_context,
     write_batches,
 )
 from spark_sink.query_analysis import session_source
-from spark_source.connection import client_for
 from spark_source.spark_types import table_struct
 
 _IN_NEW = "__sv_in_new"  # true on a row of the new version, null where only the old one has it
@@ -246,7 +245,7 @@ def _diff_partition(
         in_flight = pool.submit(fn, *args)
 
     with (
-        Heartbeat(target),
+        Heartbeat.of(target),
         gc_paused(),
         ThreadPoolExecutor(1, thread_name_prefix="prewrite") as pool,
     ):

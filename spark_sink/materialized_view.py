@@ -42,8 +42,10 @@ from pyspark.sql import functions as F
 from coordinator.connection import ConnectionSettings, as_settings
 from coordinator.errors import BarrierNotReached, SecondWriter
 from coordinator.jobs import JobState
+from coordinator.process_clients import client_for
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.schema import parse_ddl
+from spark_sink.full_recompute import FULL_RECOMPUTE, FullRecompute
 from spark_sink.ivm.catalyst import ConversionFailed
 from spark_sink.ivm.executor_delta import executor_reason, view_key_ids
 from spark_sink.ivm.plan import Unsupported
@@ -61,13 +63,8 @@ from spark_sink.query_analysis import (
     stream_session,
     view_shape,
 )
-from spark_sink.view_maintenance import (
-    FULL_RECOMPUTE,
-    FullRecompute,
-    ViewProgress,
-    ViewSpec,
-)
-from spark_source.connection import client_for
+from spark_sink.view_epoch import ViewSpec
+from spark_sink.view_progress import ViewProgress
 
 AUTO = "auto"
 CHOICES = (AUTO, INCREMENTAL, FULL_RECOMPUTE)
@@ -474,9 +471,8 @@ class MaterializedView:
         while True:
             plan = client.jobs.plan_barriers(self.job, limit=1)
             after = plan.last_committed
-            follow = getattr(self._strategy, "follow", None)
-            if follow is not None:  # a job started from this view may have gone on meanwhile
-                follow(after)
+            # a job started from this view may have gone on meanwhile
+            self._strategy.follow(after)
             if until and after >= until:
                 return done
             plans = client.jobs.plan_barriers(self.job, limit=256, after=after).barriers

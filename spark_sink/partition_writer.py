@@ -1,14 +1,15 @@
-"""The executor side of an epoch: prewrite one Spark partition's rows as secondaries of the
-epoch's primary. Idempotent: a retried task prewrites the same keys under the same start_ts."""
+"""The writing side of an epoch: prewrite rows as secondaries of the epoch's primary, from a
+Spark task (``write_batches``, ``prewrite_partitions``) or from the driver (``write_mutations``),
+directly into the server's LMDB environment when this process shares its host, else through the
+server. Idempotent: a retried task prewrites the same keys under the same start_ts."""
 
 from __future__ import annotations
 
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -16,7 +17,8 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 
 from coordinator.client import Client
-from coordinator.connection import ConnectionSettings
+from coordinator.epoch_attempt import DirectInfo, EpochTarget, Heartbeat
+from coordinator.process_clients import client_for
 from kvstore.errors import InvalidArgument, TxnError
 from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
@@ -24,7 +26,6 @@ from kvstore.limits import split_mutations
 from kvstore.mvcc.records import Mutation
 from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
-from spark_source.connection import client_for
 from spark_source.options import CHANGE_TYPE, COMMIT_TS
 
 if TYPE_CHECKING:
@@ -34,27 +35,6 @@ if TYPE_CHECKING:
 PREWRITE_CHUNK = 8192  # mutations per prewrite request to the server
 # Most rows per direct LMDB write transaction (Spark hands over Arrow batches of 10k rows).
 DIRECT_TXN_ROWS = 65536
-
-
-# (data dir, instance id, LMDB path, map size) of the server: lets executors on its host prewrite
-# into its LMDB environment directly (they do only if they see the same files).
-DirectInfo = tuple[str, str, str, int]
-
-
-@dataclass(frozen=True)
-class EpochTarget:
-    """What a task needs to prewrite into one epoch (pickled to executors)."""
-
-    coordinator: str | ConnectionSettings
-    token: str | None
-    info: TableInfo
-    mode: str
-    job: str
-    epoch: int
-    start_ts: int
-    primary: bytes
-    ttl_ms: int
-    direct: DirectInfo | None = None
 
 
 _direct: dict[tuple, DirectPrewriter | None] = {}
@@ -170,32 +150,6 @@ def direct_info(client: Client) -> DirectInfo | None:
     return st.data_dir, st.instance_id, st.lmdb_path, st.map_size_bytes
 
 
-class Heartbeat:
-    """Keeps an epoch's primary lock alive while work on it goes on (every ttl/3)."""
-
-    def __init__(self, target: EpochTarget) -> None:
-        self.target = target
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="epoch-heartbeat", daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        t = self.target
-        client = client_for(t.coordinator, t.token)
-        while not self._stop.wait(t.ttl_ms / 3000):
-            try:
-                client.jobs.heartbeat_transaction(t.job, t.epoch, t.start_ts, t.ttl_ms)
-            except Exception:  # noqa: BLE001 - the commit will tell whether the epoch survived
-                return
-
-
 def strip_feed_columns(batch: pa.RecordBatch, info: TableInfo) -> tuple[pa.RecordBatch, int]:
     """Drop the change-feed columns a table does not have; returns (batch, max _commit_ts)."""
     high = -1
@@ -263,7 +217,7 @@ def write_batches(
                 fail_point("sink.prewrite.mid")
 
     with (
-        Heartbeat(target),
+        Heartbeat.of(target),
         gc_paused(),
         ThreadPoolExecutor(1, thread_name_prefix="prewrite") as pool,
     ):
@@ -279,3 +233,36 @@ def write_batches(
                 in_flight = pool.submit(prewrite_chunk, client, direct, target, muts)
         settle()
     return rows, high
+
+
+def prewrite_partitions(
+    target: EpochTarget,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function that prewrites each partition into ``target``
+    (``write_batches``) and yields one row per partition: ``rows long, high long`` (the rows
+    written, the highest change-feed ``_commit_ts`` seen or -1)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows, high = write_batches(target, batches, task_context().partitionId())
+        yield pa.RecordBatch.from_pydict({"rows": [rows], "high": [high]})
+
+    return run
+
+
+def _mutation_key(m: Mutation) -> bytes:
+    return m[1]
+
+
+def write_mutations(client: Client, target: EpochTarget, muts: list[Mutation]) -> None:
+    """Prewrite ``muts`` (built in this process by ``ArrowEncoder`` and ``encode_key``) as
+    secondaries of the epoch: directly into LMDB when allowed, else through the server; in key
+    order. The driver's writer of a view epoch, and of a delta's slice in a task."""
+    direct = direct_prewriter(target)
+    # In key order: each LMDB write transaction (and each request to the server) then covers
+    # one key range and dirties each page once, not pages across the whole tree in every one
+    # (a 100k-change epoch's writes: 3.0 s unsorted, 1.2-2.0 s sorted; docs/performance.md).
+    muts = sorted(muts, key=_mutation_key)
+    # prewrite_chunk takes DIRECT_TXN_ROWS rows per LMDB transaction and splits what goes
+    # to the server into requests itself.
+    for i in range(0, len(muts), DIRECT_TXN_ROWS):
+        prewrite_chunk(client, direct, target, muts[i : i + DIRECT_TXN_ROWS])

@@ -16,10 +16,10 @@ from pyspark.sql import types as T
 
 from coordinator.client import Client
 from coordinator.connection import ConnectionSettings, as_settings
+from coordinator.process_clients import client_for
 from kvstore.errors import InvalidArgument, SchemaMismatch
 from kvstore.mvcc.keys import table_prefix
 from spark_source.barrier_source import BarrierDataSource
-from spark_source.connection import client_for
 from spark_source.datasource import SnapviewDataSource
 from spark_source.spark_types import table_struct
 

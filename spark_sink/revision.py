@@ -12,18 +12,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coordinator.jobs import EpochInfo, EpochMetadata
+from coordinator.jobs import EpochMetadata
 from coordinator.revisions import (
-    DEFAULT_LOCK_TTL_MS,
     Revision,
+    begin_corrections,
     correctable_table,
     correction_columns,
     dry_run_record,
 )
 from spark_sink.arrow_encoding import ArrowEncoder
-from spark_sink.epoch_attempt import EpochAttempt
-from spark_sink.epoch_writer import _partition_fn
-from spark_sink.partition_writer import direct_info
+from spark_sink.partition_writer import direct_info, prewrite_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -45,12 +43,10 @@ def write_dataframe_corrections(
     if dry_run:
         restored, removed = _count_changes(client, table, df, mode)
         return dry_run_record(client, table, mode, who, restored, removed)
-    begun = client._begin_corrections(table, mode, who, DEFAULT_LOCK_TTL_MS)
-    rev, epoch = Revision.from_pb(begun.revision), EpochInfo.from_pb(begun.epoch)
-    attempt = EpochAttempt(client, epoch, DEFAULT_LOCK_TTL_MS)
+    rev, attempt = begin_corrections(client, table, mode, who)
     target = attempt.target(client.settings, None, info, mode, direct_info(client))
-    with attempt.running(target):
-        out = df.mapInArrow(_partition_fn(target), "rows long, high long").collect()
+    with attempt.running():
+        out = df.mapInArrow(prewrite_partitions(target), "rows long, high long").collect()
         rows = sum(r["rows"] for r in out)
         attempt.commit(EpochMetadata(fields={"rows": rows, "revision": rev.id}))
     return client.revision(rev.id)

@@ -19,13 +19,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from coordinator.client import Client
+from coordinator.epoch_attempt import EpochAttempt, feed_metadata
 from coordinator.jobs import EpochInfo, EpochState
+from coordinator.process_clients import client_for
 from kvstore.errors import FailedPrecondition, SnapviewError
 from kvstore.table_info import TableInfo
-from spark_sink.epoch_attempt import EpochAttempt, feed_metadata
 from spark_sink.epoch_writer import DEFAULT_TTL_MS, QUERY_ID_PROPERTY
 from spark_sink.partition_writer import direct_info, task_context, write_batches
-from spark_source.connection import client_for
 from spark_source.options import SourceOptions
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"

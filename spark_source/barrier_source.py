@@ -27,8 +27,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from coordinator.client import Client
 from coordinator.connection import ConnectionSettings
 from coordinator.jobs import BarrierPlan
+from coordinator.process_clients import client_for
 from kvstore.errors import InvalidArgument
-from spark_source.connection import client_for
 from spark_source.hangup import end_if_spark_hung_up
 
 SCHEMA = StructType(

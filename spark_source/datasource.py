@@ -7,9 +7,9 @@ from collections.abc import MutableMapping
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
+from coordinator.process_clients import client_for
 from kvstore.errors import InvalidArgument
 from kvstore.table_info import TableInfo
-from spark_source.connection import client_for
 from spark_source.options import SourceOptions
 from spark_source.readers import ChangeReader, SnapshotReader
 from spark_source.spark_types import table_struct

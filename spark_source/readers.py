@@ -14,9 +14,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from coordinator.errors import LeaseNotFound
+from coordinator.process_clients import client_for
 from kvstore.table_info import TableInfo
 from spark_source.arrow_rows import changes_to_arrow, snapshot_as_changes
-from spark_source.connection import client_for
 from spark_source.key_ranges import KeyRange, full_range
 from spark_source.options import SourceOptions
 

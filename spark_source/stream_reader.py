@@ -29,8 +29,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from coordinator.client import Client
 from coordinator.errors import LeaseNotFound
 from coordinator.lease import Lease
+from coordinator.process_clients import client_for
 from kvstore.table_info import TableInfo
-from spark_source.connection import client_for
 from spark_source.hangup import end_if_spark_hung_up
 from spark_source.key_ranges import full_range
 from spark_source.options import SourceOptions

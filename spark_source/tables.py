@@ -27,8 +27,8 @@ from types import MappingProxyType
 
 from pyspark.sql import SparkSession
 
+from coordinator.process_clients import client_for
 from kvstore.table_info import STATE
-from spark_source.connection import client_for
 from spark_source.spark_types import table_struct
 
 

@@ -58,6 +58,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from coordinator.epoch_attempt import DirectInfo, EpochTarget, Heartbeat
+from coordinator.process_clients import client_for
 from kvstore.errors import InvalidArgument
 from kvstore.gc_pause import gc_paused
 from kvstore.table_info import TableInfo
@@ -89,14 +91,7 @@ from spark_sink.ivm.plan import (
     walk,
 )
 from spark_sink.ivm.plan_check import IncrementalPlan
-from spark_sink.partition_writer import (
-    DirectInfo,
-    EpochTarget,
-    Heartbeat,
-    direct_reader,
-)
-from spark_sink.view_maintenance import write_mutations
-from spark_source.connection import client_for
+from spark_sink.partition_writer import direct_reader, write_mutations
 
 DELTA_ON_ENV = "SNAPVIEW_DELTA_ON"
 READ_BATCH = 20_000  # change records per Arrow batch out of a read task
@@ -356,7 +351,7 @@ def _slice_delta(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterato
     with gc_paused():
         inputs = _inputs(job, given)
         if job.indexes:  # each changed key's index entries: this slice's share, written here
-            with Heartbeat(job.view):
+            with Heartbeat.of(job.view):
                 for (source, column), tgt in job.indexes.items():
                     muts = index_mutations(inputs, tgt.info, source, column)
                     write_mutations(inputs.client, tgt, muts)
@@ -503,7 +498,7 @@ def _write_part(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterator
             z.weights += more.weights
         tables = []
     if tables or z.rows:
-        with Heartbeat(job.view), gc_paused():
+        with Heartbeat.of(job.view), gc_paused():
             inputs = _inputs(job, {})
             client = inputs.client
             view = job.view.info

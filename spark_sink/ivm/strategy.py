@@ -14,19 +14,18 @@ the view whole, and nothing proportional to them reaches the driver.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
 from coordinator.client import Client
+from coordinator.epoch_attempt import DirectInfo, EpochAttempt, EpochTarget, OpeningAttempt
 from coordinator.jobs import EpochMetadata
-from kvstore.errors import Aborted
-from kvstore.failpoints import fail_point
 from kvstore.gc_pause import gc_paused
 from kvstore.mvcc.records import Mutation
 from kvstore.table_info import TableInfo
-from spark_sink.epoch_attempt import EpochAttempt, OpeningAttempt
 from spark_sink.executor_diff import write_diff
 from spark_sink.ivm.aggregate import AggregateState
 from spark_sink.ivm.cost import CostModel
@@ -56,20 +55,10 @@ from spark_sink.ivm.state_builds import BuildContext, state_df
 from spark_sink.ivm.state_builds.topk import topk_view_df
 from spark_sink.ivm.topk_state import TopKState
 from spark_sink.ivm.unique_keys import key_is_unique
-from spark_sink.partition_writer import (
-    DirectInfo,
-    EpochTarget,
-    direct_reader,
-)
+from spark_sink.partition_writer import direct_reader, write_mutations
 from spark_sink.query_analysis import register_sources
-from spark_sink.view_maintenance import (
-    MAX_COMMIT_ATTEMPTS,
-    Laps,
-    Progress,
-    ViewSpec,
-    write_mutations,
-)
-from spark_source.connection import client_for
+from spark_sink.view_epoch import EpochWork, ViewEpoch, ViewSpec, ViewStrategy
+from spark_sink.view_progress import Laps
 
 if TYPE_CHECKING:
     from kvstore.direct_reads import DirectReader
@@ -131,7 +120,7 @@ def _after(meta: EpochMetadata) -> dict[str, int]:
     return {"after_epoch": b} if isinstance(b, int) and not isinstance(b, bool) else {}
 
 
-class Incremental:
+class Incremental(ViewStrategy):
     """Maintain a view by delta rules (see the module docstring and docs/design.md §6.4)."""
 
     name = INCREMENTAL
@@ -144,13 +133,12 @@ class Incremental:
         direct_info: DirectInfo | None = None,
         asked: str = "auto",
     ) -> None:
+        super().__init__(spec, session)
         self.asked = asked  # auto: choose per epoch by cost; incremental: always a delta
         self.cost = CostModel()
-        self.spec = spec
-        self.session = session
         self.plan = plan
         self.direct_info = direct_info
-        self.progress = Progress()
+        self._paused: contextlib.ExitStack | None = None  # the collector's pause (epoch_scope)
         self._last: EpochMetadata | None = None  # this job's last committed epoch (cache)
         self._last_known = False
         self._clean = False  # the last epoch ended in a commit by this object (_maintain_once)
@@ -171,149 +159,114 @@ class Incremental:
         from a stale epoch would read changes it has applied already."""
         cached = 0 if self._last is None else _after(self._last).get("after_epoch", -1)
         if self._last_known and cached != last_committed:
-            self._last_known = self._clean = False
+            self.forget()
 
-    # ------------------------------------------------------------------ one barrier
+    def forget(self) -> None:
+        self._last_known = self._clean = False  # re-read what is committed
 
-    def maintain(self, barrier: int, reads: dict[str, tuple[int, bool]]) -> None:
-        """Make the view's version at ``barrier`` exist, exactly once."""
-        for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-            try:
-                self._maintain_once(barrier, reads)
-                return
-            except Aborted:
-                self._last_known = self._clean = False  # re-read what is committed
-                if attempt == MAX_COMMIT_ATTEMPTS:
-                    raise
+    def committed(self, meta: EpochMetadata | None) -> None:
+        if meta is None:  # committed by another run: what it wrote is read again
+            self.forget()
+        else:
+            self._last, self._clean = meta, True
 
-    def _maintain_once(self, barrier: int, reads: dict[str, tuple[int, bool]]) -> None:
-        # A delta epoch allocates tens of thousands of short-lived tuples, lists and dicts and
-        # makes no reference cycle: the cyclic collector is paused over it (kvstore.gc_pause),
-        # so the full collections those allocations trigger, each a walk over every tracked
-        # object of the driver (all of PySpark: 40-50 ms measured), run after the epoch, not
-        # inside it. A build runs Spark: the collector is back on before it (``_epoch``).
+    # ------------------------------------------------------------------ one epoch
+
+    @contextlib.contextmanager
+    def epoch_scope(self) -> Iterator[None]:
+        """A delta epoch allocates tens of thousands of short-lived tuples, lists and dicts and
+        makes no reference cycle: the cyclic collector is paused over it (kvstore.gc_pause),
+        so the full collections those allocations trigger, each a walk over every tracked
+        object of the driver (all of PySpark: 40-50 ms measured), run after the epoch, not
+        inside it. A build or a delta on the executors runs Spark: the collector is back on
+        before it (``write``)."""
         with contextlib.ExitStack() as paused:
             paused.enter_context(gc_paused())
-            self._epoch(barrier, reads, paused)
+            self._paused = paused
+            try:
+                yield
+            finally:
+                self._paused = None
 
-    def _epoch(
-        self, barrier: int, reads: dict[str, tuple[int, bool]], paused: contextlib.ExitStack
-    ) -> None:
-        spec = self.spec
-        laps = Laps()
-        client = client_for(spec.coordinator, spec.token)
-        view = client.describe_table(spec.target, refresh=True)
-        # The epoch is opened while the delta is computed: OpenTransaction waits its turn at
-        # the server's writer (behind another view's commit, whose secondaries it resolves
-        # next), and the delta only reads, at barriers that are already fixed.
-        opening = OpeningAttempt(
-            client,
-            spec.job,
-            barrier,
-            ttl_ms=spec.lock_ttl_ms,
-            coordinator=spec.coordinator,
-            token=spec.token,
-            table=view,
-        )
+    def prepare(
+        self, epoch: ViewEpoch, opening: OpeningAttempt
+    ) -> tuple[bool, str, int, _Writes | _OnExecutors | None]:
+        """Decide build or delta and compute a driver delta while the epoch opens:
+        OpenTransaction waits its turn at the server's writer (behind another view's commit,
+        whose secondaries it resolves next), and the delta only reads, at barriers that are
+        already fixed (``_delta_ahead``)."""
         clean, self._clean = self._clean, False
-        try:
-            if not clean:
-                # The last epoch did not end in a commit here (or this is the first): an
-                # attempt it left may hold locks the reads would meet. The open rolls it back,
-                # so it goes first.
-                opening.wait()
-            ahead = self._delta_ahead(client, view, reads, laps)
-            attempt = opening.result()
-        except BaseException:
-            opening.abandon()
-            raise
-        if attempt.committed:
-            self.progress.skipped += 1
-            self.progress.last_barrier = max(self.progress.last_barrier, barrier)
-            self._last_known = self._clean = False
-            return
-        new_ts = {t: ts for t, (ts, _) in reads.items()}
+        if not clean:
+            # The last epoch did not end in a commit here (or this is the first): an attempt
+            # it left may hold locks the reads would meet. The open rolls it back, so it goes
+            # first.
+            opening.wait()
+        return self._delta_ahead(epoch.client, epoch.view, epoch.reads, epoch.laps)
+
+    def write(self, epoch: ViewEpoch, attempt: EpochAttempt, ahead: object) -> EpochWork:
+        """Write what ``prepare`` computed (a driver delta), or run the delta on the executors,
+        or build: a rebuild requested at the open drops whatever was computed ahead."""
+        client, view, laps = epoch.client, epoch.view, epoch.laps
         last = self._last
-        build, why, keys, writes = ahead
+        assert isinstance(ahead, tuple)
+        build, why, keys, writes = ahead  # what _delta_ahead returned
         rebuild = attempt.info.rebuild
-        if rebuild:  # told by the open: whatever was computed ahead is dropped
+        if rebuild:
             build, why, writes = (
                 True,
                 f"a build: a rebuild was requested (revision {rebuild})",
                 None,
             )
         on_executors = not build and isinstance(writes, _OnExecutors)
-        if build or on_executors:
-            paused.close()  # the collector back on for Spark
-        target = attempt.target(spec.coordinator, spec.token, view, "upsert", self.direct_info)
+        if (build or on_executors) and self._paused is not None:
+            self._paused.close()  # the collector back on for Spark
         counts = {"changes": 0, "lookups": 0, "mutations": 0}
-        with attempt.running(target):
-            laps.lap("open")
-            if on_executors:
-                assert isinstance(writes, _OnExecutors)
-                counts = self._executor_delta(client, attempt, view, writes, keys)
-                slices = counts.pop("row_slices", 0)
-                self.path = "executors"
-                self.why_rows = f"{slices} slices by the row rules" if slices else None
-                laps.lap("delta")
-            elif not build:
-                assert isinstance(writes, _Writes)
-                counts = writes.counts
-                counts["mutations"] = self._write(client, attempt, view, writes.tables)
-                laps.lap("write")
-            if build:
-                counts["mutations"] = self._build(client, attempt, view, new_ts, laps)
-            fail_point("view.before_commit")
-            elapsed = laps.elapsed()
-            if build:
-                self.cost.record_build(elapsed)
-            elif on_executors:
-                self.cost.record_executor_delta(keys, elapsed)
-            elif keys:
-                self.cost.record_delta(keys, elapsed)
-            meta = EpochMetadata(
-                sources=new_ts,
-                fields={
-                    "barrier": barrier,
-                    "strategy": self.name,
-                    "plan": self.plan.fingerprint,
-                    "step": "build" if build else "delta",
-                    "why": why,
-                    "changed_keys": keys,
-                    # a delta's view change: over Arrow (columnar) or by the row rules (rows)
-                    **({} if build else {"path": self.path}),
-                    # A delta is the change after `last`'s barrier: the coordinator refuses the
-                    # commit if another run of the job committed past it meanwhile (a stale
-                    # cache here), and the retry re-reads what is committed.
-                    **({} if build or last is None else _after(last)),
-                    "cost": self.cost.as_field(),
-                    **counts,
-                    # Seconds per step so far (the commit's own comes after): the coordinator
-                    # turns them into snapview_job_epoch_step_seconds (docs/metrics.md).
-                    "steps": {k: round(v, 4) for k, v in laps.steps.items()},
-                    # Done here: the coordinator marks the rebuild's revision DONE with this
-                    # commit (coordinator.server.revisions).
-                    **({"rebuild": rebuild} if rebuild else {}),
-                },
-            )
-            attempt.commit(meta)
-        self._last = meta
-        self._clean = True
-        laps.lap("commit")
-        p = self.progress
-        p.first_barrier = p.first_barrier or barrier
-        p.last_barrier = barrier
-        p.barriers += 1
-        p.recomputed += build
-        p.unchanged += not build and counts["changes"] == 0
-        p.mutations += counts["mutations"]
-        p.last_steps = laps.steps
-        p.last_epoch_s = sum(laps.steps.values())
-        p.last_strategy = "build" if build else "delta"
-        p.last_changes = counts["changes"]
-        p.last_lookups = counts["lookups"]
-        p.last_mutations = counts["mutations"]
-        p.last_why = why
+        if on_executors:
+            assert isinstance(writes, _OnExecutors)
+            counts = self._executor_delta(client, attempt, view, writes, keys)
+            slices = counts.pop("row_slices", 0)
+            self.path = "executors"
+            self.why_rows = f"{slices} slices by the row rules" if slices else None
+            laps.lap("delta")
+        elif not build:
+            assert isinstance(writes, _Writes)
+            counts = writes.counts
+            counts["mutations"] = self._write(client, attempt, view, writes.tables)
+            laps.lap("write")
+        if build:
+            counts["mutations"] = self._build(client, attempt, view, epoch.read_ts, laps)
+        elapsed = laps.elapsed()
+        if build:
+            self.cost.record_build(elapsed)
+        elif on_executors:
+            self.cost.record_executor_delta(keys, elapsed)
+        elif keys:
+            self.cost.record_delta(keys, elapsed)
+        fields = {
+            "plan": self.plan.fingerprint,
+            "step": "build" if build else "delta",
+            "why": why,
+            "changed_keys": keys,
+            # a delta's view change: over Arrow (columnar), by the row rules (rows) or on
+            # the executors
+            **({} if build else {"path": self.path}),
+            # A delta is the change after `last`'s barrier: the coordinator refuses the
+            # commit if another run of the job committed past it meanwhile (a stale cache
+            # here), and the retry re-reads what is committed.
+            **({} if build or last is None else _after(last)),
+            "cost": self.cost.as_field(),
+            **counts,
+        }
+        return EpochWork(
+            kind="build" if build else "delta",
+            recomputed=build,
+            unchanged=not build and counts["changes"] == 0,
+            mutations=counts["mutations"],
+            changes=counts["changes"],
+            lookups=counts["lookups"],
+            why=why,
+            fields=fields,
+        )
 
     def _delta_ahead(
         self, client: Client, view: TableInfo, reads: dict[str, tuple[int, bool]], laps: Laps

@@ -199,7 +199,7 @@ def test_an_abandoned_correction_set_is_aborted(c, table_name):
     only for the epoch TTL; then its epoch is rolled back and its record ends ABORTED, with
     nobody asking about it."""
     c.create_table(table_name, "id BIGINT, v BIGINT", primary_key=["id"])
-    begun = c._begin_corrections(table_name, "upsert", "test", LOCK_TTL_MS)
+    begun = c.jobs.begin_corrections(table_name, "upsert", "test", LOCK_TTL_MS)
     rid, start = begun.revision.id, begun.epoch.start_ts
     assert any(h.kind == "revision" and f"revision {rid} " in h.name for h in c.gc_status().holds)
     wait_for(lambda: c.gc_status().safepoint > start, 10 * EPOCH_TTL_S, "the safepoint")
@@ -219,7 +219,7 @@ def test_an_abandoned_correction_set_is_settled_by_the_gc_tick_across_a_kill(tmp
     try:
         with coordinator.connect(srv.address) as c:
             c.create_table("fixes", "id BIGINT, v BIGINT", primary_key=["id"])
-            begun = c._begin_corrections("fixes", "upsert", "test", LOCK_TTL_MS)
+            begun = c.jobs.begin_corrections("fixes", "upsert", "test", LOCK_TTL_MS)
             info = c.describe_table("fixes")
             key = info.key_codec.encode({"id": 1})
             put = (LockOp.PUT, key, info.row_codec.encode({"id": 1, "v": 1}))

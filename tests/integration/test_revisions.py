@@ -160,7 +160,7 @@ def test_refusals(c, srv):
         c.revise("rb_refuse", corrections=pa.table({"id": [1]}))
     c.create_table("rb_append", "v BIGINT", primary_key=[])
     with pytest.raises(FailedPrecondition, match="append-only"):
-        c._begin_corrections("rb_append", "upsert", "x", 0)
+        c.jobs.begin_corrections("rb_append", "upsert", "x", 0)
     assert all(r.table not in ("rb_refuse", "rb_append") for r in c.revisions())
 
 
@@ -370,7 +370,7 @@ def test_reserved_job_names_and_a_rebuild_whose_view_is_dropped(c):
 
 def test_an_open_correction_set_holds_the_gc_safepoint(c):
     _table(c, "corr_hold")
-    begun = c._begin_corrections("corr_hold", "upsert", "x", 0)
+    begun = c.jobs.begin_corrections("corr_hold", "upsert", "x", 0)
     holds = [h for h in c.gc_status().holds if h.kind == "revision"]
     assert any(
         h.ts == begun.epoch.start_ts - 1 and f"revision {begun.revision.id}" in h.name

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.classic.dataframe import DataFrame
 
+from coordinator.epoch_attempt import EpochAttempt
 from coordinator.jobs import EpochMetadata
 from kvstore.errors import SchemaMismatch
 from spark_sink import MaterializedView
-from spark_sink import view_maintenance as vm
-from spark_sink.epoch_attempt import EpochAttempt
+from spark_sink import full_recompute as vm
 from spark_sink.executor_diff import write_diff, write_rows
 from spark_sink.query_analysis import prepare_session
 from tests.conftest import snapview_reader

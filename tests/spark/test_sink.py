@@ -25,13 +25,13 @@ from pyspark.sql.types import (
 )
 
 import coordinator
+from coordinator.epoch_attempt import EpochTarget, Heartbeat
 from coordinator.errors import SecondWriter
 from coordinator.jobs import EpochState
 from kvstore.errors import SnapviewError
 from kvstore.mvcc.records import LockOp
 from spark_sink import EpochWriter
 from spark_sink.epoch_writer import DEFAULT_TTL_MS, QUERY_ID_PROPERTY
-from spark_sink.partition_writer import EpochTarget, Heartbeat
 from tests.conftest import snapview_reader, wait_for
 
 ALL_TYPES = StructType(
@@ -279,7 +279,7 @@ def test_heartbeat_keeps_long_epoch_alive(client, table_name):
         client.address, None, info, "upsert", table_name, e.epoch, e.start_ts, e.primary_key, 600
     )
     k = info.key_codec.encode({"id": 1})
-    with Heartbeat(target):
+    with Heartbeat.of(target):
         client.prewrite(
             [(LockOp.PUT, k, info.row_codec.encode({"id": 1, "v": "a"}))],
             e.primary_key,

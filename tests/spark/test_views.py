@@ -466,7 +466,7 @@ def test_a_view_job_rides_out_a_transient_failure_and_stops_on_a_permanent_one(
     from coordinator.jobs import JobState
     from kvstore.errors import InvalidArgument, Unavailable
     from spark_sink import materialized_view as mv
-    from spark_sink.view_maintenance import FullRecompute
+    from spark_sink.full_recompute import FullRecompute
 
     monkeypatch.setattr(mv, "FIRST_RETRY_S", 0.2)
     vc.create_table("tr_src", "id BIGINT, v INT", primary_key=["id"])
@@ -707,11 +707,10 @@ def test_an_epochs_writes_go_direct_in_key_order(spark, views_server, vc, monkey
     straight into LMDB, in key order (no Prewrite request to the server); the view stays
     exact."""
     import spark_sink.partition_writer as pw
-    import spark_sink.view_maintenance as vm
 
     chunks: list[list[bytes]] = []
     remote: list[int] = []
-    real_chunk, real_remote = vm.prewrite_chunk, pw.prewrite_remote
+    real_chunk, real_remote = pw.prewrite_chunk, pw.prewrite_remote
 
     def chunk(client, direct, target, muts):
         chunks.append([k for _, k, _ in muts])
@@ -739,7 +738,7 @@ def test_an_epochs_writes_go_direct_in_key_order(spark, views_server, vc, monkey
         .build()
     )
     mv.maintain_available(until=vc.tso(), timeout=60)
-    monkeypatch.setattr(vm, "prewrite_chunk", chunk)
+    monkeypatch.setattr(pw, "prewrite_chunk", chunk)
     monkeypatch.setattr(pw, "prewrite_remote", via_server)
     with vc.transaction() as t:  # deletes and puts of view rows and of the index on kw_o.c
         for i in range(0, 50, 3):
@@ -768,8 +767,8 @@ def test_an_epoch_opens_while_its_delta_is_computed(spark, views_server, vc, mon
     stays exact."""
     import dataclasses
 
+    from coordinator.epoch_attempt import EpochAttempt
     from coordinator.jobs import JobClient
-    from spark_sink.epoch_attempt import EpochAttempt
     from spark_sink.ivm.strategy import Incremental
 
     vc.create_table("oa_src", "id BIGINT, g INT, v BIGINT", primary_key=["id"])
@@ -867,7 +866,7 @@ def test_a_barrier_committed_while_its_delta_was_computed_ahead_is_skipped(
     commits a barrier while the other computes its delta ahead, beside an open that lands after
     that commit. The open finds the epoch committed: nothing is written, the barrier counts as
     skipped, the cached last epoch is forgotten, and the next barrier is exact."""
-    from spark_sink.epoch_attempt import EpochAttempt
+    from coordinator.epoch_attempt import EpochAttempt
 
     vc.create_table("sk_src", "id BIGINT, g INT, v BIGINT", primary_key=["id"])
     with vc.transaction() as t:

@@ -29,7 +29,7 @@ from tests.spark import differential as D
 from tests.tpch.data import TpchData
 from tests.tpch.queries import TpchQuery
 
-FULL = "full_recompute"  # spark_sink.view_maintenance.FULL_RECOMPUTE
+FULL = "full_recompute"  # spark_sink.full_recompute.FULL_RECOMPUTE
 
 
 # ---------------------------------------------------------------------- top-n comparison

@@ -20,7 +20,7 @@ def client_for(conn: str | ConnectionSettings, token: str | None = None) -> Clie
     client after a fork)."""
     settings = as_settings(conn, token)
     key = (os.getpid(), settings)
-    with process_lock("spark_source.clients"):
+    with process_lock("coordinator.process_clients"):
         c = _clients.get(key)
         if c is None:
             c = _clients[key] = coordinator.connect(settings)

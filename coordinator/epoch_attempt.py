@@ -6,14 +6,17 @@ Every writer of snapview epochs goes through this class, so the protocol is writ
     if attempt.committed:                   # a replay of a committed epoch: skip it
         return
     target = attempt.target(coordinator, token, table_info, mode, direct)
-    with attempt.running(target):           # heartbeats; any exception aborts, then re-raises
-        ...executors prewrite into target...
+    with attempt.running():                 # heartbeats; any exception aborts, then re-raises
+        ...tasks prewrite into target...
         attempt.commit(metadata)            # the moment of truth
 
-Its users: ``EpochWriter`` (foreachBatch: the driver opens, executors prewrite, the driver
-commits), ``SnapviewStreamWriter`` (``format("snapview")``: tasks open or attach to the batch's
-attempt, the driver commits or aborts it through ``EpochAttempt.of``), and the view maintenance
-strategies (epoch = barrier).
+Its users: ``spark_sink.EpochWriter`` (foreachBatch: the driver opens, executors prewrite, the
+driver commits), ``spark_sink.stream_writer`` (``format("snapview")``: tasks open or attach to the
+batch's attempt, the driver commits or aborts it through ``EpochAttempt.of``), the view
+strategies (``spark_sink.view_epoch``: epoch = barrier) and correction sets
+(``coordinator.revisions`` from a pyarrow table, ``spark_sink.revision`` from a DataFrame: the
+epoch of job ``revision/<id>``). Nothing here needs Spark: an ``EpochTarget`` is plain data a
+task unpickles, and ``Heartbeat`` is a thread of this process.
 
 What a job commits with an epoch is ``coordinator.jobs.EpochMetadata``; ``feed_metadata`` builds
 a sink's (its batch, its rows and the change-feed high-water it consumed up to).
@@ -25,13 +28,70 @@ import enum
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from coordinator.client import Client
 from coordinator.connection import ConnectionSettings
 from coordinator.jobs import FEED, EpochInfo, EpochMetadata, EpochState
+from coordinator.process_clients import client_for
 from kvstore.errors import SnapviewError
 from kvstore.table_info import TableInfo
-from spark_sink.partition_writer import DirectInfo, EpochTarget, Heartbeat
+
+# (data dir, instance id, LMDB path, map size) of the server: lets executors on its host prewrite
+# into its LMDB environment directly (they do only if they see the same files).
+DirectInfo = tuple[str, str, str, int]
+
+
+@dataclass(frozen=True)
+class EpochTarget:
+    """What a task needs to prewrite into one epoch (pickled to executors)."""
+
+    coordinator: str | ConnectionSettings
+    token: str | None
+    info: TableInfo
+    mode: str
+    job: str
+    epoch: int
+    start_ts: int
+    primary: bytes
+    ttl_ms: int
+    direct: DirectInfo | None = None
+
+
+class Heartbeat:
+    """Keeps an epoch attempt's primary lock alive while work on it goes on (every ttl/3):
+    ``with Heartbeat(client, job, epoch, start_ts, ttl_ms):``, or in a task
+    ``with Heartbeat.of(target):``. A failed heartbeat ends it quietly: the commit says whether
+    the attempt survived."""
+
+    def __init__(self, client: Client, job: str, epoch: int, start_ts: int, ttl_ms: int) -> None:
+        self.client = client
+        self.job, self.epoch, self.start_ts, self.ttl_ms = job, epoch, start_ts, ttl_ms
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="epoch-heartbeat", daemon=True)
+
+    @classmethod
+    def of(cls, target: EpochTarget) -> Heartbeat:
+        """The heartbeat of ``target``'s attempt, through this process's client of its server."""
+        client = client_for(target.coordinator, target.token)
+        return cls(client, target.job, target.epoch, target.start_ts, target.ttl_ms)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ttl_ms / 3000):
+            try:
+                self.client.jobs.heartbeat_transaction(
+                    self.job, self.epoch, self.start_ts, self.ttl_ms
+                )
+            except Exception:  # noqa: BLE001 - the commit will tell whether the epoch survived
+                return
 
 
 class EpochAttempt:
@@ -104,13 +164,17 @@ class EpochAttempt:
             direct=direct,
         )
 
+    def heartbeat(self) -> Heartbeat:
+        """A heartbeat of this attempt (not started: ``with attempt.heartbeat():``)."""
+        return Heartbeat(self.client, self.job, self.epoch, self.start_ts, self.ttl_ms)
+
     @contextmanager
-    def running(self, target: EpochTarget) -> Iterator[EpochAttempt]:
+    def running(self) -> Iterator[EpochAttempt]:
         """Keep the attempt's primary lock alive while the body runs; if the body raises
         (anything, KeyboardInterrupt included), abort the attempt and re-raise, so nothing of
         it can become visible."""
         try:
-            with Heartbeat(target):
+            with self.heartbeat():
                 yield self
         except BaseException:
             self.abort()
@@ -140,7 +204,7 @@ class OpeningAttempt:
     the previous epoch's secondaries, say). From the moment the attempt is open it is kept alive
     (a Heartbeat every ttl/3), so a long computation never lets its lock or hold lapse.
 
-    The caller either takes the attempt over (``result()``, then ``attempt.running(target)``,
+    The caller either takes the attempt over (``result()``, then ``attempt.running()``,
     which heartbeats from then on) or drops it (``abandon()``: the attempt, if it opened, is
     aborted, so nothing of it can become visible). Either way the thread is joined."""
 
@@ -151,26 +215,23 @@ class OpeningAttempt:
         epoch: int,
         *,
         ttl_ms: int,
-        coordinator: str | ConnectionSettings,
-        token: str | None,
-        table: TableInfo,
     ) -> None:
         self._attempt: EpochAttempt | None = None
         self._error: BaseException | None = None
         self._beat: Heartbeat | None = None
         self._thread = threading.Thread(
             target=self._open,
-            args=(client, job, epoch, ttl_ms, coordinator, token, table),
+            args=(client, job, epoch, ttl_ms),
             name="snapview-epoch-open",
             daemon=True,
         )
         self._thread.start()
 
-    def _open(self, client, job, epoch, ttl_ms, coordinator, token, table) -> None:
+    def _open(self, client: Client, job: str, epoch: int, ttl_ms: int) -> None:
         try:
             attempt = EpochAttempt.open(client, job, epoch, ttl_ms=ttl_ms)
             if not attempt.committed:
-                self._beat = Heartbeat(attempt.target(coordinator, token, table, "upsert"))
+                self._beat = attempt.heartbeat()
                 self._beat.__enter__()
             self._attempt = attempt
         except BaseException as e:  # noqa: BLE001 - handed to the caller by result()

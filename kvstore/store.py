@@ -26,7 +26,6 @@ from kvstore import actions, planning
 from kvstore.actions import txn_guard
 from kvstore.actions.gc import GcCursor, GcStep
 from kvstore.catalog import (
-    SYSTEM_TABLE_ID,
     Catalog,
     check_table_name,
     create_table_action,
@@ -50,7 +49,13 @@ from kvstore.heavy_calls import HeavyCalls
 from kvstore.limits import MAX_SCAN_RANGES, RESOLVE_STEP, SCAN_CHUNK_BYTES
 from kvstore.lock_resolution import resolve_lock
 from kvstore.meta_keys import GC_SAFEPOINT
-from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
+from kvstore.mvcc.keys import (
+    MAX_USER_KEY_BYTES,
+    SYSTEM_TABLE_ID,
+    TS_MASK,
+    table_id_of,
+    table_prefix,
+)
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.mvcc.timestamp import wall_text
 from kvstore.results import ChangeRecord, DropResult, TxnStatusResult

@@ -2,7 +2,7 @@
 
 A command validates its request (``kvstore.validation``: naming table, key or field in the error),
 runs one action through the group committer (writes) or over a read transaction (reads), and
-returns plain Python values.
+returns plain Python values. GC passes are driven a step at a time by ``kvstore.gc_pass``.
 ``kvstore.remote.RemoteStore`` has the same methods over gRPC, so callers do not care which one
 they hold.
 
@@ -15,7 +15,6 @@ who backs off and retries until the lock's TTL runs out.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Literal, TypeVar
@@ -40,6 +39,7 @@ from kvstore.errors import (
     cut,
 )
 from kvstore.failpoints import fail_point
+from kvstore.gc_pass import GC_STEP_RECORDS, gc_step, run_pass
 from kvstore.group_commit import GroupCommitter, WriteContext
 from kvstore.heavy_calls import HeavyCalls
 from kvstore.limits import RESOLVE_STEP, SCAN_CHUNK_BYTES
@@ -75,9 +75,6 @@ SCAN_CHUNK_ROWS = 8192
 # CHANGE_WINDOW_KEYS) between passes over the change index (see actions.scan_changes).
 CHANGE_WINDOW_CHUNKS = 8
 CHANGE_WINDOW_KEYS = CHANGE_WINDOW_CHUNKS * SCAN_CHUNK_ROWS
-# Records a GC step examines: a step's delete write stays well under a millisecond or two.
-GC_STEP_RECORDS = 2048
-GC_PLAN_CHUNK = 256  # records planned between two GIL hand-overs (well under a millisecond)
 
 
 class LocalStore:
@@ -659,39 +656,16 @@ class LocalStore:
             return True
 
     def gc_step(self, cursor: GcCursor, budget: int = GC_STEP_RECORDS) -> GcStep:
-        """One bounded step of a GC pass at the current safepoint: plan on a read transaction
-        (at most about ``budget`` records examined), then delete what may go in one short write.
-        Returns the step (``next`` is where the following step starts; ``next.done`` ends the
-        pass). The writer is held only for the deletes."""
-        safepoint = self.safepoint
-        doomed: list[tuple[str, bytes]] = []
-        versions = examined = 0
-        while examined < budget and not cursor.done:
-            # Planning is pure Python: in pieces of GC_PLAN_CHUNK records, with the GIL handed
-            # over between them, so the server's request threads wait at most one piece.
-            with self.storage.read_txn() as r:
-                part = actions.plan_gc_step(r, safepoint, cursor, min(GC_PLAN_CHUNK, budget))
-            doomed += part.doomed
-            versions += part.versions
-            examined += part.examined
-            cursor = part.next
-            time.sleep(0)
-        step = GcStep(doomed, versions, examined, cursor)
-        if doomed:
-            self.committer.run(lambda ctx: actions.delete_gc_records(ctx, doomed))
-        return step
+        """One bounded step of a GC pass at the current safepoint (see ``kvstore.gc_pass``):
+        planned on a read transaction, its deletes in one short write."""
+        return gc_step(self.storage, self.committer, self.safepoint, cursor, budget)
 
     def gc(self, safepoint: int) -> int:
         """Move the safepoint to ``safepoint`` (see ``advance_safepoint``) and collect a whole
         pass at it, step by step; returns how many versions were removed. Afterwards a read at
         any ts >= safepoint returns what it returned before."""
         self.advance_safepoint(safepoint)
-        cursor, removed = GcCursor(), 0
-        while not cursor.done:
-            step = self.gc_step(cursor)
-            removed += step.versions
-            cursor = step.next
-        return removed
+        return run_pass(self.gc_step)
 
     def split_range(
         self, start: bytes, end: bytes, rows_per_split: int = 100_000, max_splits: int = 64

@@ -1,10 +1,11 @@
 """The table catalog: name -> TableInfo, kept in the ``catalog`` CF, cached in memory.
 
 Table ids start at FIRST_TABLE_ID; ids below it are reserved for snapview's own keys (the
-coordinator's epoch status keys live in SYSTEM_TABLE_ID). Ids are never reused, so a key of a
-dropped table can never be read as a row of a newer one; a dropped table leaves a tombstone under
-its id (``kvstore.meta_keys.dropped_table_key``), so a write into it is refused for good, naming
-it (``kvstore.actions.fence.check_not_dropped``).
+coordinator's epoch status keys live in SYSTEM_TABLE_ID, defined with the key layout in
+``kvstore.mvcc.keys``). Ids are never reused, so a key of a dropped table can never be read as a
+row of a newer one; a dropped table leaves a tombstone under its id
+(``kvstore.meta_keys.dropped_table_key``), so a write into it is refused for good, naming it
+(``kvstore.actions.fence.check_not_dropped``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from kvstore.schema import TableSchema, parse_ddl
 from kvstore.storage import Reader
 from kvstore.table_info import STATE, TableInfo
 
-SYSTEM_TABLE_ID = 0
 FIRST_TABLE_ID = 16
 KINDS = ("root", "view", STATE)
 

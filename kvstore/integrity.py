@@ -299,10 +299,14 @@ def check_store(lmdb_dir: str, limit: int = 1000) -> Report:
 
 def check_storage(storage: Storage, report: Report | None = None, limit: int = 1000) -> Report:
     """``check_store`` over an environment this process has open already."""
-    from kvstore.catalog import SYSTEM_TABLE_ID
     from kvstore.errors import SnapviewError
     from kvstore.meta_keys import NEXT_TABLE_ID, STORE_FORMAT_KEY
-    from kvstore.mvcc.keys import parse_versioned_key, table_id_of, versioned_key
+    from kvstore.mvcc.keys import (
+        SYSTEM_TABLE_ID,
+        parse_versioned_key,
+        table_id_of,
+        versioned_key,
+    )
     from kvstore.mvcc.records import ChecksumMismatch, Lock, Write, WriteKind, intact
     from kvstore.table_info import TableInfo
     from kvstore.validation import describe_key

@@ -16,7 +16,8 @@ from kvstore.errors import InvalidArgument, RequestTooLarge, TxnError
 from kvstore.grpc_errors import generic_handler
 from kvstore.limits import MAX_REQUEST_BYTES, MAX_REQUEST_MUTATIONS
 from kvstore.mvcc.records import Mutation
-from kvstore.store import Guard, LocalStore, check_range_count
+from kvstore.store import Guard, LocalStore
+from kvstore.validation import check_range_count
 from snapview_proto.snapview.v1 import kvstore_pb2 as pb
 
 SERVICE_NAME = "snapview.v1.KvStore"

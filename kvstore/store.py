@@ -1,7 +1,8 @@
 """LocalStore: the store's command layer over one LMDB environment.
 
-A command validates its request (naming table, key or field in the error), runs one action through
-the group committer (writes) or over a read transaction (reads), and returns plain Python values.
+A command validates its request (``kvstore.validation``: naming table, key or field in the error),
+runs one action through the group committer (writes) or over a read transaction (reads), and
+returns plain Python values. GC passes are driven a step at a time by ``kvstore.gc_pass``.
 ``kvstore.remote.RemoteStore`` has the same methods over gRPC, so callers do not care which one
 they hold.
 
@@ -14,19 +15,14 @@ who backs off and retries until the lock's TTL runs out.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from operator import itemgetter
 from typing import Literal, TypeVar
-
-import numpy as np
 
 from kvstore import actions, planning
 from kvstore.actions import txn_guard
 from kvstore.actions.gc import GcCursor, GcStep
 from kvstore.catalog import (
-    SYSTEM_TABLE_ID,
     Catalog,
     check_table_name,
     create_table_action,
@@ -38,30 +34,32 @@ from kvstore.errors import (
     InvalidArgument,
     KeyIsLocked,
     KeyPrewrittenTwice,
-    RequestTooLarge,
     SnapshotTooOld,
     TableNotFound,
-    ValueTooLarge,
     cut,
 )
 from kvstore.failpoints import fail_point
+from kvstore.gc_pass import GC_STEP_RECORDS, gc_step, run_pass
 from kvstore.group_commit import GroupCommitter, WriteContext
 from kvstore.heavy_calls import HeavyCalls
-from kvstore.limits import MAX_SCAN_RANGES, RESOLVE_STEP, SCAN_CHUNK_BYTES
+from kvstore.limits import RESOLVE_STEP, SCAN_CHUNK_BYTES
 from kvstore.lock_resolution import resolve_lock
 from kvstore.meta_keys import GC_SAFEPOINT
-from kvstore.mvcc.keys import MAX_USER_KEY_BYTES, TS_MASK, table_id_of, table_prefix
-from kvstore.mvcc.records import LockOp, Mutation
+from kvstore.mvcc.keys import table_id_of, table_prefix
+from kvstore.mvcc.records import Mutation
 from kvstore.mvcc.timestamp import wall_text
 from kvstore.results import ChangeRecord, DropResult, TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Reader, Storage, raw_key_name
 from kvstore.table_info import TableInfo, state_tables_of
 from kvstore.validation import (
-    check_key,
+    check_issued,
     check_key_ranges,
+    check_keys,
+    check_range_count,
+    check_ts,
     describe_key,
-    repeated_key,
-    validate_rows,
+    table_of_key,
+    validate_mutations,
 )
 
 T = TypeVar("T")
@@ -77,18 +75,6 @@ SCAN_CHUNK_ROWS = 8192
 # CHANGE_WINDOW_KEYS) between passes over the change index (see actions.scan_changes).
 CHANGE_WINDOW_CHUNKS = 8
 CHANGE_WINDOW_KEYS = CHANGE_WINDOW_CHUNKS * SCAN_CHUNK_ROWS
-# Records a GC step examines: a step's delete write stays well under a millisecond or two.
-GC_STEP_RECORDS = 2048
-GC_PLAN_CHUNK = 256  # records planned between two GIL hand-overs (well under a millisecond)
-
-
-def check_range_count(n: int) -> None:
-    """Refuse a keyed multi-range read of more ranges than kvstore.limits allows."""
-    if n > MAX_SCAN_RANGES:
-        raise RequestTooLarge(
-            f"ScanRanges: {n} ranges in one request; the limit is {MAX_SCAN_RANGES} "
-            "(split the request)"
-        )
 
 
 class LocalStore:
@@ -214,21 +200,6 @@ class LocalStore:
 
     # ------------------------------------------------------------------ validation
 
-    def _table_of_key(self, key: bytes, internal: bool) -> TableInfo | None:
-        if len(key) < 5:
-            raise InvalidArgument(f"key {key.hex()!r} is too short to name a table")
-        if len(key) > MAX_USER_KEY_BYTES:
-            raise InvalidArgument(
-                f"key {key[:32].hex()}... of {len(key)} bytes exceeds the limit "
-                f"of {MAX_USER_KEY_BYTES} bytes"
-            )
-        tid = table_id_of(key)
-        if tid == SYSTEM_TABLE_ID:
-            if internal:
-                return None
-            raise InvalidArgument(f"key {key.hex()} is in snapview's reserved system table")
-        return self.catalog.get_id(tid)  # TableNotFound names a dropped table
-
     def describe_key(self, key: bytes) -> str:
         """``table 'name' key (values...)`` for a user key, for error messages."""
         try:
@@ -236,107 +207,10 @@ class LocalStore:
         except Exception:  # noqa: BLE001 - a message helper: fall back to the raw bytes
             return raw_key_name(key)
 
-    @staticmethod
-    def _check_key(info: TableInfo | None, key: bytes) -> None:
-        if info is not None:
-            check_key(info, key)
-
     def validate_mutations(self, mutations: list[Mutation], internal: bool = False) -> None:
-        """Refuse the whole request if any mutation is malformed: unknown table, a key that does
-        not decode, a row that does not fit the schema or whose key columns disagree with its key,
-        an oversized value, a repeated key.
-
-        Rows are checked per table in bulk (numpy/Arrow); a failing row is then checked alone to
-        word the error."""
-        if not internal and self._validate_bulk_puts(mutations):
-            return
-        puts: dict[int, tuple[list[bytes], list[bytes]]] = {}
-        keys = []
-        for op, key, value in mutations:
-            if not isinstance(op, LockOp):
-                raise InvalidArgument(f"mutation on key {key.hex()}: unknown op {op!r}")
-            info = self._table_of_key(key, internal)
-            keys.append(key)
-            if op is LockOp.PUT:
-                if len(value) > self.max_value_bytes:
-                    where = f"table {info.name!r} " if info else ""
-                    raise ValueTooLarge(
-                        f"{where}key {key.hex()}: value of {len(value)} bytes "
-                        f"exceeds the limit of {self.max_value_bytes} bytes"
-                    )
-                if info is not None:
-                    ks, vs = puts.setdefault(info.id, ([], []))
-                    ks.append(key)
-                    vs.append(value)
-            else:
-                if value:
-                    raise InvalidArgument(f"key {key.hex()}: a {op.name} mutation carries no value")
-                self._check_key(info, key)
-        dup = repeated_key(keys)
-        if dup is not None:
-            raise InvalidArgument(f"key {dup.hex()} appears twice in one request")
-        for tid, (ks, vs) in puts.items():
-            validate_rows(self.catalog.get_id(tid), ks, vs)
-
-    def _validate_bulk_puts(self, mutations: list[Mutation]) -> bool:
-        """The common bulk shape, checked without a Python step per mutation: all PUTs into one
-        user table, keys and values within limits, no key twice. Returns False (nothing
-        decided) for any other shape; the general path then checks and words errors."""
-        ops = set(map(itemgetter(0), mutations))
-        if ops != {LockOp.PUT}:
-            return False
-        keys = list(map(itemgetter(1), mutations))
-        klens = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-        if (klens < 5).any():  # too short to name a table: the general path words the error
-            return False
-        prefixes = {k[:4] for k in keys}
-        if len(prefixes) != 1:
-            return False
-        tid = table_id_of(prefixes.pop() + b"\0")
-        info = self.catalog.by_id.get(tid)
-        if info is None:
-            return False
-        values = list(map(itemgetter(2), mutations))
-        vlens = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-        if (
-            (klens > MAX_USER_KEY_BYTES).any()
-            or (vlens > self.max_value_bytes).any()
-            or len(set(keys)) != len(keys)
-        ):
-            return False
-        validate_rows(info, keys, values)
-        return True
-
-    @staticmethod
-    def _check_keys(what: str, keys: list[bytes]) -> None:
-        """Keys that reach LMDB must be 1..MAX_USER_KEY_BYTES long (LMDB's own limit is 511)."""
-        for k in keys:
-            if not 0 < len(k) <= MAX_USER_KEY_BYTES:
-                raise InvalidArgument(
-                    f"{what} {k[:32].hex()!r} has {len(k)} bytes; keys must "
-                    f"have 1 to {MAX_USER_KEY_BYTES}"
-                )
-
-    @staticmethod
-    def _check_ts(**named: int) -> None:
-        for name, ts in named.items():
-            if not isinstance(ts, int) or not 0 < ts < TS_MASK:
-                raise InvalidArgument(f"{name} must be a positive 64-bit timestamp, got {ts!r}")
-
-    def _check_issued(self, **named: int) -> None:
-        """Refuse a timestamp the TSO has not issued yet: a far-future commit_ts would hide a row
-        and conflict every later writer of its key; a far-future safepoint would stop every
-        writer for good."""
-        self._check_ts(**named)
-        if self._tso is None:
-            return
-        bound = self._tso.issued()
-        for name, ts in named.items():
-            if ts > bound:
-                raise InvalidArgument(
-                    f"{name} {ts} is above every timestamp the TSO has issued ({bound}); "
-                    "timestamps must come from the TSO"
-                )
+        """Refuse the whole request if any mutation is malformed (see
+        ``kvstore.validation.validate_mutations``; values over ``max_value_bytes``)."""
+        validate_mutations(self.catalog, mutations, self.max_value_bytes, internal)
 
     # ------------------------------------------------------------------ transactional writes
 
@@ -353,10 +227,10 @@ class LocalStore:
         """Prewrite ``mutations`` for txn ``start_ts`` (all or none). Returns 0, or the commit_ts
         when ``try_one_pc`` committed them in the same call. Raises the first Percolator outcome
         (KeyIsLocked, WriteConflict, TxnRolledBack) that stopped it."""
-        self._check_issued(start_ts=start_ts)
+        check_issued(self._tso, start_ts=start_ts)
         if not mutations:
             raise InvalidArgument("prewrite needs at least one mutation")
-        self._check_keys("primary key", [primary])
+        check_keys("primary key", [primary])
         if not 0 < ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"lock_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}], got {ttl_ms}")
         self.validate_mutations(mutations, internal)
@@ -401,11 +275,11 @@ class LocalStore:
         """Commit ``keys`` of txn ``start_ts`` at ``commit_ts`` (idempotent). A commit_ts above
         what the TSO has issued is refused (INVALID_ARGUMENT). ``guard`` ("checked" or "raw")
         is for a call from outside the server: see kvstore.actions.txn_guard."""
-        self._check_ts(start_ts=start_ts, commit_ts=commit_ts)
+        check_ts(start_ts=start_ts, commit_ts=commit_ts)
         if commit_ts <= start_ts:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
-        self._check_keys("key", keys)
-        self._check_issued(start_ts=start_ts, commit_ts=commit_ts)
+        check_keys("key", keys)
+        check_issued(self._tso, start_ts=start_ts, commit_ts=commit_ts)
 
         def act(ctx: WriteContext) -> None:
             if guard:
@@ -419,9 +293,9 @@ class LocalStore:
     def rollback(self, start_ts: int, keys: list[bytes], *, guard: Guard = None) -> None:
         """Roll back txn ``start_ts`` on ``keys`` (all or none; see actions.rollback_key);
         ``guard`` as for ``commit``."""
-        self._check_ts(start_ts=start_ts)
-        self._check_keys("key", keys)
-        self._check_issued(start_ts=start_ts)
+        check_ts(start_ts=start_ts)
+        check_keys("key", keys)
+        check_issued(self._tso, start_ts=start_ts)
 
         def act(ctx: WriteContext) -> None:
             if guard:
@@ -433,8 +307,8 @@ class LocalStore:
     def check_txn_status(
         self, primary: bytes, lock_ts: int, rollback_if_not_exist: bool = False
     ) -> TxnStatusResult:
-        self._check_issued(lock_ts=lock_ts)
-        self._check_keys("primary key", [primary])
+        check_issued(self._tso, lock_ts=lock_ts)
+        check_keys("primary key", [primary])
         now = self.lock_clock_ms()
         return self.committer.run(
             lambda ctx: actions.check_txn_status(ctx, primary, lock_ts, now, rollback_if_not_exist)
@@ -444,9 +318,9 @@ class LocalStore:
         """Commit (commit_ts > 0) or roll back every lock of txn ``start_ts``; how many.
         ``guard`` as for ``commit`` (checked once, in the first step: a primary's decision is
         final, so later steps agree with it as the first did)."""
-        self._check_issued(start_ts=start_ts)
+        check_issued(self._tso, start_ts=start_ts)
         if commit_ts:
-            self._check_issued(commit_ts=commit_ts)
+            check_issued(self._tso, commit_ts=commit_ts)
         if commit_ts and commit_ts <= start_ts:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
         # In steps of bounded writes, so resolving a large transaction never holds the writer
@@ -466,8 +340,8 @@ class LocalStore:
         return total
 
     def txn_heartbeat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
-        self._check_issued(start_ts=start_ts)
-        self._check_keys("primary key", [primary])
+        check_issued(self._tso, start_ts=start_ts)
+        check_keys("primary key", [primary])
         if not 0 < advise_ttl_ms <= MAX_LOCK_TTL_MS:
             raise InvalidArgument(f"advise_ttl_ms must be in (0, {MAX_LOCK_TTL_MS}]")
         now = self.lock_clock_ms()
@@ -534,8 +408,8 @@ class LocalStore:
         """The value of ``key`` at ``version`` (None if absent); raises KeyIsLocked while a live
         transaction that may commit at or below ``version`` holds the key, SnapshotTooOld below
         the GC safepoint."""
-        self._check_ts(version=version)
-        info = self._table_of_key(key, internal=True)
+        check_ts(version=version)
+        info = table_of_key(self.catalog, key, internal=True)
         name = info.name if info is not None else "(system)"
         return self._read(lambda r: actions.get(r, key, version), version, name)
 
@@ -550,7 +424,7 @@ class LocalStore:
         """(keys, values) chunks of [start, end) at ``version``, in key order. ``end`` None or
         empty means the end of start's table. Each chunk is read in its own LMDB transaction;
         MVCC makes them one consistent snapshot at ``version``."""
-        self._check_ts(version=version)
+        check_ts(version=version)
         if len(start) < 4:
             raise InvalidArgument(f"scan start key {start.hex()!r} does not name a table")
         info = self.catalog.get_id(table_id_of(start))
@@ -610,7 +484,7 @@ class LocalStore:
         read in one LMDB read transaction over as many ranges as fit, never one per range.
         Checked before anything is read: at most MAX_SCAN_RANGES ranges (RequestTooLarge), all
         in one existing table (InvalidArgument, TableNotFound)."""
-        self._check_ts(version=version)
+        check_ts(version=version)
         check_range_count(len(ranges))
         if not 0 <= range_limit <= SCAN_CHUNK_ROWS:
             raise InvalidArgument(
@@ -698,7 +572,7 @@ class LocalStore:
         return restored, removed
 
     def _change_interval(self, table: str, from_ts: int, to_ts: int) -> TableInfo:
-        self._check_ts(to_ts=to_ts)
+        check_ts(to_ts=to_ts)
         if from_ts < 0 or from_ts >= to_ts:
             raise InvalidArgument(
                 f"table {table!r}: need 0 <= from_ts < to_ts, got ({from_ts}, {to_ts}]"
@@ -769,7 +643,7 @@ class LocalStore:
         (SnapshotTooOld) and so are prewrites at or below it. It never passes what the TSO has
         issued (INVALID_ARGUMENT), nor what ``gc_guard`` (the coordinator's holds) allows
         (FAILED_PRECONDITION)."""
-        self._check_issued(safepoint=safepoint)
+        check_issued(self._tso, safepoint=safepoint)
         with self._safepoint_lock:
             if safepoint <= self.safepoint:
                 return False
@@ -782,39 +656,16 @@ class LocalStore:
             return True
 
     def gc_step(self, cursor: GcCursor, budget: int = GC_STEP_RECORDS) -> GcStep:
-        """One bounded step of a GC pass at the current safepoint: plan on a read transaction
-        (at most about ``budget`` records examined), then delete what may go in one short write.
-        Returns the step (``next`` is where the following step starts; ``next.done`` ends the
-        pass). The writer is held only for the deletes."""
-        safepoint = self.safepoint
-        doomed: list[tuple[str, bytes]] = []
-        versions = examined = 0
-        while examined < budget and not cursor.done:
-            # Planning is pure Python: in pieces of GC_PLAN_CHUNK records, with the GIL handed
-            # over between them, so the server's request threads wait at most one piece.
-            with self.storage.read_txn() as r:
-                part = actions.plan_gc_step(r, safepoint, cursor, min(GC_PLAN_CHUNK, budget))
-            doomed += part.doomed
-            versions += part.versions
-            examined += part.examined
-            cursor = part.next
-            time.sleep(0)
-        step = GcStep(doomed, versions, examined, cursor)
-        if doomed:
-            self.committer.run(lambda ctx: actions.delete_gc_records(ctx, doomed))
-        return step
+        """One bounded step of a GC pass at the current safepoint (see ``kvstore.gc_pass``):
+        planned on a read transaction, its deletes in one short write."""
+        return gc_step(self.storage, self.committer, self.safepoint, cursor, budget)
 
     def gc(self, safepoint: int) -> int:
         """Move the safepoint to ``safepoint`` (see ``advance_safepoint``) and collect a whole
         pass at it, step by step; returns how many versions were removed. Afterwards a read at
         any ts >= safepoint returns what it returned before."""
         self.advance_safepoint(safepoint)
-        cursor, removed = GcCursor(), 0
-        while not cursor.done:
-            step = self.gc_step(cursor)
-            removed += step.versions
-            cursor = step.next
-        return removed
+        return run_pass(self.gc_step)
 
     def split_range(
         self, start: bytes, end: bytes, rows_per_split: int = 100_000, max_splits: int = 64

@@ -6,7 +6,8 @@
 job may take), ``delay`` (barrier lag and E2E delay), ``meta`` (the coordinator's key space in
 the ``meta`` column family), ``gc`` (the GC safepoint and its steps), ``leases`` (reader leases),
 ``owned_holds`` (holds with an owner and a TTL), ``drops`` (what goes with a dropped table: its
-jobs' epochs and view versions), ``revisions`` (rollbacks, corrections and rebuilds),
+jobs' epochs and view versions), ``revisions`` (a package, one module per concept: rollbacks,
+corrections and rebuilds, their records, request checks and GC holds; its ``__init__`` maps it),
 ``metrics`` and ``metrics_http`` (Prometheus metrics and their endpoint), ``service`` (the
 Coordinator gRPC service) and ``serve`` (both services on one port).
 

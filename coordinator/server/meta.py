@@ -36,9 +36,8 @@ import struct
 from dataclasses import asdict, dataclass
 
 from coordinator.jobs import EpochState
-from kvstore.catalog import SYSTEM_TABLE_ID
 from kvstore.errors import InvalidArgument, cut
-from kvstore.mvcc.keys import table_prefix
+from kvstore.mvcc.keys import SYSTEM_TABLE_ID, table_prefix
 from kvstore.text import control_character
 
 _U64 = struct.Struct(">Q")

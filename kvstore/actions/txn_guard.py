@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import struct
 
-from kvstore.catalog import SYSTEM_TABLE_ID
 from kvstore.errors import PermissionDenied
 from kvstore.group_commit import WriteContext
-from kvstore.mvcc.keys import table_id_of
+from kvstore.mvcc.keys import SYSTEM_TABLE_ID, table_id_of
 from kvstore.mvcc.records import Lock, WriteKind
 from kvstore.storage import Reader
 

@@ -25,6 +25,8 @@ _U64 = struct.Struct(">Q")
 TS_MASK = (1 << 64) - 1
 # LMDB keys are at most 511 bytes; the longest derived key is the change index (12 + user key).
 MAX_USER_KEY_BYTES = 480
+# The table id of snapview's own Percolator keys (epoch and rollback primaries): the system table.
+SYSTEM_TABLE_ID = 0
 SIGN64 = 1 << 63
 SIGN32 = 1 << 31
 SIGN128 = 1 << 127

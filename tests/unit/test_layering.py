@@ -32,6 +32,7 @@ ENGINE = (
     "kvstore.catalog",
     "kvstore.direct",
     "kvstore.direct_reads",
+    "kvstore.gc_pass",
     "kvstore.planning",
     "kvstore.service",
     "kvstore.testing",

@@ -39,7 +39,7 @@ SERVER_SWITCH_INTERVAL_S = 0.001  # the server process's GIL switch interval (cm
 
 if TYPE_CHECKING:  # the commands load what they use when they run
     from coordinator.client import Client
-    from snapview_proto.snapview.v1.coordinator_pb2 import DelayResponse, TopologyResponse
+    from coordinator.reports import DelayInfo, TopologyInfo
 
 
 def parse_duration(text: str) -> float:
@@ -719,7 +719,7 @@ def lag_level(barriers_behind: int, job_state: str) -> str:
     return "green" if barriers_behind <= LAG_GREEN_MAX else "yellow"
 
 
-def topology_dot(topo: TopologyResponse, delay: DelayResponse | None = None) -> str:
+def topology_dot(topo: TopologyInfo, delay: DelayInfo | None = None) -> str:
     """Graphviz DOT of the lineage: tables are nodes (views double-circled), each job an edge
     from every source to its sink, labelled with the job. With ``delay``, each table is filled
     by its lag (lag_level) and says how far behind it is."""

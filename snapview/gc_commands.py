@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator.times import format_ts, with_wall
 from kvstore.mvcc.timestamp import physical_ms
 from snapview.terminal import shown
 
+if TYPE_CHECKING:
+    from coordinator.client import Client
+    from coordinator.reports import GcInfo, LeaseInfo
 
-def fetch_leases(c: Any, holder: str = "", limit: int = 0) -> tuple[Any, list]:
+
+def fetch_leases(c: Client, holder: str = "", limit: int = 0) -> tuple[GcInfo, list[LeaseInfo]]:
     """The GC status and up to ``limit`` (0: every one) live leases of ``holder`` (every
     holder's if ''), fetched a page at a time so no answer is larger than one page."""
     page = min(limit, 10_000) if limit > 0 else 0
     st = c.gc_status(page, "", holder)
-    leases = list(st.leases)
+    leases: list[LeaseInfo] = list(st.leases)
     token = st.next_page_token
     while token and (limit <= 0 or len(leases) < limit):
         more = c.gc_status(page, token, holder)
@@ -29,7 +33,7 @@ def fetch_leases(c: Any, holder: str = "", limit: int = 0) -> tuple[Any, list]:
     return st, leases[:limit] if limit > 0 else leases
 
 
-def release_lease(c: Any, lease_id: str, fmt: str = "text") -> int:
+def release_lease(c: Client, lease_id: str, fmt: str = "text") -> int:
     """``snapview leases release ID``: 0 if the lease was held and is released, 1 if there
     was no such lease (released already, expired, or never taken)."""
     existed = c.release_lease(lease_id)
@@ -45,9 +49,10 @@ def release_lease(c: Any, lease_id: str, fmt: str = "text") -> int:
     return 0 if existed else 1
 
 
-def gc_report(st: Any, leases: list | None = None) -> dict:
-    """``GcStatusResponse`` as plain data: times beside timestamps, ages and expiries in
-    seconds on the server's clock; ``leases`` (default: the answer's page) as its leases."""
+def gc_report(st: GcInfo, leases: list[LeaseInfo] | None = None) -> dict[str, Any]:
+    """``Client.gc_status()``'s answer as plain data: times beside timestamps, ages and
+    expiries in seconds on the server's clock; ``leases`` (default: the answer's page) as its
+    leases."""
     now = st.now_ms
 
     def age_s(ts: int) -> float | None:

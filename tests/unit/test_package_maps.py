@@ -11,7 +11,12 @@ import pytest
 
 # The packages whose __init__ docstring is a map of their modules (kvstore.actions maps its verbs
 # by its imports: one module per verb, each imported there).
-MAPPED = ["coordinator.server", "spark_sink.ivm.ops", "spark_sink.ivm.state_builds"]
+MAPPED = [
+    "coordinator.server",
+    "spark_sink.ivm.ops",
+    "spark_sink.ivm.state_builds",
+    "snapview.commands",
+]
 
 
 @pytest.mark.parametrize("package", MAPPED)

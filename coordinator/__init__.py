@@ -17,6 +17,7 @@ from coordinator.errors import (
     SecondWriter,
     TopologyCycle,
 )
+from coordinator.reports import DelayInfo, GcInfo, LeaseInfo, ServerStatus, TopologyInfo
 from coordinator.revisions import Revision
 from coordinator.snapshot import Snapshot
 from coordinator.transaction import Transaction
@@ -42,9 +43,12 @@ __all__ = [
     "BarrierNotReached",
     "Client",
     "ConnectionSettings",
+    "DelayInfo",
     "FailedPrecondition",
+    "GcInfo",
     "InvalidArgument",
     "KeyIsLocked",
+    "LeaseInfo",
     "LeaseNotFound",
     "NotFound",
     "RetryPolicy",
@@ -52,11 +56,13 @@ __all__ = [
     "RevisionNotReached",
     "SchemaMismatch",
     "SecondWriter",
+    "ServerStatus",
     "Snapshot",
     "SnapshotTooOld",
     "SnapviewError",
     "TableNotFound",
     "TopologyCycle",
+    "TopologyInfo",
     "Transaction",
     "TxnError",
     "ValueTooLarge",

@@ -22,6 +22,7 @@ from coordinator.connection import ConnectionSettings
 from coordinator.errors import BarrierNotReached
 from coordinator.jobs import JobClient, downstream_tables
 from coordinator.lease import DEFAULT_LEASE_TTL_S, Lease
+from coordinator.reports import DelayInfo, GcInfo, LeaseInfo, ServerStatus, TopologyInfo
 from coordinator.revisions import (
     Revision,
     arrow_mutations,
@@ -504,17 +505,15 @@ class Client:
         req = cpb.ReleaseLeaseRequest(id=lease_id)
         return self._rpc.unary(self._stub.ReleaseLease, req).existed
 
-    def gc_status(
-        self, page_size: int = 0, page_token: str = "", holder: str = ""
-    ) -> cpb.GcStatusResponse:
+    def gc_status(self, page_size: int = 0, page_token: str = "", holder: str = "") -> GcInfo:
         """The GC safepoint, what holds it (oldest first), GC progress, the count of live leases
         (``lease_count``: of ``holder`` if given; ``total_leases``: all) and one page of them
         in id order: the first ``page_size`` (default 1,000, at most 10,000), or those after
         ``page_token`` (a previous answer's ``next_page_token``, '' after the last page)."""
         req = cpb.GcStatusRequest(page_size=page_size, page_token=page_token, holder=holder)
-        return self._rpc.unary(self._stub.GcStatus, req)
+        return GcInfo.from_pb(self._rpc.unary(self._stub.GcStatus, req))
 
-    def iter_leases(self, holder: str = "", page_size: int = 0) -> Iterator[cpb.Lease]:
+    def iter_leases(self, holder: str = "", page_size: int = 0) -> Iterator[LeaseInfo]:
         """Every live reader lease (of ``holder`` if given), in id order, a page at a time: a
         lease live throughout comes exactly once, one taken or released meanwhile may or may
         not."""
@@ -648,14 +647,17 @@ class Client:
         (see ``coordinator.revisions.wait_revised``)."""
         return wait_revised(self, revision, timeout_s, progress)
 
-    def topology(self) -> cpb.TopologyResponse:
-        return self._rpc.unary(self._stub.Topology, cpb.TopologyRequest())
+    def topology(self) -> TopologyInfo:
+        """Every registered job (``JobInfo``, by name) and every table with its writer."""
+        return TopologyInfo.from_pb(self._rpc.unary(self._stub.Topology, cpb.TopologyRequest()))
 
-    def delay(self) -> cpb.DelayResponse:
-        return self._rpc.unary(self._stub.Delay, cpb.DelayRequest())
+    def delay(self) -> DelayInfo:
+        """The newest barrier and how far behind every table is, with its critical path."""
+        return DelayInfo.from_pb(self._rpc.unary(self._stub.Delay, cpb.DelayRequest()))
 
-    def status(self) -> cpb.StatusResponse:
-        return self._rpc.unary(self._stub.Status, cpb.StatusRequest())
+    def status(self) -> ServerStatus:
+        """The server's version, a fresh timestamp, table and job counts, space used."""
+        return ServerStatus.from_pb(self._rpc.unary(self._stub.Status, cpb.StatusRequest()))
 
     def close(self) -> None:
         pid, stream, batcher = self._tso_parts

@@ -55,7 +55,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import coordinator  # noqa: E402
-from snapview.cli import parse_duration  # noqa: E402
+from snapview.commands.common import parse_duration  # noqa: E402
 from snapview.embedded import EmbeddedServer  # noqa: E402
 
 TABLE = "gcbench"

@@ -12,6 +12,7 @@ import pytest
 
 from coordinator.jobs import JobState
 from snapview import cli as snapview_cli
+from snapview.commands import topology
 from tests.conftest import connected, serve, wait_for
 
 SLOW_S = 0.6  # how long the slow job takes over its epoch
@@ -150,15 +151,13 @@ def _dot_nodes(dot):
 
 def test_topology_dot_colors_tables_by_lag(fast, c, cascade, capsys):
     r1, r2, a, b = cascade
-    red, green = snapview_cli.LAG_COLORS["red"], snapview_cli.LAG_COLORS["green"]
+    red, green = topology.LAG_COLORS["red"], topology.LAG_COLORS["green"]
     t = _first_barrier(c, f"{a}_job")
     _commit(c, f"{a}_job", t)
     c.jobs.report_job(f"{a}_job", JobState.FAILED, "ValueError: boom")  # failed: red whatever lag
     # B never computes: once more than LAG_YELLOW_MAX barriers are issued, it is red by lag.
     wait_for(
-        lambda: (
-            {d.table: d for d in c.delay().tables}[b].barriers_behind > snapview_cli.LAG_YELLOW_MAX
-        ),
+        lambda: {d.table: d for d in c.delay().tables}[b].barriers_behind > topology.LAG_YELLOW_MAX,
         10,
         "B to fall more than LAG_YELLOW_MAX barriers behind",
     )
@@ -167,16 +166,16 @@ def test_topology_dot_colors_tables_by_lag(fast, c, cascade, capsys):
     assert "// lag: " in dot and f"{red} more or writer job failed/lost" in dot
     nodes = _dot_nodes(dot)
     assert nodes[a][0] == red and nodes[a][2] == "failed"
-    assert nodes[b][0] == red and nodes[b][1] > snapview_cli.LAG_YELLOW_MAX
+    assert nodes[b][0] == red and nodes[b][1] > topology.LAG_YELLOW_MAX
     assert nodes[r1][0] == green and nodes[r2][0] == green
     for color, behind, state in nodes.values():  # every node is colored by the same rule
-        assert color == snapview_cli.LAG_COLORS[snapview_cli.lag_level(behind, state)]
+        assert color == topology.LAG_COLORS[topology.lag_level(behind, state)]
     assert f'"{r1}" -> "{a}" [label="{a}_job"];' in dot  # edges as before
 
 
 def test_lag_levels():
-    lv = snapview_cli.lag_level
-    g, y = snapview_cli.LAG_GREEN_MAX, snapview_cli.LAG_YELLOW_MAX
+    lv = topology.lag_level
+    g, y = topology.LAG_GREEN_MAX, topology.LAG_YELLOW_MAX
     assert [lv(0, ""), lv(g, "running"), lv(g + 1, ""), lv(y, ""), lv(y + 1, "")] == [
         "green",
         "green",

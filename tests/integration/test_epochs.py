@@ -176,3 +176,19 @@ def test_a_commit_computed_after_a_stale_epoch_is_refused(client, table_name):
     assert client.jobs.get_epoch(job, 3).state is not EpochState.COMMITTED
     again = client.jobs.open_transaction(job, 3)
     assert client.jobs.commit_transaction(job, 3, again.start_ts, '{"after_epoch": 2}').committed
+
+
+def test_an_auto_epoch_carries_its_batch_and_owner(client, table_name):
+    """An auto-numbered epoch's batch and owner come back from the server in every answer about
+    it: open, heartbeat, commit, get, and a release's settled epoch."""
+    job = f"job_{table_name}"
+    e = client.jobs.open_transaction(job, 0, batch="q:7", owner="run-1")
+    beat = client.jobs.heartbeat_transaction(job, e.epoch, e.start_ts, ttl_ms=60_000)
+    done = client.jobs.commit_transaction(job, e.epoch, e.start_ts)
+    for answer in (e, beat, done, client.jobs.get_epoch(job, e.epoch)):
+        assert (answer.batch, answer.owner) == ("q:7", "run-1"), answer
+    nxt = client.jobs.open_transaction(job, 0, batch="q:8", owner="run-2")
+    assert nxt.epoch == e.epoch + 1 and (nxt.batch, nxt.owner) == ("q:8", "run-2")
+    released = client.jobs.release_job(job)
+    assert released.epoch is not None and released.epoch.state is EpochState.ABORTED
+    assert (released.epoch.batch, released.epoch.owner) == ("q:8", "run-2")

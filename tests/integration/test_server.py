@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -17,10 +18,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 import coordinator
+from coordinator.jobs import JobInfo
+from coordinator.reports import GcHold, GcProgress, JobContribution, TableDelay, TableNode
 from kvstore.errors import Unauthenticated
 from kvstore.remote import RetryPolicy
 from snapview.embedded import EmbeddedServer
-from tests.conftest import cli, serve
+from tests.conftest import cli, serve, wait_for
 
 FAST_FAIL = RetryPolicy(max_attempts=2, max_elapsed_s=2)
 
@@ -114,6 +117,48 @@ def test_tls(tmp_path):
         with pytest.raises(coordinator.SnapviewError):
             plain.tso()
         plain.close()
+
+
+def test_client_reports_are_frozen_dataclasses(client, table_name):
+    """status, topology, delay, gc_status and iter_leases answer the dataclasses of
+    coordinator.reports (all the way down), built inside the client: no protobuf message
+    reaches a caller."""
+    client.create_table(table_name, "id BIGINT", primary_key=["id"])
+    job = f"{table_name}_job"
+    client.jobs.register_job(job, table_name)
+    lease = client.lease(client.tso(), ttl_s=30, holder=f"typed {table_name}")
+    try:
+        st = client.status()
+        assert type(st) is coordinator.ServerStatus and st.tables >= 1 and st.version
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            st.tso = 0  # type: ignore[misc]
+
+        topo = client.topology()
+        assert type(topo) is coordinator.TopologyInfo
+        assert all(type(j) is JobInfo for j in topo.jobs)
+        assert all(type(t) is TableNode for t in topo.tables)
+        node = next(t for t in topo.tables if t.table == table_name)
+        assert node.writer == job and job in {j.job for j in topo.jobs}
+
+        def row() -> TableDelay | None:
+            return next((t for t in client.delay().tables if t.table == table_name), None)
+
+        mine = wait_for(row, 10, "the table's delay row")
+        delay = client.delay()
+        assert type(delay) is coordinator.DelayInfo and delay.newest_barrier > 0
+        assert all(type(t) is TableDelay for t in delay.tables)
+        assert mine.path and all(type(p) is JobContribution for p in mine.path)
+
+        gc = client.gc_status()
+        assert type(gc) is coordinator.GcInfo and type(gc.progress) is GcProgress
+        assert gc.holds and all(type(h) is GcHold for h in gc.holds)
+        assert all(type(x) is coordinator.LeaseInfo for x in gc.leases)
+        listed = [x for x in client.iter_leases(holder=lease.holder)]
+        assert [type(x) for x in listed] == [coordinator.LeaseInfo]
+        assert listed[0].id == lease.id and listed[0].ts == lease.ts
+    finally:
+        lease.release()
+        client.jobs.unregister_job(job)
 
 
 def test_cli_status_tables_read(server, client, table_name):

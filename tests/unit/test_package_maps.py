@@ -16,6 +16,7 @@ MAPPED = [
     "coordinator.server.revisions",
     "spark_sink.ivm.ops",
     "spark_sink.ivm.state_builds",
+    "snapview.commands",
 ]
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 import coordinator
+from coordinator import reports
 from coordinator.client import Client
-from coordinator.jobs import EpochState, JobClient
+from coordinator.jobs import EpochInfo, EpochState, JobClient, JobInfo
 from kvstore.remote import RemoteStore
 from kvstore.store import LocalStore
 from snapview_proto.snapview.v1 import coordinator_pb2, kvstore_pb2
@@ -17,9 +22,12 @@ def test_coordinator_exports_are_pinned():
             "BarrierNotReached",
             "Client",
             "ConnectionSettings",
+            "DelayInfo",
             "FailedPrecondition",
+            "GcInfo",
             "InvalidArgument",
             "KeyIsLocked",
+            "LeaseInfo",
             "LeaseNotFound",
             "NotFound",
             "RetryPolicy",
@@ -27,11 +35,13 @@ def test_coordinator_exports_are_pinned():
             "RevisionNotReached",
             "SchemaMismatch",
             "SecondWriter",
+            "ServerStatus",
             "Snapshot",
             "SnapshotTooOld",
             "SnapviewError",
             "TableNotFound",
             "TopologyCycle",
+            "TopologyInfo",
             "Transaction",
             "TxnError",
             "ValueTooLarge",
@@ -83,3 +93,29 @@ def test_epoch_states_cover_the_wire_enum():
     assert sorted(s.to_pb() for s in EpochState) == sorted(wire)
     for n in wire:
         assert EpochState.from_pb(n).to_pb() == n
+
+
+# The client's typed results and the wire messages they are built from.
+RESULTS = [
+    (EpochInfo, coordinator_pb2.EpochInfo),
+    (JobInfo, coordinator_pb2.JobInfo),
+    (reports.ServerStatus, coordinator_pb2.StatusResponse),
+    (reports.TopologyInfo, coordinator_pb2.TopologyResponse),
+    (reports.TableNode, coordinator_pb2.TableNode),
+    (reports.DelayInfo, coordinator_pb2.DelayResponse),
+    (reports.TableDelay, coordinator_pb2.TableDelay),
+    (reports.JobContribution, coordinator_pb2.JobContribution),
+    (reports.GcInfo, coordinator_pb2.GcStatusResponse),
+    (reports.GcHold, coordinator_pb2.GcHold),
+    (reports.LeaseInfo, coordinator_pb2.Lease),
+    (reports.GcProgress, coordinator_pb2.GcProgress),
+]
+
+
+@pytest.mark.parametrize(("result", "message"), RESULTS, ids=[r.__name__ for r, _ in RESULTS])
+def test_a_typed_result_has_every_field_of_its_message(result, message):
+    """Nothing the server sends is dropped on the way to the caller: each result dataclass has
+    exactly the fields of its message, by name."""
+    assert dataclasses.is_dataclass(result) and result.__dataclass_params__.frozen
+    fields = {f.name for f in dataclasses.fields(result)}
+    assert fields == {f.name for f in message.DESCRIPTOR.fields}

@@ -7,8 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from coordinator.revisions import Revision
-from snapview.gc_commands import format_gc_report, gc_report
-from snapview.revision_commands import format_revisions
+from snapview.commands.leases import format_gc_report, gc_report
+from snapview.commands.revisions import format_revisions
 from snapview.terminal import shown
 
 EVIL = "x\x1b]0;t\x07\x1b[2J\r\n\t\x7f\x9b\u202ey"

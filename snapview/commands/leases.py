@@ -1,26 +1,71 @@
-"""``snapview leases``: the GC safepoint, what holds it back, the reader leases and GC progress.
+"""``snapview leases`` (and ``leases release ID``): the GC safepoint, what holds it back, the
+reader leases and GC progress.
 
-Kept apart from ``cli.py`` (which only wires the verb) because the report has a shape of its own:
-the rows come from ``Client.gc_status()`` and print as text or JSON.
+The rows come from ``Client.gc_status()``, a page at a time (``fetch_leases``), become plain
+data (``gc_report``) and print as text (``format_gc_report``) or JSON.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from coordinator.times import format_ts, with_wall
-from kvstore.mvcc.timestamp import physical_ms
+from snapview.commands.common import Subparsers, add_verb, client_args, connect
 from snapview.terminal import shown
 
+if TYPE_CHECKING:
+    from coordinator.client import Client
+    from coordinator.reports import GcInfo, LeaseInfo
 
-def fetch_leases(c: Any, holder: str = "", limit: int = 0) -> tuple[Any, list]:
+
+def add_leases(sub: Subparsers) -> None:
+    ls = add_verb(
+        sub,
+        "leases",
+        "the GC safepoint, what holds it back, and the reader leases",
+        "The safepoint never passes: now minus --retention, a live reader lease, or the oldest\n"
+        "read ts a registered job still needs. A read below it fails with SnapshotTooOld.\n"
+        "leases lists the first --limit leases (of --holder only, if given), a page at a time;\n"
+        "leases release ID gives lease ID back, whoever holds it (its reads may then fail with\n"
+        "SnapshotTooOld once the safepoint passes them).",
+    )
+    client_args(ls)
+    ls.add_argument("action", nargs="?", choices=["list", "release"], default="list")
+    ls.add_argument("lease_id", nargs="?", metavar="ID", help="release: the lease's id")
+    ls.add_argument("--holder", default="", help="list: only this holder's leases")
+    ls.add_argument(
+        "--limit", type=int, default=100, metavar="N", help="list: at most N leases; 0: all"
+    )
+    ls.set_defaults(func=cmd_leases)
+
+
+def cmd_leases(args: argparse.Namespace) -> int:
+    if args.action == "release":
+        if not args.lease_id:
+            print("snapview: error: leases release needs an ID", file=sys.stderr)
+            return 2
+        with connect(args) as c:
+            return release_lease(c, args.lease_id, args.format)
+    if args.lease_id:
+        print(f"snapview: error: leases list takes no ID, got {args.lease_id!r}", file=sys.stderr)
+        return 2
+    with connect(args) as c:
+        report = gc_report(*fetch_leases(c, args.holder, args.limit))
+    if args.format == "json":
+        print(json.dumps(report))
+    else:
+        print("\n".join(format_gc_report(report)))
+    return 0
+
+
+def fetch_leases(c: Client, holder: str = "", limit: int = 0) -> tuple[GcInfo, list[LeaseInfo]]:
     """The GC status and up to ``limit`` (0: every one) live leases of ``holder`` (every
     holder's if ''), fetched a page at a time so no answer is larger than one page."""
     page = min(limit, 10_000) if limit > 0 else 0
     st = c.gc_status(page, "", holder)
-    leases = list(st.leases)
+    leases: list[LeaseInfo] = list(st.leases)
     token = st.next_page_token
     while token and (limit <= 0 or len(leases) < limit):
         more = c.gc_status(page, token, holder)
@@ -29,7 +74,7 @@ def fetch_leases(c: Any, holder: str = "", limit: int = 0) -> tuple[Any, list]:
     return st, leases[:limit] if limit > 0 else leases
 
 
-def release_lease(c: Any, lease_id: str, fmt: str = "text") -> int:
+def release_lease(c: Client, lease_id: str, fmt: str = "text") -> int:
     """``snapview leases release ID``: 0 if the lease was held and is released, 1 if there
     was no such lease (released already, expired, or never taken)."""
     existed = c.release_lease(lease_id)
@@ -45,9 +90,13 @@ def release_lease(c: Any, lease_id: str, fmt: str = "text") -> int:
     return 0 if existed else 1
 
 
-def gc_report(st: Any, leases: list | None = None) -> dict:
-    """``GcStatusResponse`` as plain data: times beside timestamps, ages and expiries in
-    seconds on the server's clock; ``leases`` (default: the answer's page) as its leases."""
+def gc_report(st: GcInfo, leases: list[LeaseInfo] | None = None) -> dict[str, Any]:
+    """``Client.gc_status()``'s answer as plain data: times beside timestamps, ages and
+    expiries in seconds on the server's clock; ``leases`` (default: the answer's page) as its
+    leases."""
+    from coordinator.times import format_ts
+    from kvstore.mvcc.timestamp import physical_ms
+
     now = st.now_ms
 
     def age_s(ts: int) -> float | None:
@@ -95,6 +144,8 @@ def gc_report(st: Any, leases: list | None = None) -> dict:
 
 def format_gc_report(r: dict) -> list[str]:
     """The text of ``snapview leases``."""
+    from coordinator.times import with_wall
+
     if r["enabled"]:
         how = f"retention {r['retention_s']:g}s, moves every {r['interval_s']:g}s"
     else:

@@ -369,9 +369,11 @@ class JobClient:
         return EpochInfo.from_pb(self._rpc.unary(self._stub.GetEpoch, req))
 
     def last_committed_metadata(self, job: str) -> EpochMetadata | None:
-        """The metadata of ``job``'s newest committed epoch, or None if it has none (or its
-        newest two epochs are not committed: the newest may be open, the one before it is then
-        committed unless the job never committed)."""
+        """The metadata of sink job ``job``'s newest committed epoch, or None if it has none
+        (or its newest two epochs are not committed: the newest may be open, the one before it
+        is then committed unless the job never committed). For a job whose epochs are numbered
+        1, 2, ... (a sink); a view job's epochs are barriers: see
+        ``spark_sink.ivm.strategy.last_view_epoch``."""
         try:
             info = self.get_epoch(job, 0)
         except NotFound:

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from kvstore.gc_pause import gc_paused
+from kvstore.collector_pause import collector_paused
 from kvstore.limits import MAX_GROUP_MUTATIONS
 from kvstore.storage import DAMAGED_TREE, Reader, Storage, WriteBuffer
 
@@ -105,7 +105,7 @@ class GroupCommitter:
                     group.append(self._queue.popleft())
                     spent += self._costs.popleft()
             # A large action (an epoch's commit) builds tens of thousands of acyclic tuples.
-            with gc_paused():
+            with collector_paused():
                 self._commit_group(group)
 
     def _commit_group(self, group: list[tuple[Action, Future[Any]]]) -> None:

@@ -26,8 +26,8 @@ from pyspark.sql import functions as F
 from coordinator.connection import as_settings
 from coordinator.epoch_attempt import EpochTarget, Heartbeat
 from coordinator.process_clients import client_for
+from kvstore.collector_pause import collector_paused
 from kvstore.errors import SchemaMismatch
-from kvstore.gc_pause import gc_paused
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.mvcc.records import LockOp, Mutation
 from spark_sink.arrow_encoding import ArrowEncoder
@@ -246,7 +246,7 @@ def _diff_partition(
 
     with (
         Heartbeat.of(target),
-        gc_paused(),
+        collector_paused(),
         ThreadPoolExecutor(1, thread_name_prefix="prewrite") as pool,
     ):
         for batch in batches:

@@ -19,9 +19,9 @@ from pyspark import TaskContext
 from coordinator.client import Client
 from coordinator.epoch_attempt import DirectInfo, EpochTarget, Heartbeat
 from coordinator.process_clients import client_for
+from kvstore.collector_pause import collector_paused
 from kvstore.errors import InvalidArgument, TxnError
 from kvstore.failpoints import fail_point
-from kvstore.gc_pause import gc_paused
 from kvstore.limits import split_mutations
 from kvstore.mvcc.records import Mutation
 from kvstore.table_info import TableInfo
@@ -218,7 +218,7 @@ def write_batches(
 
     with (
         Heartbeat.of(target),
-        gc_paused(),
+        collector_paused(),
         ThreadPoolExecutor(1, thread_name_prefix="prewrite") as pool,
     ):
         for batch in batches:

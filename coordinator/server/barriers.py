@@ -48,7 +48,9 @@ from kvstore.storage import Reader
 from kvstore.store import LocalStore
 
 log = logging.getLogger("snapview.barriers")
-DEFAULT_RETENTION_S = 3600.0
+# Barrier and view records are kept this long when GC is off (with GC on they are pruned below
+# the safepoint instead: GcManager.tick).
+RECORD_RETENTION_S = 3600.0
 # How many barrier reaches per root table the barrier thread remembers (for `delay`'s critical
 # paths): at the default 1 s interval, the last ~8 minutes.
 ROOT_HISTORY = 512
@@ -80,7 +82,7 @@ class Barriers:
         tso: TimestampOracle,
         registry: Registry,
         interval_s: float = 1.0,
-        retention_s: float | None = DEFAULT_RETENTION_S,
+        retention_s: float | None = RECORD_RETENTION_S,
     ) -> None:
         if interval_s <= 0:
             raise InvalidArgument(f"barrier interval must be positive, got {interval_s}s")

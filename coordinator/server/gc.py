@@ -67,7 +67,7 @@ from kvstore.storage import Reader
 from kvstore.store import LocalStore
 
 log = logging.getLogger("snapview.gc")
-DEFAULT_RETENTION_S = 600.0
+HISTORY_RETENTION_S = 600.0  # MVCC history kept for reads at older timestamps (--retention)
 DEFAULT_INTERVAL_S = 10.0
 # GC sleeps PACE times as long as its last step took: it takes at most 1/(1+PACE) of the time.
 DEFAULT_PACE = 3.0
@@ -186,7 +186,7 @@ class GcManager:
         tso: TimestampOracle,
         registry: Registry,
         barriers: Barriers,
-        retention_s: float = DEFAULT_RETENTION_S,
+        retention_s: float = HISTORY_RETENTION_S,
         interval_s: float = DEFAULT_INTERVAL_S,
         pace: float = DEFAULT_PACE,
         epochs: EpochManager | None = None,

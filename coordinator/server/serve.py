@@ -49,10 +49,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
-from coordinator.server.barriers import Barriers
+from coordinator.server.barriers import RECORD_RETENTION_S, Barriers
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
-from coordinator.server.gc import DEFAULT_RETENTION_S, GcManager
+from coordinator.server.gc import HISTORY_RETENTION_S, GcManager
 from coordinator.server.leases import DEFAULT_MAX_LEASES, DEFAULT_MAX_LEASES_PER_HOLDER
 from coordinator.server.metrics import ServerMetrics, gc_source, revision_source
 from coordinator.server.metrics_http import IDLE_TIMEOUT_S as METRICS_TIMEOUT_S
@@ -107,7 +107,7 @@ class ServeConfig:
     map_size: int = DEFAULT_MAP_SIZE
     workers: int = 32  # threads working on requests (open streams hold none)
     max_rpcs: int = MAX_CONCURRENT_RPCS
-    retention_s: float = DEFAULT_RETENTION_S  # history kept for reads at older timestamps
+    retention_s: float = HISTORY_RETENTION_S  # history kept for reads at older timestamps
     gc_interval_s: float = DEFAULT_GC_INTERVAL_S  # how often the safepoint moves; 0: never
     # An open epoch not renewed (opened, attached to, heartbeaten) for this long lapses: it stops
     # holding the safepoint and the GC tick settles it (coordinator.server.owned_holds).
@@ -400,7 +400,7 @@ class SnapviewServer:
                 self.tso,
                 self.registry,
                 cfg.barrier_interval_s,
-                retention_s=None if cfg.gc_interval_s > 0 else 3600.0,
+                retention_s=None if cfg.gc_interval_s > 0 else RECORD_RETENTION_S,
             )
             self.epochs = EpochManager(
                 self.store, self.tso, self.barriers, hold_ttl_ms=int(cfg.epoch_ttl_s * 1000)

@@ -60,8 +60,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from coordinator.epoch_attempt import DirectInfo, EpochTarget, Heartbeat
 from coordinator.process_clients import client_for
+from kvstore.collector_pause import collector_paused
 from kvstore.errors import InvalidArgument
-from kvstore.gc_pause import gc_paused
 from kvstore.table_info import TableInfo
 from spark_sink.ivm.aggregate import AggregateState
 from spark_sink.ivm.delta import DeltaRules, columnar_reason
@@ -348,7 +348,7 @@ def _slice_delta(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterato
         news = batch.column(2).to_pylist()
         for s, o, nw in zip(srcs, olds, news, strict=True):
             add_images(*given[job.changed[s]], o, nw)
-    with gc_paused():
+    with collector_paused():
         inputs = _inputs(job, given)
         if job.indexes:  # each changed key's index entries: this slice's share, written here
             with Heartbeat.of(job.view):
@@ -498,7 +498,7 @@ def _write_part(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterator
             z.weights += more.weights
         tables = []
     if tables or z.rows:
-        with Heartbeat.of(job.view), gc_paused():
+        with Heartbeat.of(job.view), collector_paused():
             inputs = _inputs(job, {})
             client = inputs.client
             view = job.view.info

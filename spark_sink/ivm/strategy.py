@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from coordinator.client import Client
 from coordinator.epoch_attempt import DirectInfo, EpochAttempt, EpochTarget, OpeningAttempt
 from coordinator.jobs import EpochMetadata
-from kvstore.gc_pause import gc_paused
+from kvstore.collector_pause import collector_paused
 from kvstore.mvcc.records import Mutation
 from kvstore.table_info import TableInfo
 from spark_sink.executor_diff import write_diff
@@ -88,9 +88,11 @@ class _OnExecutors:
     unchanged: frozenset[str]
 
 
-def last_committed(client: Client, job: str) -> EpochMetadata | None:
-    """The metadata of the view job's newest committed epoch (its epochs are barriers, not
-    consecutive numbers), or None if it never committed one."""
+def last_view_epoch(client: Client, job: str) -> EpochMetadata | None:
+    """The metadata of view job ``job``'s newest committed epoch, or None if it never committed
+    one. A view job's epochs are barriers, not consecutive numbers, so its newest committed epoch
+    is what the barrier plan says (``JobClient.last_committed_metadata`` is the same for a sink
+    job, whose epochs are numbered 1, 2, ...)."""
     last = client.jobs.plan_barriers(job, limit=1).last_committed
     if not last:
         return None
@@ -175,13 +177,13 @@ class Incremental(ViewStrategy):
     @contextlib.contextmanager
     def epoch_scope(self) -> Iterator[None]:
         """A delta epoch allocates tens of thousands of short-lived tuples, lists and dicts and
-        makes no reference cycle: the cyclic collector is paused over it (kvstore.gc_pause),
+        makes no reference cycle: the cyclic collector is paused over it (kvstore.collector_pause),
         so the full collections those allocations trigger, each a walk over every tracked
         object of the driver (all of PySpark: 40-50 ms measured), run after the epoch, not
         inside it. A build or a delta on the executors runs Spark: the collector is back on
         before it (``write``)."""
         with contextlib.ExitStack() as paused:
-            paused.enter_context(gc_paused())
+            paused.enter_context(collector_paused())
             self._paused = paused
             try:
                 yield
@@ -279,7 +281,7 @@ class Incremental(ViewStrategy):
         commit after it without this epoch's commit being refused (it names its predecessor)."""
         spec = self.spec
         if not self._last_known:
-            self._last = last_committed(client, spec.job)
+            self._last = last_view_epoch(client, spec.job)
             self._last_known = True
             if self._last is not None:
                 self.cost = CostModel.from_fields(self._last.fields)

@@ -22,7 +22,7 @@ _resume = False
 
 
 @contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Run the body with the cyclic collector off; it is back on (if it was on) once the last
     overlapping pause in the process ends. Safe to nest and to use from several threads."""
     global _depth, _resume

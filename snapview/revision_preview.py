@@ -42,7 +42,7 @@ class ViewChange:
 
 
 def _read(spark: SparkSession, client: Client, table: str, at: int) -> DataFrame:
-    from spark_sink.query_analysis import session_source
+    from spark_sink.job_session import session_source
 
     return (
         spark.read.format(session_source(spark))
@@ -89,7 +89,7 @@ def preview_views(
     """For each of ``views`` (downstream of ``table``, upstream first): the rows its next epoch
     would change if ``table`` were revised. Returns the barrier the preview was computed at and
     the changes. Writes nothing."""
-    from spark_sink.query_analysis import prepare_session
+    from spark_sink.job_session import prepare_session
 
     jobs = {j.sink: j for j in client.jobs.list_jobs()}
     needed = {table, *views}

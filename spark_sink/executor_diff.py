@@ -31,6 +31,7 @@ from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.mvcc.records import LockOp, Mutation
 from spark_sink.arrow_encoding import ArrowEncoder
+from spark_sink.job_session import session_source
 from spark_sink.partition_writer import (
     DIRECT_TXN_ROWS,
     PREWRITE_CHUNK,
@@ -39,7 +40,6 @@ from spark_sink.partition_writer import (
     task_context,
     write_batches,
 )
-from spark_sink.query_analysis import session_source
 from spark_source.spark_types import table_struct
 
 _IN_NEW = "__sv_in_new"  # true on a row of the new version, null where only the old one has it

@@ -14,18 +14,33 @@ from coordinator.epoch_attempt import DirectInfo, EpochAttempt, EpochTarget, Ope
 from coordinator.jobs import EpochMetadata
 from coordinator.process_clients import client_for
 from kvstore.errors import SchemaMismatch
+from kvstore.mvcc.keys import table_prefix
 from kvstore.mvcc.records import LockOp, Mutation
 from kvstore.table_info import TableInfo
 from spark_sink.arrow_encoding import ArrowEncoder
 from spark_sink.executor_diff import write_diff
+from spark_sink.job_session import register_sources
 from spark_sink.partition_writer import write_mutations
-from spark_sink.query_analysis import read_small, register_sources, rows_bounded_by_inputs
+from spark_sink.query_analysis import rows_bounded_by_inputs
 from spark_sink.view_epoch import EpochWork, ViewEpoch, ViewSpec, ViewStrategy
 from spark_sink.view_progress import Laps
 
 FULL_RECOMPUTE = "full_recompute"
 LOCAL_SOURCE_ROWS = 50_000  # sources up to this size are read by the driver (see compute)
 RECHECK_LARGE_EVERY = 100  # barriers before a source found large is measured again
+
+
+def read_small(client: Client, table: str, ts: int, limit: int) -> pa.Table | None:
+    """``table`` as of ``ts`` if it has at most ``limit`` rows, else None (reads <= limit+1)."""
+    info = client.describe_table(table)
+    end = table_prefix(info.id + 1)
+    chunks = client.with_lock_wait(
+        lambda: list(client.store.scan(info.prefix, end, ts, limit=limit + 1))
+    )
+    if sum(len(k) for k, _ in chunks) > limit:
+        return None
+    batches = [info.row_codec.decode_arrow(v) for _, v in chunks if v]
+    return pa.Table.from_batches(batches, schema=info.table_schema.arrow_schema())
 
 
 class FullRecompute(ViewStrategy):

@@ -54,15 +54,14 @@ from spark_sink.ivm.plan_check import analyze as analyze_incremental
 from spark_sink.ivm.state import ensure as ensure_state_tables
 from spark_sink.ivm.strategy import INCREMENTAL, Incremental
 from spark_sink.job_liveness import JobReporter
-from spark_sink.partition_writer import direct_info
-from spark_sink.query_analysis import (
+from spark_sink.job_session import (
     JobBarrierSource,
-    mentioned_tables,
     prepare_session,
     register_sources,
     stream_session,
-    view_shape,
 )
+from spark_sink.partition_writer import direct_info
+from spark_sink.query_analysis import mentioned_tables, view_shape
 from spark_sink.view_epoch import ViewSpec
 from spark_sink.view_progress import ViewProgress
 

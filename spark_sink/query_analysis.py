@@ -1,7 +1,7 @@
 """What a view's SQL query reads and produces, found by letting Spark analyze it.
 
-The store's tables are registered as temporary views in the job's own Spark session, so Spark
-resolves the query exactly as it will run it; the analyzed plan then names every temp view used
+The store's tables are registered as temporary views in the job's own Spark session
+(``spark_sink.job_session``), so Spark resolves the query exactly as it will run it; the analyzed plan then names every temp view used
 (subqueries included), and its output schema becomes the view table's schema.
 """
 
@@ -10,86 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from coordinator.client import Client
-from coordinator.connection import ConnectionSettings, as_settings
-from coordinator.process_clients import client_for
 from kvstore.errors import InvalidArgument, SchemaMismatch
-from kvstore.mvcc.keys import table_prefix
-from spark_source.barrier_source import BarrierDataSource
-from spark_source.datasource import SnapviewDataSource
-from spark_source.spark_types import table_struct
 
 _VIEW_REF = re.compile(r"View \(`([^`]+)`")
 # Plan nodes that keep "one row in, at most one row out" above a global aggregate.
 _PASS_THROUGH = {"Project", "Filter", "SubqueryAlias", "Sort", "Limit", "GlobalLimit", "LocalLimit"}
-
-
-class JobSessionSource(SnapviewDataSource):
-    """``format("snapview")`` under a name of its own, for a view job's private session.
-
-    Spark 4.3 clones a session's data sources into ``newSession()`` in a state where the cloned
-    names can neither be looked up nor registered again; a name registered after the clone
-    works, so each job session registers this one."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "snapview_job_session"
-
-
-class JobBarrierSource(BarrierDataSource):
-    """``format("snapview_barriers")`` under a name of its own, for a view job's stream session
-    (see JobSessionSource)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "snapview_job_barriers"
-
-
-def stream_session(spark: SparkSession) -> SparkSession:
-    """A session of its own for a view job's barrier stream: adaptive query execution off
-    (Structured Streaming turns it off anyway, warning each time a stream starts) and the
-    barrier source registered under JobBarrierSource's name."""
-    from spark_source import register_source
-
-    session = spark.newSession()
-    session.conf.set("spark.sql.adaptive.enabled", "false")
-    register_source(session, JobBarrierSource)
-    return session
-
-
-_SESSION_SOURCES: dict[str, str] = {}  # session UUID -> the name its job source has there
-
-
-def prepare_session(session: SparkSession) -> None:
-    """Ready a job's own session: filter pushdown on, and the snapview source registered under a
-    name no session has had before (``session_source``). A fixed name breaks once any session
-    registered it: Spark 4.3 then hands it to every later ``newSession()`` in a state where it
-    can neither be looked up nor registered again."""
-    from spark_source import register_source
-
-    session.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    uuid = str(session._jsparkSession.sessionUUID())
-    if uuid in _SESSION_SOURCES:
-        return
-    name = f"{JobSessionSource.name()}_{len(_SESSION_SOURCES) + 1}"
-    # qualname not found in this module: cloudpickle ships the class by value to the workers
-    cls = type(
-        f"JobSessionSource_{len(_SESSION_SOURCES) + 1}",
-        (JobSessionSource,),
-        {"name": classmethod(lambda c, n=name: n)},
-    )
-    register_source(session, cls)
-    _SESSION_SOURCES[uuid] = name
-
-
-def session_source(session: SparkSession) -> str:
-    """The name ``format()`` takes for the snapview source in a session ``prepare_session``
-    readied."""
-    return _SESSION_SOURCES[str(session._jsparkSession.sessionUUID())]
 
 
 def mentioned_tables(query: str, names: list[str]) -> list[str]:
@@ -97,48 +25,6 @@ def mentioned_tables(query: str, names: list[str]) -> list[str]:
     Spark's analysis narrows it down)."""
     words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query)}
     return [n for n in names if n.lower() in words]
-
-
-def read_small(client: Client, table: str, ts: int, limit: int) -> pa.Table | None:
-    """``table`` as of ``ts`` if it has at most ``limit`` rows, else None (reads <= limit+1)."""
-    info = client.describe_table(table)
-    end = table_prefix(info.id + 1)
-    chunks = client.with_lock_wait(
-        lambda: list(client.store.scan(info.prefix, end, ts, limit=limit + 1))
-    )
-    if sum(len(k) for k, _ in chunks) > limit:
-        return None
-    batches = [info.row_codec.decode_arrow(v) for _, v in chunks if v]
-    return pa.Table.from_batches(batches, schema=info.table_schema.arrow_schema())
-
-
-def register_sources(
-    session: SparkSession,
-    coordinator: str | ConnectionSettings,
-    reads: dict[str, int],
-    token: str | None = None,
-    local: dict[str, pa.Table] | None = None,
-) -> None:
-    """Make each table readable by name in ``session``'s SQL, as of its read ts.
-
-    Tables in ``local`` (already read on the driver, at the same read ts) become local
-    relations: the query then runs without a Python scan task, which for small inputs costs more
-    than the query. The others are scanned by executors through the data source."""
-    client = client_for(coordinator, token)
-    local = local or {}
-    for table, ts in reads.items():
-        if table in local:
-            info = client.describe_table(table)
-            session.createDataFrame(
-                local[table], schema=table_struct(info)
-            ).createOrReplaceTempView(table)
-            continue
-        # With the schema given, Spark skips asking the data source for it (a Python round trip).
-        schema = table_struct(client.describe_table(table))
-        r = session.read.format(session_source(session)).schema(schema)
-        r = r.options(**as_settings(coordinator, token).spark_options())
-        r = r.option("table", table).option("at", str(ts))
-        r.load().createOrReplaceTempView(table)
 
 
 def _analyzed(df: DataFrame):

@@ -55,8 +55,8 @@ from spark_sink.ivm.state_builds import BuildContext, state_df
 from spark_sink.ivm.state_builds.topk import topk_view_df
 from spark_sink.ivm.topk_state import TopKState
 from spark_sink.ivm.unique_keys import key_is_unique
+from spark_sink.job_session import register_sources
 from spark_sink.partition_writer import direct_reader, write_mutations
-from spark_sink.query_analysis import register_sources
 from spark_sink.view_epoch import EpochWork, ViewEpoch, ViewSpec, ViewStrategy
 from spark_sink.view_progress import Laps
 

@@ -12,7 +12,7 @@ from kvstore.errors import SchemaMismatch
 from spark_sink import MaterializedView
 from spark_sink import full_recompute as vm
 from spark_sink.executor_diff import write_diff, write_rows
-from spark_sink.query_analysis import prepare_session
+from spark_sink.job_session import prepare_session
 from tests.conftest import snapview_reader
 
 _collect = DataFrame.collect  # the test's own reads, not counted

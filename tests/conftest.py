@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import subprocess
@@ -53,10 +54,10 @@ def store(tmp_path, clock):
         s.close()
 
 
-def serve(data_dir, *extra_args: str) -> Iterator[EmbeddedServer]:
+def serve(data_dir, *extra_args: str, env: dict | None = None) -> Iterator[EmbeddedServer]:
     """For fixtures (``yield from serve(...)``): a ``snapview serve`` on ``data_dir`` with
-    ``extra_args``, stopped in ``finally``."""
-    srv = EmbeddedServer(str(data_dir), extra_args=list(extra_args)).start()
+    ``extra_args`` (and ``env`` on top of ours), stopped in ``finally``."""
+    srv = EmbeddedServer(str(data_dir), extra_args=list(extra_args), env=env).start()
     try:
         yield srv
     finally:
@@ -80,14 +81,49 @@ def wait_for(cond, timeout: float, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("serve"))
+def server_fixture(name: str, *extra_args: str, scope: str = "module", env: dict | None = None):
+    """A fixture of a ``snapview serve`` with ``extra_args`` (and ``env`` on top of ours), so a
+    module declares its server in one line; the fixture is named by what it is assigned to::
+
+        views_server = server_fixture("views", "--barrier-interval", "200ms")
+        vc = client_fixture("views_server")
+
+    The data dir is a new directory ``name`` of ``tmp_path_factory`` for a module (or session)
+    server, ``tmp_path / name`` for a function-scoped one (``scope="function"``). A server that
+    needs files written before it starts (token files, certificates) and hands their paths to
+    the tests keeps a fixture of its own around ``serve``."""
+    doc = f"``snapview serve {' '.join(extra_args)}`` on a new data dir {name!r}."
+    if scope == "function":
+
+        def function_server(tmp_path):
+            yield from serve(tmp_path / name, *extra_args, env=env)
+
+        function_server.__doc__ = doc
+        return pytest.fixture(function_server)
+
+    def shared_server(tmp_path_factory):
+        yield from serve(tmp_path_factory.mktemp(name), *extra_args, env=env)
+
+    shared_server.__doc__ = doc
+    return pytest.fixture(shared_server, scope=scope)
 
 
-@pytest.fixture
-def client(server):
-    yield from connected(server)
+def client_fixture(server: str):
+    """A fixture of a client of the server fixture named ``server``, one per test, closed after
+    it (``c = client_fixture("srv")``). It asks for ``server`` by name, as a parameter would."""
+
+    def client_of_server(**fixtures):
+        yield from connected(fixtures[server])
+
+    client_of_server.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(server, inspect.Parameter.KEYWORD_ONLY)]
+    )
+    client_of_server.__doc__ = f"A client of ``{server}``, closed after the test."
+    return pytest.fixture(client_of_server)
+
+
+server = server_fixture("serve")
+client = client_fixture("server")
 
 
 _names = itertools.count()

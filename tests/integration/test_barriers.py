@@ -13,17 +13,10 @@ from coordinator.jobs import EpochState
 from kvstore.errors import InvalidArgument, NotFound, TableNotFound
 from kvstore.mvcc.records import LockOp
 from snapview.embedded import EmbeddedServer
-from tests.conftest import connected, serve, wait_for
+from tests.conftest import client_fixture, server_fixture, wait_for
 
-
-@pytest.fixture(scope="module")
-def fast(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("barriers"), "--barrier-interval", "100ms")
-
-
-@pytest.fixture
-def c(fast):
-    yield from connected(fast)
+fast = server_fixture("barriers", "--barrier-interval", "100ms")
+c = client_fixture("fast")
 
 
 def _root(c, name):

@@ -21,10 +21,9 @@ import pytest
 
 import coordinator
 from kvstore.errors import ServerBusy
-from snapview.embedded import EmbeddedServer
 from snapview_proto.snapview.v1 import kvstore_pb2 as kpb
 from snapview_proto.snapview.v1 import kvstore_pb2_grpc as kpb_grpc
-from tests.conftest import connected, serve
+from tests.conftest import server_fixture
 
 SCHEMA = "id BIGINT, v BIGINT, pad STRING"
 
@@ -37,14 +36,7 @@ def _rss_kb(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("streams"), "--no-sync")
-
-
-@pytest.fixture
-def client(server):
-    yield from connected(server)
+server = server_fixture("streams", "--no-sync")  # conftest's client connects to this one
 
 
 def _write(c, table: str, puts: dict[int, int], deletes: set[int]) -> None:
@@ -172,19 +164,15 @@ def test_server_memory_is_bounded_per_slow_reader_and_dry_run(server, client):
     assert grown_mb < 30, f"the server grew {grown_mb:.0f} MB for 4 dry runs"
 
 
-@pytest.fixture(scope="module")
-def busy_server(tmp_path_factory):
-    # One heavy call at a time; every chunk of a change scan takes 300 ms, so a scan of a few
-    # chunks holds its slot for a while.
-    s = EmbeddedServer(
-        str(tmp_path_factory.mktemp("busy")),
-        extra_args=["--no-sync", "--max-heavy-calls", "1"],
-        env={"SNAPVIEW_FAILPOINTS": "store.scan_changes.chunk=sleep(300)"},
-    ).start()
-    try:
-        yield s
-    finally:
-        s.stop()
+# One heavy call at a time; every chunk of a change scan takes 300 ms, so a scan of a few
+# chunks holds its slot for a while.
+busy_server = server_fixture(
+    "busy",
+    "--no-sync",
+    "--max-heavy-calls",
+    "1",
+    env={"SNAPVIEW_FAILPOINTS": "store.scan_changes.chunk=sleep(300)"},
+)
 
 
 def test_a_call_past_the_limit_is_refused_and_retried_to_success(busy_server):

@@ -15,6 +15,7 @@ from tests.conftest import cli, self_signed_cert, serve
 TOKEN = "s3cret"
 
 
+# Not server_fixture: files are written before the server starts and their paths go to the tests.
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory):
     """(server, ca): a server that speaks TLS only."""

@@ -13,19 +13,13 @@ import pytest
 from coordinator.jobs import JobState
 from snapview import cli as snapview_cli
 from snapview.commands import topology
-from tests.conftest import connected, serve, wait_for
+from tests.conftest import client_fixture, server_fixture, wait_for
 
 SLOW_S = 0.6  # how long the slow job takes over its epoch
 
 
-@pytest.fixture(scope="module")
-def fast(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("delay"), "--barrier-interval", "100ms")
-
-
-@pytest.fixture
-def c(fast):
-    yield from connected(fast)
+fast = server_fixture("delay", "--barrier-interval", "100ms")
+c = client_fixture("fast")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import coordinator
 from kvstore.direct import DirectPrewriter, DirectUnavailable, same_instance
 from kvstore.errors import InvalidArgument, KeyIsLocked, SchemaMismatch
 from kvstore.mvcc.records import LockOp
-from snapview.embedded import EmbeddedServer
+from tests.conftest import server_fixture
 
 
 def _rows(info, ids, v="x"):
@@ -22,13 +22,7 @@ def _rows(info, ids, v="x"):
     ]
 
 
-@pytest.fixture
-def small_server(tmp_path):
-    srv = EmbeddedServer(str(tmp_path / "d"), extra_args=["--map-size-mb", "1"]).start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+small_server = server_fixture("d", "--map-size-mb", "1", scope="function")
 
 
 def test_direct_prewrite_then_coordinator_commit(small_server):

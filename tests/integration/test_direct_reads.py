@@ -7,36 +7,27 @@ from __future__ import annotations
 
 import pytest
 
-import coordinator
 from kvstore.direct import DirectPrewriter, DirectUnavailable
 from kvstore.direct_reads import DirectReader
 from kvstore.errors import KeyIsLocked
 from kvstore.mvcc.keys import KeyCodec
 from kvstore.mvcc.records import LockOp
-from snapview.embedded import EmbeddedServer
 from spark_source.key_ranges import after
+from tests.conftest import connected, server_fixture
+
+# No retention, so a test may move the safepoint itself; no GC ticks of the server's own.
+direct_reads_server = server_fixture("direct_reads", "--retention", "0s", "--gc-interval", "1h")
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    # No retention, so a test may move the safepoint itself; no GC ticks of the server's own.
-    srv = EmbeddedServer(
-        str(tmp_path_factory.mktemp("direct_reads") / "d"),
-        extra_args=["--retention", "0s", "--gc-interval", "1h"],
-    ).start()
-    try:
-        c = coordinator.connect(srv.address)
+def env(direct_reads_server):
+    for c in connected(direct_reads_server):
+        st = c.status()
+        prewriter = DirectPrewriter(st.lmdb_path, st.map_size_bytes)  # one open per process
         try:
-            st = c.status()
-            prewriter = DirectPrewriter(st.lmdb_path, st.map_size_bytes)  # one open per process
-            try:
-                yield c, DirectReader(prewriter.storage)
-            finally:
-                prewriter.close()
+            yield c, DirectReader(prewriter.storage)
         finally:
-            c.close()
-    finally:
-        srv.stop()
+            prewriter.close()
 
 
 def _load(c, table: str):

@@ -12,12 +12,9 @@ from coordinator.jobs import EpochState
 from kvstore.direct import DirectPrewriter
 from kvstore.errors import NotFound, TableNotFound
 from kvstore.mvcc.records import LockOp
-from tests.conftest import cli, wait_for
+from tests.conftest import cli, client_fixture, wait_for
 
-
-@pytest.fixture
-def c(client):
-    return client
+c = client_fixture("server")
 
 
 def _rows(info, ids: list[int], v: int = 1) -> list:

@@ -15,23 +15,18 @@ from coordinator.server.revisions import RevisionManager
 from kvstore.errors import Aborted, NotFound
 from kvstore.mvcc.records import LockOp
 from kvstore.store import LocalStore
-from tests.conftest import cli, connected, serve, wait_for
+from tests.conftest import cli, client_fixture, server_fixture, wait_for
 from tests.integration.test_epochs import commit_behind_the_server
 
 EPOCH_TTL_S = 1.0
 LOCK_TTL_MS = 500  # shorter than the server's TTL: the server's binds
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    # History of half a second and a safepoint that moves every 200 ms: every wait is short.
-    args = f"--retention 500ms --gc-interval 200ms --epoch-ttl {EPOCH_TTL_S}s".split()
-    yield from serve(tmp_path_factory.mktemp("epoch_holds"), *args)
-
-
-@pytest.fixture
-def c(srv):
-    yield from connected(srv)
+# History of half a second and a safepoint that moves every 200 ms: every wait is short.
+srv = server_fixture(
+    "epoch_holds", *f"--retention 500ms --gc-interval 200ms --epoch-ttl {EPOCH_TTL_S}s".split()
+)
+c = client_fixture("srv")
 
 
 def _sink(c, name):

@@ -18,30 +18,24 @@ from kvstore.errors import FailedPrecondition, InvalidArgument, NotFound, Snapsh
 from snapview.cli import main as cli_main
 from snapview_proto.snapview.v1 import coordinator_pb2 as cpb
 from snapview_proto.snapview.v1 import kvstore_pb2 as kpb
-from tests.conftest import connected, serve, wait_for
+from tests.conftest import client_fixture, serve, server_fixture, wait_for
 from tests.integration.test_barriers import commit_epoch
 
 RETENTION_S = 1.0
 
 
-@pytest.fixture(scope="module")
-def gcsrv(tmp_path_factory):
-    yield from serve(
-        tmp_path_factory.mktemp("gc"),
-        "--barrier-interval",
-        "100ms",
-        "--retention",
-        f"{RETENTION_S}s",
-        "--gc-interval",
-        "200ms",
-        "--metrics-port",
-        "0",
-    )
-
-
-@pytest.fixture
-def c(gcsrv):
-    yield from connected(gcsrv)
+gcsrv = server_fixture(
+    "gc",
+    "--barrier-interval",
+    "100ms",
+    "--retention",
+    f"{RETENTION_S}s",
+    "--gc-interval",
+    "200ms",
+    "--metrics-port",
+    "0",
+)
+c = client_fixture("gcsrv")
 
 
 def _table(c, name):

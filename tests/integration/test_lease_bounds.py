@@ -11,15 +11,14 @@ import pytest
 
 from kvstore.errors import InvalidArgument, ResourceExhausted
 from snapview.cli import main as cli_main
-from tests.conftest import connected, serve
+from tests.conftest import connected, server_fixture
 
 MAX, PER_HOLDER = 20, 5
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    args = f"--max-leases {MAX} --max-leases-per-holder {PER_HOLDER}".split()
-    yield from serve(tmp_path_factory.mktemp("lease_bounds"), *args)
+srv = server_fixture(
+    "lease_bounds", *f"--max-leases {MAX} --max-leases-per-holder {PER_HOLDER}".split()
+)
 
 
 @pytest.fixture

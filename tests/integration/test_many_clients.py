@@ -197,6 +197,7 @@ def test_thousand_clients_with_open_streams_all_commit(tmp_path):
     assert time.monotonic() - t0 < 60
 
 
+# Not server_fixture: files are written before the server starts and their paths go to the tests.
 @pytest.fixture
 def token_server(tmp_path):
     tok = tmp_path / "token"

@@ -11,11 +11,9 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 import coordinator
 from kvstore.remote import RetryPolicy
-from tests.conftest import serve, wait_for
+from tests.conftest import server_fixture, wait_for
 
 SCHEMA = "id BIGINT, v STRING"
 CALL_S = 10.0  # an answered call takes milliseconds; a deadlocked one never returns
@@ -27,9 +25,7 @@ def put(c: coordinator.Client, table: str, rows: list[dict]) -> None:
             t.put(table, row)
 
 
-@pytest.fixture
-def small(tmp_path):
-    yield from serve(tmp_path / "d", "--map-size-mb", "1", "--barrier-interval", "20ms")
+small = server_fixture("d", "--map-size-mb", "1", "--barrier-interval", "20ms", scope="function")
 
 
 def test_map_grows_under_barrier_planning_and_snapshots(small):

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.jobs import EpochMetadata, EpochState, JobState
 from kvstore.mvcc.records import LockOp
-from tests.conftest import cli, connected, serve, wait_for
+from tests.conftest import cli, client_fixture, server_fixture, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every family the server exports (counter families without their _total).
@@ -52,16 +52,8 @@ FAMILIES = {
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    yield from serve(
-        tmp_path_factory.mktemp("metrics"), "--barrier-interval", "200ms", "--metrics-port", "0"
-    )
-
-
-@pytest.fixture
-def c(srv):
-    yield from connected(srv)
+srv = server_fixture("metrics", "--barrier-interval", "200ms", "--metrics-port", "0")
+c = client_fixture("srv")
 
 
 def scrape(url: str) -> dict:

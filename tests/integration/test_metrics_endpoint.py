@@ -14,18 +14,17 @@ import urllib.request
 import pytest
 
 from coordinator.server.metrics_http import MAX_CONNECTIONS
-from tests.conftest import serve, wait_for
+from tests.conftest import serve, server_fixture, wait_for
 
 TOKEN = "s3cret-metrics-token"
 READ_TOKEN = "read-metrics-token"
 TIMEOUT_S = 1.0
 
 
-@pytest.fixture(scope="module")
-def plain(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("plain"), "--metrics-port", "0")
+plain = server_fixture("plain", "--metrics-port", "0")
 
 
+# Not server_fixture: the server reads token files written before it starts.
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
     d = tmp_path_factory.mktemp("guarded")

@@ -9,15 +9,12 @@ from __future__ import annotations
 import pytest
 
 import coordinator
-from tests.conftest import connected
+from tests.conftest import client_fixture
 
 SCHEMA = "id BIGINT, v BIGINT"
 
 
-@pytest.fixture
-def other(server):
-    """Client B, beside the module's client A."""
-    yield from connected(server)
+other = client_fixture("server")  # client B, beside the module's client A
 
 
 def _recreate(b: coordinator.Client, name: str, rows: list[dict], schema: str = SCHEMA) -> None:

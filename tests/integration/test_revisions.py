@@ -23,18 +23,11 @@ from kvstore.errors import (
 )
 from snapview.cli import main as cli_main
 from snapview.embedded import EmbeddedServer
-from tests.conftest import connected, serve, wait_for
+from tests.conftest import client_fixture, server_fixture, wait_for
 from tests.integration.test_metrics import scrape, value
 
-
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("revise"), "--barrier-interval", "100ms")
-
-
-@pytest.fixture
-def c(srv):
-    yield from connected(srv)
+srv = server_fixture("revise", "--barrier-interval", "100ms")
+c = client_fixture("srv")
 
 
 def _rows(c, table, at=None) -> dict[int, int]:

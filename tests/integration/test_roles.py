@@ -30,6 +30,7 @@ def _token_files(d):
     return str(admin), str(read)
 
 
+# Not server_fixture: files are written before the server starts and their paths go to the tests.
 @pytest.fixture(scope="module")
 def roles_server(tmp_path_factory):
     """(server, admin token file, read token file)."""

@@ -8,27 +8,21 @@ from __future__ import annotations
 
 import pytest
 
-import coordinator
 from kvstore.direct import DirectPrewriter
 from kvstore.direct_reads import DirectReader
 from kvstore.table_info import STATE
-from snapview.embedded import EmbeddedServer
 from spark_sink.ivm.inputs import StoreInputs
 from spark_sink.ivm.ops.operator import NEW, OLD, Access
 from spark_sink.ivm.ops.scan import index_table
+from tests.conftest import connected, server_fixture
+
+store_inputs_server = server_fixture("store_inputs")
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory):
-    srv = EmbeddedServer(str(tmp_path_factory.mktemp("store_inputs") / "d")).start()
-    try:
-        c = coordinator.connect(srv.address)
-        try:
-            yield c, *_load(c)
-        finally:
-            c.close()
-    finally:
-        srv.stop()
+def loaded(store_inputs_server):
+    for c in connected(store_inputs_server):
+        yield c, *_load(c)
 
 
 def _load(c):

@@ -39,29 +39,31 @@ from snapview.demos.bank import (
     transfer,
 )
 from snapview.revision_preview import count_changes, preview_views
-from tests.conftest import connected, serve, wait_for
+from tests.conftest import connected, server_fixture, wait_for
 from tests.spark.test_views import issued_barriers
 
 ACCOUNTS = BANK_ACCOUNTS = 200
 
 
+bank_server = server_fixture("bank", "--barrier-interval", "500ms")
+
+
 @pytest.fixture(scope="module")
-def bank(spark, tmp_path_factory):
+def bank(spark, bank_server):
     """A server at 500 ms barriers, the accounts and the three views, running for the module
     (building three view jobs costs ~25 s: once). Yields (server, client, views by name). Tests
     that change the accounts' total (corrections) read the total they check against."""
-    for srv in serve(tmp_path_factory.mktemp("bank"), "--barrier-interval", "500ms"):
-        for c in connected(srv):
-            create_accounts(c, ACCOUNTS)
-            jobs = build_views(spark, srv.address)
-            try:
-                ts = c.tso()
-                for j in jobs.values():
-                    j.await_barrier(ts, timeout=180)
-                yield srv, c, jobs
-            finally:
-                for j in jobs.values():
-                    j.stop()
+    for c in connected(bank_server):
+        create_accounts(c, ACCOUNTS)
+        jobs = build_views(spark, bank_server.address)
+        try:
+            ts = c.tso()
+            for j in jobs.values():
+                j.await_barrier(ts, timeout=180)
+            yield bank_server, c, jobs
+        finally:
+            for j in jobs.values():
+                j.stop()
 
 
 def _consistent(c, tables=TABLES, after: int = 0):

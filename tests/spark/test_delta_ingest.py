@@ -16,16 +16,14 @@ from deltalake import DeltaTable, write_deltalake
 
 import coordinator
 from scripts.examples import delta_ingest
-from tests.conftest import serve
+from tests.conftest import server_fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "examples", "delta_ingest.py")
 CDF = {"delta.enableChangeDataFeed": "true"}
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("delta"))
+srv = server_fixture("delta")
 
 
 def _rows(*rows):

@@ -7,19 +7,13 @@ from __future__ import annotations
 import pytest
 
 from spark_sink import MaterializedView
-from tests.conftest import connected, serve
+from tests.conftest import client_fixture, server_fixture
 
 QUERY = "SELECT g, SUM(v), COUNT(*) FROM {src} GROUP BY g"
 
 
-@pytest.fixture(scope="module")
-def rebuild_server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("rebuild"), "--barrier-interval", "200ms")
-
-
-@pytest.fixture
-def rc(rebuild_server):
-    yield from connected(rebuild_server)
+rebuild_server = server_fixture("rebuild", "--barrier-interval", "200ms")
+rc = client_fixture("rebuild_server")
 
 
 def _insert(c, src: str, ids) -> None:

@@ -7,16 +7,11 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 from scripts.examples import author_posts, shopping
 from snapview.demos import bank
-from tests.conftest import serve
+from tests.conftest import server_fixture
 
-
-@pytest.fixture(scope="module")
-def ex_server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("examples"), "--barrier-interval", "200ms")
+ex_server = server_fixture("examples", "--barrier-interval", "200ms")
 
 
 def test_author_posts_matches_posts_at_every_read(spark, ex_server):

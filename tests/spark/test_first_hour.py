@@ -16,19 +16,13 @@ import spark_source
 from kvstore.errors import InvalidArgument
 from kvstore.mvcc.timestamp import physical_ms
 from spark_sink import MaterializedView, ViewProgress
-from tests.conftest import connected, serve
+from tests.conftest import client_fixture, serve, server_fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope="module")
-def fh_server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("first_hour"), "--barrier-interval", "200ms")
-
-
-@pytest.fixture
-def fc(fh_server):
-    yield from connected(fh_server)
+fh_server = server_fixture("first_hour", "--barrier-interval", "200ms")
+fc = client_fixture("fh_server")
 
 
 def registered(c) -> tuple[set[str], set[str]]:
@@ -165,10 +159,8 @@ def test_progress_is_typed_and_its_steps_add_up(spark, fh_server, fc):
     assert str(p).startswith("view pg_view (job pg_view, incremental, active)")
 
 
-@pytest.fixture(scope="module")
-def rt_server(tmp_path_factory):
-    """A server of its own: register_tables takes every table it has."""
-    yield from serve(tmp_path_factory.mktemp("register_tables"), "--barrier-interval", "200ms")
+# A server of its own: register_tables takes every table it has.
+rt_server = server_fixture("register_tables", "--barrier-interval", "200ms")
 
 
 def rows(df) -> list[dict]:

@@ -21,7 +21,7 @@ import pytest
 import coordinator
 from kvstore.errors import SnapshotTooOld
 from spark_sink import MaterializedView
-from tests.conftest import connected, serve, snapview_reader, wait_for
+from tests.conftest import client_fixture, server_fixture, snapview_reader, wait_for
 from tests.settled import settled_failure
 
 SOAK_S = float(os.environ.get("SNAPVIEW_SOAK_S", "45"))
@@ -29,22 +29,16 @@ RETENTION_S = 4.0
 KEYS = 400
 
 
-@pytest.fixture(scope="module")
-def soak_server(tmp_path_factory):
-    yield from serve(
-        tmp_path_factory.mktemp("soak"),
-        "--barrier-interval",
-        "250ms",
-        "--retention",
-        f"{RETENTION_S}s",
-        "--gc-interval",
-        "500ms",
-    )
-
-
-@pytest.fixture
-def sc(soak_server):
-    yield from connected(soak_server)
+soak_server = server_fixture(
+    "soak",
+    "--barrier-interval",
+    "250ms",
+    "--retention",
+    f"{RETENTION_S}s",
+    "--gc-interval",
+    "500ms",
+)
+sc = client_fixture("soak_server")
 
 
 def dir_bytes(path: str) -> int:

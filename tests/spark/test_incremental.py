@@ -13,21 +13,15 @@ from coordinator.jobs import EpochMetadata
 from kvstore.errors import FailedPrecondition, InvalidArgument, SchemaMismatch
 from spark_sink import MaterializedView
 from spark_sink.ivm.delta import columnar_reason
-from tests.conftest import connected, serve
+from tests.conftest import client_fixture, serve, server_fixture
 from tests.spark import differential as D
 
 ROUNDS = int(os.environ.get("SNAPVIEW_DIFF_ROUNDS", "6"))
 SEED = int(os.environ.get("SNAPVIEW_DIFF_SEED", "1"))
 
 
-@pytest.fixture(scope="module")
-def ivm_server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("ivm"), "--barrier-interval", "1s")
-
-
-@pytest.fixture
-def ic(ivm_server):
-    yield from connected(ivm_server)
+ivm_server = server_fixture("ivm", "--barrier-interval", "1s")
+ic = client_fixture("ivm_server")
 
 
 def _builder(spark, address: str, case: D.ViewCase, strategy: str = "auto"):

@@ -9,19 +9,12 @@ import pytest
 
 from coordinator.jobs import EpochMetadata
 from kvstore.errors import InvalidArgument, NotFound, SchemaMismatch
-from tests.conftest import connected, serve
+from tests.conftest import client_fixture, server_fixture
 from tests.spark.differential import ViewCase
 from tests.spark.test_incremental import ROUNDS, SEED, _issued, run_differential
 
-
-@pytest.fixture(scope="module")
-def ivm_server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("ivm_window"), "--barrier-interval", "1s")
-
-
-@pytest.fixture
-def ic(ivm_server):
-    yield from connected(ivm_server)
+ivm_server = server_fixture("ivm_window", "--barrier-interval", "1s")
+ic = client_fixture("ivm_server")
 
 
 TOP3 = ViewCase(

@@ -3,18 +3,13 @@ dropped (issue 12, item 5)."""
 
 from __future__ import annotations
 
-import pytest
-
 import coordinator
 from coordinator.errors import BarrierNotReached
 from coordinator.jobs import JobState
 from spark_sink import MaterializedView
-from tests.conftest import serve, wait_for
+from tests.conftest import server_fixture, wait_for
 
-
-@pytest.fixture(scope="module")
-def life_server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("life"), "--barrier-interval", "200ms")
+life_server = server_fixture("life", "--barrier-interval", "200ms")
 
 
 def _state(c, job):

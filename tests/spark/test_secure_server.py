@@ -15,6 +15,7 @@ from spark_sink import EpochWriter, MaterializedView
 from tests.conftest import self_signed_cert, serve
 
 
+# Not server_fixture: files are written before the server starts and their paths go to the tests.
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory):
     """(settings, server): a server with TLS and a token, and the settings that reach it."""

@@ -24,7 +24,7 @@ from snapview.demos.bank import (
     transfer,
 )
 from spark_sink import EpochWriter, MaterializedView
-from tests.conftest import connected, serve, wait_for
+from tests.conftest import client_fixture, serve, server_fixture, wait_for
 
 BRANCH_SQL = "SELECT branch, SUM(balance) AS total FROM {src} GROUP BY branch"
 
@@ -65,14 +65,8 @@ def assert_every_version_recomputes(c, view: str, src: str, first: int, last: in
     return len(barriers)
 
 
-@pytest.fixture(scope="module")
-def views_server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("views"), "--barrier-interval", "200ms")
-
-
-@pytest.fixture
-def vc(views_server):
-    yield from connected(views_server)
+views_server = server_fixture("views", "--barrier-interval", "200ms")
+vc = client_fixture("views_server")
 
 
 def _transfers(c, table: str, accounts: int, stop: threading.Event, rate: float = 50):

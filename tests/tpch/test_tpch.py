@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 import coordinator
-from tests.conftest import serve
+from tests.conftest import server_fixture
 from tests.tpch import queries as Q
 from tests.tpch import suite
 from tests.tpch.data import TpchData
@@ -29,12 +29,8 @@ SHORT_TABLES = ("customer", "orders", "lineitem")  # what they read: the rest lo
 ALL = os.environ.get("SNAPVIEW_TPCH_ALL") == "1"
 
 
-@pytest.fixture(scope="module")
-def tpch_server(tmp_path_factory):
-    # History for an hour: the check reads the sources at every state of the run at its end.
-    yield from serve(
-        tmp_path_factory.mktemp("tpch"), "--barrier-interval", "1s", "--retention", "1h"
-    )
+# History for an hour: the check reads the sources at every state of the run at its end.
+tpch_server = server_fixture("tpch", "--barrier-interval", "1s", "--retention", "1h")
 
 
 @pytest.fixture(scope="module")

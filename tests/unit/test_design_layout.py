@@ -42,10 +42,11 @@ def section_3(text: str) -> str:
 
 
 def modules_list(section: str) -> list[str]:
-    """The entries of the "### Modules" subsection: each list item's first backticked path."""
+    """The entries of the "### Modules" subsection (up to the next heading): each list item's
+    first backticked path."""
     start = section.find("\n### Modules")
     assert start >= 0, "docs/design.md §3 has no '### Modules' subsection"
-    end = section.find("\n**Import rules.**", start)
+    end = section.find("\n#", start + 1)
     return ENTRY.findall(section[start : end if end > start else len(section)])
 
 

@@ -159,7 +159,9 @@ class LeaseInfo:
 @dataclass(frozen=True)
 class GcProgress:
     """What the collector has done since the server started (counters), and the pass under
-    way (``pass_safepoint``, ``pass_phase``)."""
+    way (``pass_safepoint``, ``pass_phase``: write, changes (a full pass), changed_keys (an
+    incremental one) or done). The server keeps its own as one of these too, replacing it at
+    every step (``coordinator.server.gc``), so what it reports is what it counts."""
 
     passes: int = 0
     steps: int = 0

@@ -396,12 +396,22 @@ class LocalStore:
                     raise
 
     def _check_not_collected(self, ts: int, table: str, what: str = "snapshot") -> None:
+        self.check_not_collected(
+            ts,
+            f"table {cut(table)}: {what} at",
+            "its versions may be collected. Read at or above the safepoint, or hold a reader "
+            "lease while a snapshot is in use",
+        )
+
+    def check_not_collected(self, ts: int, subject: str, remedy: str) -> None:
+        """Raise SnapshotTooOld if ``ts`` is below the GC safepoint (what it would read may be
+        collected): "``subject`` ts T (its wall time) is older than the GC safepoint S (...);
+        ``remedy``"."""
         sp = self.safepoint
         if ts < sp:
             raise SnapshotTooOld(
-                f"table {cut(table)}: {what} at ts {ts} ({wall_text(ts)}) is older than the GC "
-                f"safepoint {sp} ({wall_text(sp)}); its versions may be collected. Read at or "
-                "above the safepoint, or hold a reader lease while a snapshot is in use"
+                f"{subject} ts {ts} ({wall_text(ts)}) is older than the GC safepoint {sp} "
+                f"({wall_text(sp)}); {remedy}"
             )
 
     def get(self, key: bytes, version: int) -> bytes | None:

@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import coordinator  # noqa: E402
 from coordinator.server.barriers import Barriers  # noqa: E402
+from coordinator.server.core import Core  # noqa: E402
 from coordinator.server.gc import GcManager  # noqa: E402
 from coordinator.server.registry import Registry  # noqa: E402
 from coordinator.server.tso import TimestampOracle  # noqa: E402
@@ -90,7 +91,7 @@ def tick_seconds(data_dir: str) -> float:
         store.use_clock(tso)
         registry = Registry(store)
         kw = {"max_leases": 10**7, "max_leases_per_holder": 10**7} if CAPPED else {}
-        gc = GcManager(store, tso, registry, Barriers(store, tso, registry), 3600, 0, **kw)
+        gc = GcManager(Core(store, tso, registry, Barriers(store, tso, registry)), 3600, 0, **kw)
         gc.tick()  # the first one sweeps what expired meanwhile (nothing, TTL 1 h)
         t0 = time.perf_counter()
         gc.tick()

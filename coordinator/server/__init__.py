@@ -1,6 +1,7 @@
 """The coordinator's server side: what runs inside ``snapview serve``.
 
-``tso`` (timestamp oracle), ``epochs`` (one Percolator transaction per job epoch), ``barriers``
+``core`` (the store, TSO, registry and barriers the managers are built on), ``tso``
+(timestamp oracle), ``epochs`` (one Percolator transaction per job epoch), ``barriers``
 (timestamp barriers and view versions), ``registry`` (jobs, one writer per table, no cycles),
 ``roles`` (who may call what), ``snapshot_planner`` (consistent snapshots and the barriers a view
 job may take), ``delay`` (barrier lag and E2E delay), ``meta`` (the coordinator's key space in

@@ -37,10 +37,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from coordinator.jobs import EpochMetadata
-from coordinator.server.barriers import Barriers
+from coordinator.reports import GcProgress
+from coordinator.server.core import Core
 from coordinator.server.epochs import EpochManager
 from coordinator.server.leases import (
     DEFAULT_MAX_LEASES,
@@ -58,13 +59,11 @@ from coordinator.server.meta import (
 )
 from coordinator.server.owned_holds import OwnedHold
 from coordinator.server.registry import Registry
-from coordinator.server.tso import TimestampOracle
 from kvstore.actions.gc import GcCursor, GcStep
-from kvstore.errors import FailedPrecondition, InvalidArgument, SnapshotTooOld
+from kvstore.errors import FailedPrecondition, InvalidArgument
 from kvstore.group_commit import WriteContext
 from kvstore.mvcc.timestamp import compose, physical_ms, wall_text
 from kvstore.storage import Reader
-from kvstore.store import LocalStore
 
 log = logging.getLogger("snapview.gc")
 HISTORY_RETENTION_S = 600.0  # MVCC history kept for reads at older timestamps (--retention)
@@ -94,24 +93,6 @@ class Hold:
     kind: str
     name: str
     ts: int
-
-
-@dataclass
-class GcProgress:
-    """What the collector has done since the server started (counters) and is doing."""
-
-    passes: int = 0  # passes completed
-    steps: int = 0
-    versions_removed: int = 0
-    records_examined: int = 0
-    records_deleted: int = 0
-    step_seconds: float = 0.0  # time spent in steps (planning and deleting)
-    pass_safepoint: int = 0  # the safepoint the pass in progress (or the last one) started at
-    pass_phase: str = "done"  # write | changes (full pass) | changed_keys (incremental) | done
-    last_pass_seconds: float = 0.0
-    last_pass_end_ms: int = 0
-    epoch_records_removed: int = 0
-    barriers_removed: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,10 +163,7 @@ class GcManager:
 
     def __init__(
         self,
-        store: LocalStore,
-        tso: TimestampOracle,
-        registry: Registry,
-        barriers: Barriers,
+        core: Core,
         retention_s: float = HISTORY_RETENTION_S,
         interval_s: float = DEFAULT_INTERVAL_S,
         pace: float = DEFAULT_PACE,
@@ -197,15 +175,18 @@ class GcManager:
             raise InvalidArgument(f"--retention must not be negative, got {retention_s}s")
         if interval_s < 0:
             raise InvalidArgument(f"--gc-interval must not be negative, got {interval_s}s")
-        self.store, self.tso, self.registry, self.barriers = store, tso, registry, barriers
+        self.core, store = core, core.store
+        self.store, self.tso = store, core.tso
+        self.registry, self.barriers = core.registry, core.barriers
         self.retention_s, self.interval_s, self.pace = retention_s, interval_s, pace
         # The open epochs' renewals: a lapsed one holds nothing and is settled at the next tick.
         self.epochs = epochs
         # Called at every tick after lapsed epochs are settled (RevisionManager.settle_abandoned).
         self.after_settle: list[Callable[[], object]] = []
         self.enabled = interval_s > 0
-        self.leases = Leases(store, tso, max_leases, max_leases_per_holder)
-        self.progress = GcProgress(pass_safepoint=store.safepoint)
+        self.leases = Leases(store, core.tso, max_leases, max_leases_per_holder)
+        # Replaced, never changed in place: a GcStatus handed out keeps the counters it was given.
+        self.progress = GcProgress(pass_safepoint=store.safepoint, pass_phase="done")
         self._extra: list[Callable[[], list[Hold]]] = []
         # Serialises safepoint moves with lease acquisition and renewal: a lease granted at ts
         # is in the holds before the next move is computed, and a move is durable before a
@@ -277,12 +258,9 @@ class GcManager:
         return self.leases.release(lease_id)
 
     def _check_not_collected(self, ts: int, holder: str) -> None:
-        sp = self.store.safepoint
-        if ts < sp:
-            raise SnapshotTooOld(
-                f"lease for {holder!r}: ts {ts} ({wall_text(ts)}) is older than the GC "
-                f"safepoint {sp} ({wall_text(sp)}); take a snapshot at or above it"
-            )
+        self.store.check_not_collected(
+            ts, f"lease for {holder!r}:", "take a snapshot at or above it"
+        )
 
     # ------------------------------------------------------------------ the safepoint
 
@@ -296,8 +274,13 @@ class GcManager:
             moved = target > self.store.safepoint and self.store.advance_safepoint(target)
         sp = self.store.safepoint
         if sp:
-            self.progress.barriers_removed += self.barriers.prune_below(sp)
-            self.progress.epoch_records_removed += self.prune_epochs(sp)
+            barriers, epochs = self.barriers.prune_below(sp), self.prune_epochs(sp)
+            p = self.progress
+            self.progress = replace(
+                p,
+                barriers_removed=p.barriers_removed + barriers,
+                epoch_records_removed=p.epoch_records_removed + epochs,
+            )
         return moved
 
     def settle_lapsed(self) -> list[EpochRecord]:
@@ -417,8 +400,9 @@ class GcManager:
             self._last_full_pass = now
         self._cursor = GcCursor() if full else GcCursor.incremental()
         self._pass_started = now
-        self.progress.pass_safepoint = self.store.safepoint
-        self.progress.pass_phase = self._cursor.phase
+        self.progress = replace(
+            self.progress, pass_safepoint=self.store.safepoint, pass_phase=self._cursor.phase
+        )
 
     def _step(self) -> tuple[float, GcStep]:
         """One step of the pass: how long it took, and the step."""
@@ -426,17 +410,24 @@ class GcManager:
         step = self.store.gc_step(self._cursor)
         took = time.monotonic() - t0
         p = self.progress
-        p.steps += 1
-        p.step_seconds += took
-        p.versions_removed += step.versions
-        p.records_examined += step.examined
-        p.records_deleted += len(step.doomed)
+        p = replace(
+            p,
+            steps=p.steps + 1,
+            step_seconds=p.step_seconds + took,
+            versions_removed=p.versions_removed + step.versions,
+            records_examined=p.records_examined + step.examined,
+            records_deleted=p.records_deleted + len(step.doomed),
+            pass_phase=step.next.phase,
+        )
         self._cursor = step.next
-        p.pass_phase = step.next.phase
         if step.next.done:
-            p.passes += 1
-            p.last_pass_seconds = time.monotonic() - self._pass_started
-            p.last_pass_end_ms = int(time.time() * 1000)
+            p = replace(
+                p,
+                passes=p.passes + 1,
+                last_pass_seconds=time.monotonic() - self._pass_started,
+                last_pass_end_ms=int(time.time() * 1000),
+            )
+        self.progress = p
         return took, step
 
 

@@ -50,6 +50,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from coordinator.server.barriers import RECORD_RETENTION_S, Barriers
+from coordinator.server.core import Core
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import DEFAULT_INTERVAL_S as DEFAULT_GC_INTERVAL_S
 from coordinator.server.gc import HISTORY_RETENTION_S, GcManager
@@ -408,20 +409,16 @@ class SnapviewServer:
             self.planner = SnapshotPlanner(
                 self.store, self.tso, self.barriers, self.registry, self.epochs
             )
+            core = Core(self.store, self.tso, self.registry, self.barriers)
             self.gc = GcManager(
-                self.store,
-                self.tso,
-                self.registry,
-                self.barriers,
+                core,
                 retention_s=cfg.retention_s,
                 interval_s=cfg.gc_interval_s,
                 epochs=self.epochs,
                 max_leases=cfg.max_leases,
                 max_leases_per_holder=cfg.max_leases_per_holder,
             )
-            self.revisions = RevisionManager(
-                self.store, self.tso, self.registry, self.barriers, self.epochs
-            )
+            self.revisions = RevisionManager(core, self.epochs)
             self.epochs.commit_hooks.append(self.revisions.on_epoch_commit)
             self.registry.on_unregister.append(self.revisions.on_job_gone)
             self.gc.add_holds(self.revisions.holds)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.server.barriers import Barriers
+from coordinator.server.core import Core
 from coordinator.server.gc import (
     DEFAULT_PACE,
     MIN_PAUSE_S,
@@ -33,7 +34,7 @@ def gc_and_kv(tmp_path):
     store.use_clock(tso)
     registry = Registry(store)
     barriers = Barriers(store, tso, registry, 1.0)
-    gc = GcManager(store, tso, registry, barriers, retention_s=0, interval_s=0)
+    gc = GcManager(Core(store, tso, registry, barriers), retention_s=0, interval_s=0)
     try:
         yield gc, Kv(store), tso
     finally:
@@ -71,7 +72,7 @@ def test_a_rewrite_makes_the_collector_hurry_and_settled_keys_do_not(gc_and_kv):
     # server's first pass is a full one, a walk over settled keys that keeps the pace.
     took, step = _first_step(gc, tso)
     assert step.examined == 0 and step.next.done
-    restarted = GcManager(gc.store, tso, gc.registry, gc.barriers, retention_s=0, interval_s=0)
+    restarted = GcManager(gc.core, retention_s=0, interval_s=0)
     took, step = _first_step(restarted, tso)
     assert step.versions == 0 and step.examined >= KEYS
     assert step_pause(took, step, DEFAULT_PACE) == max(MIN_PAUSE_S, took * DEFAULT_PACE)

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from coordinator.server.barriers import Barriers
+from coordinator.server.core import Core
 from coordinator.server.gc import GcManager
 from coordinator.server.leases import Lease
 from coordinator.server.meta import lease_key
@@ -74,7 +75,7 @@ def gc_with_leases(tmp_path, monkeypatch):
     monkeypatch.setattr(Lease, "from_json", classmethod(counting))
     registry = Registry(store)
     barriers = Barriers(store, tso, registry, 1.0)
-    gc = GcManager(store, tso, registry, barriers, retention_s=3600, interval_s=0)
+    gc = GcManager(Core(store, tso, registry, barriers), retention_s=3600, interval_s=0)
     try:
         yield gc, base
     finally:

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import threading
 
-from coordinator.server.barriers import Barriers
+from coordinator.server.core import Core
 from coordinator.server.epochs import EpochManager
 from coordinator.server.gc import Hold
 from coordinator.server.meta import EpochRecord
-from coordinator.server.registry import Registry
 from coordinator.server.revisions.corrections import Corrections
 from coordinator.server.revisions.holds import revision_holds
 from coordinator.server.revisions.rebuild import Rebuilds
@@ -23,10 +22,8 @@ from coordinator.server.revisions.records import (
     RevisionRecords,
 )
 from coordinator.server.revisions.rollback import DRAIN_GRACE_S, Rollbacks
-from coordinator.server.tso import TimestampOracle
 from kvstore.group_commit import WriteContext
 from kvstore.storage import Reader
-from kvstore.store import LocalStore
 
 
 class RevisionManager:
@@ -34,20 +31,16 @@ class RevisionManager:
 
     def __init__(
         self,
-        store: LocalStore,
-        tso: TimestampOracle,
-        registry: Registry,
-        barriers: Barriers,
+        core: Core,
         epochs: EpochManager,
         drain_grace_s: float = DRAIN_GRACE_S,
     ) -> None:
-        self.store, self.tso, self.registry = store, tso, registry
-        self.barriers, self.epochs = barriers, epochs
+        store, registry = core.store, core.registry
+        self.store, self.tso, self.registry = store, core.tso, registry
+        self.barriers, self.epochs = core.barriers, epochs
         mu = threading.Lock()  # one revision starts at a time (the fence check and id)
         self.record_store = RevisionRecords(store)
-        self.rollbacks = Rollbacks(
-            store, tso, registry, barriers, self.record_store, mu, drain_grace_s
-        )
+        self.rollbacks = Rollbacks(core, self.record_store, mu, drain_grace_s)
         self.corrections = Corrections(store, registry, epochs, self.record_store, mu)
         self.rebuilds = Rebuilds(store, registry, self.record_store, mu)
         # The calls that are one kind's alone, served by its object as they are.

@@ -31,9 +31,8 @@ import time
 from dataclasses import replace
 
 from coordinator.errors import RevisionOutcomeUnknown
-from coordinator.server.barriers import Barriers
+from coordinator.server.core import Core
 from coordinator.server.meta import epoch_primary_key, revision_by_key_key
-from coordinator.server.registry import Registry
 from coordinator.server.revisions.checks import check_text, check_who, downstream, root_table
 from coordinator.server.revisions.records import (
     ABORTED,
@@ -45,13 +44,11 @@ from coordinator.server.revisions.records import (
     RevisionRecords,
     now_ms,
 )
-from coordinator.server.tso import TimestampOracle
 from kvstore import actions
 from kvstore.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
-    SnapshotTooOld,
     TableNotFound,
     cut,
 )
@@ -62,7 +59,7 @@ from kvstore.mvcc.records import LockOp, Mutation, WriteKind
 from kvstore.mvcc.timestamp import wall_text
 from kvstore.results import COMMITTED as TXN_COMMITTED
 from kvstore.results import LOCKED
-from kvstore.store import MAX_LOCK_TTL_MS, LocalStore
+from kvstore.store import MAX_LOCK_TTL_MS
 
 log = logging.getLogger("snapview.revisions")
 
@@ -90,16 +87,13 @@ class Rollbacks:
 
     def __init__(
         self,
-        store: LocalStore,
-        tso: TimestampOracle,
-        registry: Registry,
-        barriers: Barriers,
+        core: Core,
         records: RevisionRecords,
         mu: threading.Lock,
         drain_grace_s: float = DRAIN_GRACE_S,
     ) -> None:
-        self.store, self.tso, self.registry = store, tso, registry
-        self.barriers, self.records = barriers, records
+        self.store, self.tso, self.registry = core.store, core.tso, core.registry
+        self.barriers, self.records = core.barriers, records
         self.drain_grace_s = drain_grace_s
         self._mu = mu  # one revision starts at a time (the fence check and id)
         # The rollbacks a call of this process is running: the GC tick leaves them alone, and a
@@ -137,13 +131,11 @@ class Rollbacks:
         return target
 
     def _check_safepoint(self, table: str, target: int) -> None:
-        sp = self.store.safepoint
-        if target < sp:
-            raise SnapshotTooOld(
-                f"table {table!r}: cannot revise to ts {target} ({wall_text(target)}): it is "
-                f"older than the GC safepoint {sp} ({wall_text(sp)}); its versions may be "
-                "collected (serve --retention keeps more history)"
-            )
+        self.store.check_not_collected(
+            target,
+            f"table {table!r}: cannot revise, the target",
+            "its versions may be collected (serve --retention keeps more history)",
+        )
 
     # ------------------------------------------------------------------ rollback
 

@@ -81,6 +81,10 @@ class Heartbeat:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop beating; waits up to 5 s for a heartbeat under way to end."""
         self._stop.set()
         self._thread.join(5)
 
@@ -125,17 +129,10 @@ class EpochAttempt:
         abort it."""
         return cls(client, EpochInfo(job, epoch, EpochState.PREWRITE, start_ts), ttl_ms)
 
-    @property
-    def job(self) -> str:
-        return self.info.job
-
-    @property
-    def epoch(self) -> int:
-        return self.info.epoch
-
-    @property
-    def start_ts(self) -> int:
-        return self.info.start_ts
+    # The attempt's key, as opened (an attempt never changes it).
+    job = property(lambda self: self.info.job, doc="The job (``info.job``).")
+    epoch = property(lambda self: self.info.epoch, doc="The epoch (``info.epoch``).")
+    start_ts = property(lambda self: self.info.start_ts, doc="The attempt's start_ts.")
 
     @property
     def committed(self) -> bool:

@@ -82,19 +82,17 @@ class ViewEpoch:
 
 @dataclass
 class EpochWork:
-    """What a strategy's ``write`` did in one epoch: ``kind`` (``Progress.last_strategy``:
-    full_recompute, build or delta), whether it ran the query (``recomputed``) or found nothing
-    to change (``unchanged``), its counters, why it was made that way, and the strategy's own
-    metadata fields for the commit."""
+    """What a strategy's ``write`` did in one epoch, for the view's ``Progress`` and the
+    commit's metadata."""
 
-    kind: str
-    recomputed: bool
-    unchanged: bool
-    mutations: int
-    changes: int = 0
-    lookups: int = 0
-    why: str = ""
-    fields: dict = field(default_factory=dict)
+    kind: str  # Progress.last_strategy: full_recompute, build or delta
+    recomputed: bool  # it ran the view's query over its sources
+    unchanged: bool  # it found nothing to change
+    mutations: int  # rows written to the view (and its state tables)
+    changes: int = 0  # source changes read (a delta)
+    lookups: int = 0  # keyed rows read beside them
+    why: str = ""  # why this kind (a build's reason, say)
+    fields: dict = field(default_factory=dict)  # the strategy's own metadata for the commit
 
 
 class ViewStrategy(abc.ABC):

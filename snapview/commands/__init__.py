@@ -1,15 +1,15 @@
 """The verbs of the ``snapview`` command, one module per group; ``snapview.cli`` assembles the
 parser from them and dispatches.
 
-Each module holds its verbs' whole story: the parser (``add_VERB(subparsers)``, which sets
-``func``), the handler (``cmd_VERB(args)``: connect, fetch, print) and the renderer (text and
-JSON). Importing a module loads nothing but the standard library, ``common``,
+Each module holds its verbs' whole story: the handler (``cmd_VERB(args)``: connect, fetch,
+print; its docstring is the verb's help), the parser (``add_VERB(subparsers)``: ``add_verb`` and
+the verb's options) and the renderer (text and JSON). Importing a module loads nothing but the standard library, ``common``,
 ``kvstore.errors`` and ``snapview.terminal`` (not even ``coordinator.times``, which loads the
 client and gRPC): each handler imports what it needs when it runs, so ``snapview --help`` and
 ``snapview check`` load no client and ``snapview status`` neither PySpark nor pyarrow.
 
-- ``common``: what the verb modules share (``add_verb``, ``client_args``, ``connect``,
-  ``parse_duration``); no verb.
+- ``common``: what the verb modules share (``add_verb``, ``client_args``, ``add_duration``,
+  ``options_for``, ``connect``, ``parse_duration``); no verb.
 - ``serve.py``: ``serve``, the coordinator and the store on one port.
 - ``check.py``: ``check``, every record of a store on disk checked for damage.
 - ``status.py``: ``status``, the server's version, TSO, counts and space.

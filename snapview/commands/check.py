@@ -11,17 +11,15 @@ from snapview.commands.common import Subparsers, add_verb
 
 
 def add_check(sub: Subparsers) -> None:
-    ck = add_verb(
-        sub,
-        "check",
-        "check every record of a store on disk for damage",
-        "Read-only, with or without a server running; exits 1 if anything is damaged.",
-    )
+    ck = add_verb(sub, cmd_check)
     ck.add_argument("--data-dir", required=True, help="the data dir of a snapview serve")
-    ck.set_defaults(func=cmd_check)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """check every record of a store on disk for damage
+
+    Read-only, with or without a server running; exits 1 if anything is damaged.
+    """
     from kvstore.integrity import check_store
 
     faulthandler.enable()

@@ -1,17 +1,20 @@
 """What the verb modules share; it holds no verb.
 
-``add_verb`` adds a verb's parser (a one-line summary, a description, every option's default in
-its help); ``client_args`` gives a client verb its connection options and ``--format``;
-``connect`` opens the client a verb talks to the server with; ``parse_duration`` reads
-``1s``, ``250ms``, ``2m``... Nothing here loads the client: a verb imports what it needs when it
-runs.
+``add_verb`` adds a verb's parser from its handler (named ``cmd_VERB``; its docstring is the
+help; every option's default shows in it); ``client_args`` gives a client verb its connection
+options and ``--format``; ``add_duration`` adds an option read by ``parse_duration`` (``1s``,
+``250ms``, ``2m``...); ``options_for`` hands a verb's options to the function that takes them;
+``connect`` opens the client a verb talks to the server with. Nothing here loads the client: a
+verb imports what it needs when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,27 +40,55 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionH
         return super()._get_help_string(action)
 
 
-# Every verb is one function that adds its parser to the subparsers and sets ``func``, the
-# handler that runs it. A new verb is one more such function, appended to
-# ``snapview.cli.COMMANDS``.
+# Every verb is a handler ``cmd_NAME(args) -> int`` whose docstring is its help, and a function
+# that adds its parser (``add_verb(sub, cmd_NAME)`` and its options). A new verb is one more such
+# pair, its adder appended to ``snapview.cli.COMMANDS``.
 Subparsers = Any  # argparse's _SubParsersAction, which typeshed keeps private
 
 
+TEXT_JSON = ("text", "json")  # the output formats of most client verbs
+
+
 def add_verb(
-    sub: Subparsers, name: str, summary: str, description: str = ""
+    sub: Subparsers,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    formats: tuple[str, ...] = (),
 ) -> argparse.ArgumentParser:
-    """A subcommand with a one-line summary (in ``snapview --help``) and a description (in
-    ``snapview NAME --help``), whose options show their defaults."""
-    return sub.add_parser(
+    """The subcommand ``run`` runs (``cmd_NAME`` is verb NAME; its return is the exit code),
+    whose options show their defaults. ``run``'s docstring is its help: the first line the
+    one-line summary (in ``snapview --help``), the rest, line breaks kept, the description (in
+    ``snapview NAME --help``). With ``formats`` it is a client verb: it has ``client_args``
+    with those output formats."""
+    name = run.__name__.removeprefix("cmd_")
+    summary, _, description = (inspect.getdoc(run) or name).partition("\n")
+    p = sub.add_parser(
         name,
         help=summary,
-        description=f"{summary[0].upper()}{summary[1:]}.\n\n{description}".rstrip(),
+        description=f"{summary[0].upper()}{summary[1:]}.\n\n{description.strip()}".rstrip(),
         formatter_class=Formatter,
     )
+    p.set_defaults(func=run)
+    if formats:
+        client_args(p, formats)
+    return p
+
+
+def add_duration(p: argparse.ArgumentParser, flag: str, default: str, help: str, **kw: Any) -> None:
+    """An option taking a duration (``parse_duration``); its default is given as text."""
+    p.add_argument(flag, type=parse_duration, default=default, metavar="DURATION", help=help, **kw)
+
+
+def options_for(fn: Callable[..., Any], args: argparse.Namespace, **given: Any) -> dict[str, Any]:
+    """The keyword arguments of ``fn`` (a function or a dataclass) that ``args`` holds, each
+    option's ``dest`` named as the parameter it fills, with ``given`` on top: a verb that
+    hands its options on says which function takes them, not each option again."""
+    names = inspect.signature(fn).parameters
+    return {k: v for k, v in vars(args).items() if k in names} | given
 
 
 def client_args(
-    p: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")
+    p: argparse.ArgumentParser, formats: tuple[str, ...] = TEXT_JSON
 ) -> argparse._MutuallyExclusiveGroup:
     """The options every client verb has: where the server is, how to reach it, and --format.
     ``--json`` is kept, hidden, as an alias of ``--format json``."""

@@ -4,57 +4,39 @@ critical path, marking the job that adds the most (design.md section 5.5)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
-from snapview.commands.common import Subparsers, add_verb, client_args, connect
+from snapview.commands.common import TEXT_JSON, Subparsers, add_verb, connect
 
 
 def add_delay(sub: Subparsers) -> None:
-    dl = add_verb(
-        sub,
-        "delay",
-        "barrier lag and E2E delay of every table, and which job adds the delay",
-        "behind: barriers issued since the table's newest version; lag_ms: how old that\n"
-        "barrier is; e2e_ms: from the barrier to the commit of its version.\n\n"
-        "Under each view, its critical path at that barrier: from the view upstream to a root,\n"
-        "following the input that arrived last. own: what that table's job took (from its last\n"
-        "input to its commit); wait: how long it waited for that input. The own times add up\n"
-        "to e2e_ms; * marks the bottleneck (the largest own). See design.md section 5.5.",
-    )
-    client_args(dl)
-    dl.set_defaults(func=cmd_delay)
+    add_verb(sub, cmd_delay, formats=TEXT_JSON)
 
 
 def cmd_delay(args: argparse.Namespace) -> int:
+    """barrier lag and E2E delay of every table, and which job adds the delay
+
+    behind: barriers issued since the table's newest version; lag_ms: how old that
+    barrier is; e2e_ms: from the barrier to the commit of its version.
+
+    Under each view, its critical path at that barrier: from the view upstream to a root,
+    following the input that arrived last. own: what that table's job took (from its last
+    input to its commit); wait: how long it waited for that input. The own times add up
+    to e2e_ms; * marks the bottleneck (the largest own). See design.md section 5.5.
+    """
     from coordinator.times import format_ts, with_wall
 
     with connect(args) as c:
         d = c.delay()
-    rows: list[dict[str, Any]] = [  # JSON objects
-        {
-            "table": t.table,
-            "kind": t.kind,
-            "job": t.job,
-            "barrier": t.barrier,
+    # JSON objects: each TableDelay as it is (its path included), with the barrier's wall time
+    # and the bottleneck's table beside it.
+    rows: list[dict[str, Any]] = [
+        dataclasses.asdict(t)
+        | {
             "barrier_time": format_ts(t.barrier),
-            "barriers_behind": t.barriers_behind,
-            "barrier_lag_ms": t.barrier_lag_ms,
-            "e2e_delay_ms": t.e2e_delay_ms,
-            "job_state": t.job_state,
             "bottleneck": next((p.table for p in t.path if p.bottleneck), ""),
-            "path": [
-                {
-                    "table": p.table,
-                    "job": p.job,
-                    "barrier": p.barrier,
-                    "own_ms": p.own_ms,
-                    "wait_ms": p.wait_ms,
-                    "bottleneck": p.bottleneck,
-                    "estimated": p.estimated,
-                }
-                for p in t.path
-            ],
         }
         for t in d.tables
     ]

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from snapview.commands.common import Subparsers, add_verb, client_args, connect
+from snapview.commands.common import TEXT_JSON, Subparsers, add_verb, connect
 from snapview.terminal import shown
 
 if TYPE_CHECKING:
@@ -21,27 +21,24 @@ if TYPE_CHECKING:
 
 
 def add_leases(sub: Subparsers) -> None:
-    ls = add_verb(
-        sub,
-        "leases",
-        "the GC safepoint, what holds it back, and the reader leases",
-        "The safepoint never passes: now minus --retention, a live reader lease, or the oldest\n"
-        "read ts a registered job still needs. A read below it fails with SnapshotTooOld.\n"
-        "leases lists the first --limit leases (of --holder only, if given), a page at a time;\n"
-        "leases release ID gives lease ID back, whoever holds it (its reads may then fail with\n"
-        "SnapshotTooOld once the safepoint passes them).",
-    )
-    client_args(ls)
+    ls = add_verb(sub, cmd_leases, formats=TEXT_JSON)
     ls.add_argument("action", nargs="?", choices=["list", "release"], default="list")
     ls.add_argument("lease_id", nargs="?", metavar="ID", help="release: the lease's id")
     ls.add_argument("--holder", default="", help="list: only this holder's leases")
     ls.add_argument(
         "--limit", type=int, default=100, metavar="N", help="list: at most N leases; 0: all"
     )
-    ls.set_defaults(func=cmd_leases)
 
 
 def cmd_leases(args: argparse.Namespace) -> int:
+    """the GC safepoint, what holds it back, and the reader leases
+
+    The safepoint never passes: now minus --retention, a live reader lease, or the oldest
+    read ts a registered job still needs. A read below it fails with SnapshotTooOld.
+    leases lists the first --limit leases (of --holder only, if given), a page at a time;
+    leases release ID gives lease ID back, whoever holds it (its reads may then fail with
+    SnapshotTooOld once the safepoint passes them).
+    """
     if args.action == "release":
         if not args.lease_id:
             print("snapview: error: leases release needs an ID", file=sys.stderr)

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from snapview.commands.common import Subparsers, add_verb, client_args, connect
+from snapview.commands.common import TEXT_JSON, Subparsers, add_verb, connect
 from snapview.terminal import shown
 
 if TYPE_CHECKING:
@@ -21,26 +21,23 @@ if TYPE_CHECKING:
 
 
 def add_jobs(sub: Subparsers) -> None:
-    j = add_verb(
-        sub,
-        "jobs",
-        "every job: its state (running, lost, failed, stopped, not_started) and lag",
-        "A job's state comes from its own reports to the coordinator (docs/design.md 5.5).\n"
-        "jobs release JOB settles JOB's open epoch now (a writer that went away: rolled back, or\n"
-        "committed if its primary was), so it no longer holds the GC safepoint, and prints what\n"
-        "the job still holds; --unregister also unregisters the job (its table is then free for\n"
-        "another writer, and nothing of it holds the safepoint).",
-    )
-    client_args(j)
+    j = add_verb(sub, cmd_jobs, formats=TEXT_JSON)
     j.add_argument("action", nargs="?", choices=["list", "release"], default="list")
     j.add_argument("job", nargs="?", help="release: the job")
     j.add_argument(
         "--unregister", action="store_true", help="release: unregister the job too (a sink's)"
     )
-    j.set_defaults(func=cmd_jobs)
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
+    """every job: its state (running, lost, failed, stopped, not_started) and lag
+
+    A job's state comes from its own reports to the coordinator (docs/design.md 5.5).
+    jobs release JOB settles JOB's open epoch now (a writer that went away: rolled back, or
+    committed if its primary was), so it no longer holds the GC safepoint, and prints what
+    the job still holds; --unregister also unregisters the job (its table is then free for
+    another writer, and nothing of it holds the safepoint).
+    """
     if args.action == "release":
         if not args.job:
             print("snapview: error: jobs release needs a JOB", file=sys.stderr)
@@ -134,21 +131,18 @@ def release_job(client: Client, job: str, unregister: bool = False) -> dict[str,
 
 
 def add_drop(sub: Subparsers) -> None:
-    d = add_verb(
-        sub,
-        "drop",
-        "drop a table or view (a view with its job)",
-        "A table that views read is refused unless --cascade, which drops everything downstream "
-        "too, in one transaction. The writer job of every dropped table is unregistered and "
-        "stops at its next report.",
-    )
-    client_args(d)
+    d = add_verb(sub, cmd_drop, formats=TEXT_JSON)
     d.add_argument("table", help="the table or view to drop")
     d.add_argument("--cascade", action="store_true", help="drop every table downstream too")
-    d.set_defaults(func=cmd_drop)
 
 
 def cmd_drop(args: argparse.Namespace) -> int:
+    """drop a table or view (a view with its job)
+
+    A table that views read is refused unless --cascade, which drops everything downstream too,
+    in one transaction. The writer job of every dropped table is unregistered and stops at its
+    next report.
+    """
     with connect(args) as c:
         lines = drop_lines(c, args.table, args.cascade)
     print("\n".join(lines))
@@ -166,22 +160,19 @@ def drop_lines(client: Client, table: str, cascade: bool) -> list[str]:
 
 
 def add_views(sub: Subparsers) -> None:
-    v = add_verb(
-        sub,
-        "views",
-        "run view jobs as a service",
-        "views run FILE: FILE defines views(spark, address) returning MaterializedViews (or "
-        "builders); each is started, a failed job is restarted with back-off, and SIGTERM stops "
-        "them all cleanly.",
-    )
-    client_args(v)
+    v = add_verb(sub, cmd_views, formats=TEXT_JSON)
     v.add_argument("action", choices=["run"], help="what to do")
     v.add_argument("file", help="a Python file defining views(spark, address)")
     v.add_argument("--master", default="local[2]", help="Spark master")
-    v.set_defaults(func=cmd_views)
 
 
 def cmd_views(args: argparse.Namespace) -> int:
+    """run view jobs as a service
+
+    views run FILE: FILE defines views(spark, address) returning MaterializedViews (or
+    builders); each is started, a failed job is restarted with back-off, and SIGTERM stops them
+    all cleanly.
+    """
     from snapview.views_service import run_file
 
     return run_file(args.file, args.address, args.master)

@@ -15,7 +15,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kvstore.errors import InvalidArgument, SnapviewError
-from snapview.commands.common import Subparsers, add_verb, client_args, connect, parse_duration
+from snapview.commands.common import (
+    TEXT_JSON,
+    Subparsers,
+    add_duration,
+    add_verb,
+    connect,
+)
 from snapview.terminal import shown
 
 if TYPE_CHECKING:
@@ -26,18 +32,7 @@ if TYPE_CHECKING:
 
 
 def add_revise(sub: Subparsers) -> None:
-    rv = add_verb(
-        sub,
-        "revise",
-        "revise a root table: roll it back, or apply corrections, as one transaction",
-        "Rolls TABLE back to its state at a barrier (--to-barrier) or a time (--to-ts), or\n"
-        "applies a Parquet file of corrections (--corrections, --mode upsert|delete), as one new\n"
-        "transaction: history is kept, and the revision can itself be revised. Writers of the\n"
-        "table wait while a rollback is applied. Every view downstream follows at one barrier;\n"
-        "this waits for them and prints it. --dry-run prints what would change, in the table\n"
-        "and in each downstream view's next epoch (computed by Spark), and writes nothing.\n"
-        "docs/revising.md.",
-    )
+    rv = add_verb(sub, cmd_revise, formats=TEXT_JSON)
     rv.add_argument("table", help="the root table to revise")
     what = rv.add_mutually_exclusive_group(required=True)
     what.add_argument("--to-barrier", type=int, metavar="B", help="roll back to barrier B")
@@ -53,13 +48,7 @@ def add_revise(sub: Subparsers) -> None:
     )
     rv.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
     rv.add_argument("--no-wait", action="store_true", help="do not wait for the views")
-    rv.add_argument(
-        "--timeout",
-        type=parse_duration,
-        default="10m",
-        metavar="DURATION",
-        help="how long to wait for the views downstream",
-    )
+    add_duration(rv, "--timeout", "10m", "how long to wait for the views downstream")
     rv.add_argument("--who", default=None, help="who to record (default: user@host)")
     rv.add_argument(
         "--key",
@@ -67,8 +56,6 @@ def add_revise(sub: Subparsers) -> None:
         help="the revision key of a rollback (default: a fresh one): run again with the same "
         "key, it prints the revision that key ran instead of running a second one",
     )
-    client_args(rv)
-    rv.set_defaults(func=cmd_revise)
 
 
 def _parse_ts_arg(text: str) -> int:
@@ -88,6 +75,16 @@ def _human(args: argparse.Namespace) -> Callable[[str], object]:
 
 
 def cmd_revise(args: argparse.Namespace) -> int:
+    """revise a root table: roll it back, or apply corrections, as one transaction
+
+    Rolls TABLE back to its state at a barrier (--to-barrier) or a time (--to-ts), or
+    applies a Parquet file of corrections (--corrections, --mode upsert|delete), as one new
+    transaction: history is kept, and the revision can itself be revised. Writers of the
+    table wait while a rollback is applied. Every view downstream follows at one barrier;
+    this waits for them and prints it. --dry-run prints what would change, in the table
+    and in each downstream view's next epoch (computed by Spark), and writes nothing.
+    docs/revising.md.
+    """
     with connect(args) as c:
         return revise(c, args, _human(args))
 
@@ -249,25 +246,20 @@ def wait_and_report(
 
 
 def add_rebuild(sub: Subparsers) -> None:
-    rb = add_verb(
-        sub,
-        "rebuild",
-        "recompute a view at its next barrier; the views downstream follow at the same barrier",
-        "The view's job (it must be running, or the rebuild waits for it) recomputes the view\n"
-        "from its sources at its next barrier, whatever its strategy. This waits for the view\n"
-        "and every view downstream and prints the barrier.",
-    )
+    rb = add_verb(sub, cmd_rebuild, formats=TEXT_JSON)
     rb.add_argument("view", help="the view to rebuild")
     rb.add_argument("--no-wait", action="store_true", help="do not wait for the rebuild")
-    rb.add_argument(
-        "--timeout", type=parse_duration, default="10m", metavar="DURATION", help="how long to wait"
-    )
+    add_duration(rb, "--timeout", "10m", "how long to wait")
     rb.add_argument("--who", default=None, help="who to record (default: user@host)")
-    client_args(rb)
-    rb.set_defaults(func=cmd_rebuild)
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
+    """recompute a view at its next barrier; the views downstream follow at the same barrier
+
+    The view's job (it must be running, or the rebuild waits for it) recomputes the view
+    from its sources at its next barrier, whatever its strategy. This waits for the view
+    and every view downstream and prints the barrier.
+    """
     with connect(args) as c:
         return rebuild(c, args, _human(args))
 
@@ -287,16 +279,9 @@ def rebuild(c: Client, args: argparse.Namespace, out: Callable[[str], object] = 
 
 
 def add_revisions(sub: Subparsers) -> None:
-    rs = add_verb(
-        sub,
-        "revisions",
-        "the revisions recorded: who, when, what, the barrier, the rows changed",
-        "Newest first: rollbacks, correction sets and rebuilds, with their state.",
-    )
+    rs = add_verb(sub, cmd_revisions, formats=TEXT_JSON)
     rs.add_argument("--table", default=None, help="only this table's")
     rs.add_argument("--limit", type=int, default=0, help="at most this many (0: all)")
-    client_args(rs)
-    rs.set_defaults(func=cmd_revisions)
 
 
 def format_revisions(revs: list[Revision]) -> list[str]:
@@ -323,6 +308,10 @@ def format_revisions(revs: list[Revision]) -> list[str]:
 
 
 def cmd_revisions(args: argparse.Namespace) -> int:
+    """the revisions recorded: who, when, what, the barrier, the rows changed
+
+    Newest first: rollbacks, correction sets and rebuilds, with their state.
+    """
     with connect(args) as c:
         revs = c.revisions(args.table, args.limit)
     if args.format == "json":

@@ -11,30 +11,17 @@ import sys
 import threading
 
 from kvstore.heavy_calls import DEFAULT_MAX_HEAVY_CALLS
-from snapview.commands.common import Subparsers, add_verb, parse_duration
+from snapview.commands.common import Subparsers, add_duration, add_verb
 
 SERVER_SWITCH_INTERVAL_S = 0.001  # the server process's GIL switch interval (cmd_serve)
 
 
 def add_serve(sub: Subparsers) -> None:
-    s = add_verb(
-        sub,
-        "serve",
-        "run the coordinator and the store on one port",
-        "Runs until SIGTERM or Ctrl-C. Prints 'snapview serving on HOST:PORT ...' once it\n"
-        "accepts calls (with metrics=URL when --metrics-port is given). A bind beyond loopback\n"
-        "needs TLS (--tls-cert/--tls-key), a token (--token-file) or --insecure.",
-    )
+    s = add_verb(sub, cmd_serve)
     s.add_argument("--data-dir", required=True, help="where the LMDB environment lives")
     s.add_argument("--host", default="127.0.0.1", help="address to bind")
     s.add_argument("--port", type=int, default=50051, help="port to bind; 0 picks a free port")
-    s.add_argument(
-        "--barrier-interval",
-        type=parse_duration,
-        default="1s",
-        metavar="DURATION",
-        help="time between barriers (1s, 250ms, 2m)",
-    )
+    add_duration(s, "--barrier-interval", "1s", "time between barriers (1s, 250ms, 2m)")
     s.add_argument(
         "--metrics-port",
         type=int,
@@ -43,12 +30,11 @@ def add_serve(sub: Subparsers) -> None:
         "with --token-file they need 'Authorization: Bearer TOKEN'); 0 picks a free port "
         "(default: off)",
     )
-    s.add_argument(
+    add_duration(
+        s,
         "--metrics-timeout",
-        type=parse_duration,
-        default="10s",
-        metavar="DURATION",
-        help="close a metrics connection that sends or reads nothing for this long",
+        "10s",
+        "close a metrics connection that sends or reads nothing for this long",
     )
     s.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve TLS")
     s.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
@@ -87,28 +73,25 @@ def add_serve(sub: Subparsers) -> None:
         help="change scans and dry-run rollbacks run at once; more wait a second, then are "
         "refused as busy (RESOURCE_EXHAUSTED, retried by clients) (default: %(default)s)",
     )
-    s.add_argument(
+    add_duration(
+        s,
         "--retention",
-        type=parse_duration,
-        default="10m",
-        metavar="DURATION",
-        help="history kept for reads at older timestamps (read --at, change reads); GC never "
+        "10m",
+        "history kept for reads at older timestamps (read --at, change reads); GC never "
         "passes now minus this, a reader lease, or what a registered view job still needs",
     )
-    s.add_argument(
+    add_duration(
+        s,
         "--gc-interval",
-        type=parse_duration,
-        default="10s",
-        metavar="DURATION",
-        help="how often the GC safepoint moves (collection runs in small steps in between); "
+        "10s",
+        "how often the GC safepoint moves (collection runs in small steps in between); "
         "0 turns automatic GC off",
     )
-    s.add_argument(
+    add_duration(
+        s,
         "--epoch-ttl",
-        type=parse_duration,
-        default="60s",
-        metavar="DURATION",
-        help="an open epoch whose writer stopped renewing it (no heartbeat) for this long, or "
+        "60s",
+        "an open epoch whose writer stopped renewing it (no heartbeat) for this long, or "
         "for its lock TTL if longer, stops holding the GC safepoint and is settled",
     )
     s.add_argument(
@@ -125,10 +108,15 @@ def add_serve(sub: Subparsers) -> None:
         metavar="N",
         help="reader leases one holder (its name) holds at once; one more is refused",
     )
-    s.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """run the coordinator and the store on one port
+
+    Runs until SIGTERM or Ctrl-C. Prints 'snapview serving on HOST:PORT ...' once it
+    accepts calls (with metrics=URL when --metrics-port is given). A bind beyond loopback
+    needs TLS (--tls-cert/--tls-key), a token (--token-file) or --insecure.
+    """
     from coordinator.server.serve import ServeConfig, SnapviewServer, bind_address
 
     faulthandler.enable()  # a fatal signal (SIGBUS: data file truncated under us) prints a line

@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 
-from snapview.commands.common import Subparsers, add_verb, client_args, connect
+from snapview.commands.common import TEXT_JSON, Subparsers, add_verb, connect
 
 
 def add_status(sub: Subparsers) -> None:
-    st = add_verb(sub, "status", "server status", "Version, TSO, table and job counts, space used.")
-    client_args(st)
-    st.set_defaults(func=cmd_status)
+    add_verb(sub, cmd_status, formats=TEXT_JSON)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """server status
+
+    Version, TSO, table and job counts, space used.
+    """
     from coordinator.times import format_ts
 
     with connect(args) as c:

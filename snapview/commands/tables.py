@@ -9,21 +9,18 @@ import sys
 from typing import Any
 
 from kvstore.errors import InvalidArgument
-from snapview.commands.common import Subparsers, add_verb, client_args, connect
+from snapview.commands.common import TEXT_JSON, Subparsers, add_verb, connect
 
 
 def add_tables(sub: Subparsers) -> None:
-    t = add_verb(
-        sub,
-        "tables",
-        "list tables",
-        "Name, kind (root, view, or state: a view's state table), primary key and schema.",
-    )
-    client_args(t)
-    t.set_defaults(func=cmd_tables)
+    add_verb(sub, cmd_tables, formats=TEXT_JSON)
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
+    """list tables
+
+    Name, kind (root, view, or state: a view's state table), primary key and schema.
+    """
     with connect(args) as c:
         tables = c.tables()
     rows: list[dict[str, Any]] = [  # JSON objects
@@ -50,12 +47,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def add_read(sub: Subparsers) -> None:
-    r = add_verb(
-        sub,
-        "read",
-        "print a table as of a timestamp",
-        "Without --at, --consistent or --barrier: the latest committed state.",
-    )
+    r = add_verb(sub, cmd_read, formats=("text", "csv", "json"))
     r.add_argument("table", help="the table or view to read")
     g = r.add_mutually_exclusive_group()
     g.add_argument(
@@ -70,11 +62,13 @@ def add_read(sub: Subparsers) -> None:
         help="read the table's version at its newest barrier (a consistent snapshot)",
     )
     g.add_argument("--barrier", type=int, help="read the table's version at this barrier")
-    client_args(r, formats=("text", "csv", "json"))
-    r.set_defaults(func=cmd_read)
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    """print a table as of a timestamp
+
+    Without --at, --consistent or --barrier: the latest committed state.
+    """
     from coordinator.times import parse_ts, with_wall
 
     at = None if args.at is None else parse_ts(args.at)

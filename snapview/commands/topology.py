@@ -14,17 +14,11 @@ if TYPE_CHECKING:
 
 
 def add_topology(sub: Subparsers) -> None:
-    tp = add_verb(
-        sub,
-        "topology",
-        "jobs and tables: who writes what from what",
-        "--format dot prints the lineage as Graphviz DOT (snapview topology --format dot | dot -Tsvg).",
-    )
+    tp = add_verb(sub, cmd_topology)
     out = client_args(tp, formats=("text", "json", "dot"))
     out.add_argument(
         "--dot", dest="format", action="store_const", const="dot", help=argparse.SUPPRESS
     )
-    tp.set_defaults(func=cmd_topology)
 
 
 # How `topology --format dot` colors a table by its lag (TableDelay.barriers_behind): at most
@@ -79,6 +73,11 @@ def topology_dot(topo: TopologyInfo, delay: DelayInfo | None = None) -> str:
 
 
 def cmd_topology(args: argparse.Namespace) -> int:
+    """jobs and tables: who writes what from what
+
+    --format dot prints the lineage as Graphviz DOT (snapview topology --format dot | dot
+    -Tsvg).
+    """
     from coordinator.times import with_wall
 
     with connect(args) as c:

@@ -59,9 +59,9 @@ differential: $(STAMP)
 	SNAPVIEW_DIFF_ROUNDS=$${SNAPVIEW_DIFF_ROUNDS:-60} $(PY) -m pytest -q -o timeout=3600 \
 		tests/spark/test_incremental.py -k equal_spark
 
-# TPC-H as views (tests/tpch): the 22 queries under auto beside full-recompute twins over
-# DuckDB-generated data at SF 0.1, 10 rounds of RF1/RF2, every view equal to Spark at every
-# barrier; prints a table of epoch and full-recompute times (`make test` runs a short one).
+# TPC-H as views (tests/tpch): the 22 queries under auto over DuckDB-generated data at SF 0.1,
+# 10 rounds of RF1/RF2, every view equal to Spark at every barrier; prints a table of epoch
+# times beside Spark's batch run of each query at each round (`make test` runs a short one).
 # TPCH_SF=, TPCH_ROUNDS=, TPCH_QUERIES=1,3,6 for others.
 tpch: $(STAMP)
 	$(PY) scripts/bench_tpch.py --sf $${TPCH_SF:-0.1} --rounds $${TPCH_ROUNDS:-10} \

@@ -45,13 +45,17 @@ def _log4j2_file() -> str:
 
 
 def local_session(
-    master: str = "local[2]", app_name: str = "snapview", shuffle_partitions: int = 2
+    master: str = "local[2]",
+    app_name: str = "snapview",
+    shuffle_partitions: int = 2,
+    settings: dict[str, str] | None = None,
 ) -> SparkSession:
     """A SparkSession (``getOrCreate``) on ``master``: Python workers run this interpreter, no UI
     and no console progress bars, session time zone UTC, Spark's own logs at ERROR from the JVM's
     start (a log4j2 configuration of our own), so a run that goes well prints only what its
     caller prints. One line remains, from the JVM itself before any configuration:
-    ``WARNING: Using incubator modules: jdk.incubator.vector``."""
+    ``WARNING: Using incubator modules: jdk.incubator.vector``. ``settings`` are further Spark
+    configuration (``spark.driver.memory`` takes effect only if this starts the JVM)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
@@ -62,6 +66,8 @@ def local_session(
     conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     conf.set("spark.sql.session.timeZone", "UTC")
     conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j2_file()}")
+    for k, v in (settings or {}).items():
+        conf.set(k, v)
     if SparkContext._active_spark_context is None and SparkContext._gateway is None:
         _start_jvm(conf)
     spark = SparkSession.builder.config(conf=conf).getOrCreate()

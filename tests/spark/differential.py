@@ -602,13 +602,19 @@ class SparkBatch:
     """Runs a query in Spark batch over sources given as Arrow (local relations: the same rows
     as a scan of the store, without a scan task per source), in a session of its own."""
 
-    def __init__(self, spark) -> None:
+    def __init__(self, spark, broadcast: bool = True) -> None:
         self.s = spark.newSession()
         self.s.conf.set("spark.sql.session.timeZone", "UTC")
         self.s.conf.set("spark.sql.shuffle.partitions", "2")
+        if not broadcast:
+            # Large local relations (TPC-H's lineitem): a broadcast of one can exhaust the
+            # driver's memory; sort-merge joins stream instead.
+            self.s.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
         self._bound: dict[str, int] = {}
 
-    def result(self, client, query: str, snap, sources) -> list[dict]:
+    def bind(self, client, snap, sources) -> None:
+        """Make each of ``sources`` the temp view of its rows as ``snap`` reads them (once per
+        read ts)."""
         from spark_source.spark_types import table_struct
 
         for table in sources:
@@ -618,6 +624,9 @@ class SparkBatch:
                 df = self.s.createDataFrame(snap.read(table), schema=table_struct(info))
                 df.createOrReplaceTempView(table)
                 self._bound[table] = ts
+
+    def result(self, client, query: str, snap, sources) -> list[dict]:
+        self.bind(client, snap, sources)
         return [r.asDict() for r in self.s.sql(query).collect()]
 
 

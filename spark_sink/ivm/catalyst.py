@@ -218,6 +218,16 @@ _DATETIME = {
 _UTC = ("UTC", "Etc/UTC", "Z", "+00:00", "GMT")
 
 
+def _refuse_other_zones(j: JObject, tz: JObject | None) -> None:
+    """Raise Unsupported (TIME_ZONE) if ``tz``, the Option of a zone id of expression ``j``,
+    names a zone other than UTC (every zoned entry is defined on the UTC clock)."""
+    if tz is not None and tz.isDefined() and str(tz.get()) not in _UTC:
+        raise Unsupported(
+            f"{j.prettyName()} in time zone {tz.get()} is not maintained incrementally",
+            code="TIME_ZONE",
+        )
+
+
 class _Converter:
     """Catalyst expressions to ours; ``groups`` (Catalyst grouping expressions) are replaced by
     GroupRef and aggregate expressions by AggRef, inside an Aggregate's results."""
@@ -301,12 +311,9 @@ class _Converter:
                 )
             return Call("in", (self.expr(j.value()), *(self.expr(i) for i in items)), dtype)
         if kind in _DATETIME:
-            tz = j.timeZoneId() if kind.startswith(("Timestamp", "Time")) else None
-            if tz is not None and tz.isDefined() and str(tz.get()) not in _UTC:
-                raise Unsupported(
-                    f"{j.prettyName()} in time zone {tz.get()} is not maintained incrementally",
-                    code="TIME_ZONE",
-                )
+            _refuse_other_zones(
+                j, j.timeZoneId() if kind.startswith(("Timestamp", "Time")) else None
+            )
             operands = tuple(self.expr(c) for c in _seq(j.children()))
             return Call(_DATETIME[kind], operands, dtype)
         if kind == "InSet":  # an IN list past spark.sql.optimizer.inSetConversionThreshold
@@ -337,6 +344,7 @@ class _Converter:
                     f"{j.prettyName()} of {', '.join(types)} is not maintained incrementally",
                     code="EXPRESSION",
                 )
+            _refuse_other_zones(j, j.timeZoneId() if fn.zoned else None)
             return Call(fn.op, tuple(self.expr(c) for c in children), dtype)
         if kind == "Like":
             pattern = j.right()

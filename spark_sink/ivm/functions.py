@@ -23,6 +23,7 @@ specialize it) and returns None to decline (the row path then keeps the view).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,13 +42,15 @@ class Function:
     expression classes converted to it (their children, in order, are its arguments);
     ``accepts(arg_types, result_type)`` whether this entry implements those Spark types;
     ``value(*args)`` its result on non-NULL arguments (raising ``EvalError`` where Spark
-    raises); ``arrow`` its columnar translation, if any."""
+    raises); ``arrow`` its columnar translation, if any; ``zoned``: its value depends on the
+    session time zone (the converter refuses a zone other than UTC, reason TIME_ZONE)."""
 
     op: str
     catalyst: tuple[str, ...]
     accepts: Callable[[tuple[str, ...], str], bool]
     value: Callable[..., Any]
     arrow: ArrowFn | None = None
+    zoned: bool = False
 
 
 def _types(*args: str, out: str) -> Callable[[tuple[str, ...], str], bool]:
@@ -73,6 +76,11 @@ def _as_int32(x: pc.Expression) -> pc.Expression:
 def _date_part(kernel: str) -> ArrowFn:
     """A date part over Arrow: the kernel's int64 as Spark's INT."""
     return lambda xs, _args: _as_int32(getattr(pc, kernel)(xs[0]))
+
+
+def _utc_part(part: str, t: dt.datetime) -> int:
+    """``t``'s hour, minute or second on the UTC clock (a TIMESTAMP arrives zone-aware)."""
+    return int(getattr(t.astimezone(dt.UTC), part))
 
 
 def _iso_weekday(d: dt.date) -> int:
@@ -156,6 +164,18 @@ FUNCTIONS: tuple[Function, ...] = (
         _date_part("day_of_year"),
     ),
     Function("dayofweek", ("DayOfWeek",), _types("date", out="int"), _iso_weekday),
+    # time parts of a TIMESTAMP, in the session's zone (UTC: the wall clock of the UTC instant)
+    *(
+        Function(
+            part,
+            (part.capitalize(),),
+            _types("timestamp", out="int"),
+            functools.partial(_utc_part, part),
+            _date_part(part),
+            zoned=True,
+        )
+        for part in ("hour", "minute", "second")
+    ),
     Function("weekday", ("WeekDay",), _types("date", out="int"), lambda d: d.weekday()),
     Function(
         "datediff",

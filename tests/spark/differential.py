@@ -259,10 +259,15 @@ CASES = [
         "COALESCE(trim(concat('  ', item, '-', note, ' ')), '') AS joined, "
         "COALESCE(ltrim(concat(' ', note)), '') AS lt, rtrim(concat(item, '  ')) AS rt, "
         "COALESCE(note LIKE '%u_h', false) AS rushy, COUNT(*) AS n, SUM(qty) AS sq, "
-        "SUM(datediff(placed, DATE '2024-01-01')) AS days, MAX(placed) AS last "
+        "SUM(datediff(placed, DATE '2024-01-01')) AS days, MAX(placed) AS last, "
+        "SUM(hour(at)) AS hours, MAX(minute(at)) AS last_minute, MIN(second(at)) AS first_s "
         "FROM orders GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
         ("m", "tail", "day_text", "dow", "wd", "at_year", "joined", "lt", "rt", "rushy"),
-        ("functions in group keys", "concat, trims, dayofweek, casts of dates to strings"),
+        (
+            "functions in group keys",
+            "concat, trims, dayofweek, casts of dates to strings",
+            "hour, minute and second of a TIMESTAMP",
+        ),
     ),
 ]
 

@@ -329,6 +329,40 @@ def test_not_in_over_a_nullable_column_falls_back_with_its_reason(spark, ivm_ser
     assert "why:      [NULL_AWARE_ANTI_JOIN] NOT IN over a column" in text, text
 
 
+def test_a_view_reads_time_parts_on_the_utc_clock_whatever_the_callers_zone(spark, ivm_server, ic):
+    """A view's query runs in a session of its own whose zone is UTC (MaterializedView), so the
+    caller's session zone never changes what a view holds: hour() of an instant is its UTC
+    hour, built and then maintained incrementally, with the caller in New York."""
+    import datetime as dt
+
+    for t, (ddl, pk) in D.SCHEMAS.items():
+        ic.drop_table(t, if_exists=True, cascade=True)
+        ic.create_table(t, ddl, primary_key=pk)
+    noon = dt.datetime(2024, 3, 1, 12, 34, 56, tzinfo=dt.UTC)
+    with ic.transaction() as t:
+        t.put("orders", {"id": 1, "at": noon})
+    case = D.ViewCase(
+        "v_hour_utc", "SELECT id, hour(at) AS h, minute(at) AS mi FROM orders", ("id",), ()
+    )
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        view = _builder(spark, ivm_server.address, case).build()
+        view.maintain_available(until=ic.tso(), timeout=60)
+        with ic.transaction() as t:
+            t.put("orders", {"id": 2, "at": noon + dt.timedelta(hours=13, minutes=1)})
+        view.maintain_available(until=ic.tso(), timeout=60)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert "strategy: incremental" in view.explain(), view.explain()
+    assert view._strategy.progress.last_strategy == "delta"
+    got = {
+        r["id"]: (r["h"], r["mi"])
+        for r in ic.snapshot(["v_hour_utc"]).read("v_hour_utc").to_pylist()
+    }
+    assert got == {1: (12, 34), 2: (1, 35)}, got  # not New York's 7 and 20
+
+
 def test_a_stale_extreme_is_caught(spark, ivm_server, ic, monkeypatch):
     """Plant a fault in MIN/MAX: when a group's extreme goes, never read its successor from the
     values state table (the best value the epoch touched stands in). The differential check

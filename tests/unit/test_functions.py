@@ -35,6 +35,12 @@ def test_values_spark_documents():
     assert F.BY_OP["datediff"].value(dt.date(2009, 7, 31), dt.date(2009, 7, 30)) == 1
     assert F.BY_OP["trim"].value("\t  a b  ") == "\t  a b"  # spaces only, as Spark's trim
     assert F.BY_OP["length"].value("héllo") == 5
+    t = dt.datetime(2009, 7, 30, 12, 58, 59, tzinfo=dt.UTC)
+    assert [F.BY_OP[p].value(t) for p in ("hour", "minute", "second")] == [12, 58, 59]
+    # an instant given in another zone reads on the UTC clock (the session's zone)
+    east = t.astimezone(dt.timezone(dt.timedelta(hours=5, minutes=30)))
+    assert [F.BY_OP[p].value(east) for p in ("hour", "minute", "second")] == [12, 58, 59]
+    assert all(F.BY_OP[p].zoned for p in ("hour", "minute", "second"))
 
 
 def test_a_null_argument_gives_null():
@@ -61,10 +67,14 @@ _TEXT = ["", " ", "  a ", "héllo wörld", "Spark SQL", "x", "ab  ", " 日本語
 
 def _inputs(rng: random.Random, n: int) -> dict[str, list]:
     day = lambda: dt.date(1, 1, 1) + dt.timedelta(days=rng.randrange(3_652_059))  # noqa: E731
+    epoch = dt.datetime(1900, 1, 1, tzinfo=dt.UTC)
+    span = 200 * 365 * 86_400 * 10**6  # 200 years of microseconds
+    instant = lambda: epoch + dt.timedelta(microseconds=rng.randrange(span))  # noqa: E731
     return {
         "d": [None if rng.random() < 0.1 else day() for _ in range(n)],
         "e": [None if rng.random() < 0.1 else day() for _ in range(n)],
         "s": [None if rng.random() < 0.1 else rng.choice(_TEXT) for _ in range(n)],
+        "t": [None if rng.random() < 0.1 else instant() for _ in range(n)],
     }
 
 
@@ -82,11 +92,13 @@ def _cases(rng: random.Random):
             yield f, (Col(3), Lit(rng.choice(["", " ", "a", "é", "SQL", "PROMO"]), "string"))
         elif f.accepts(("date",), "int"):
             yield f, (Col(1),)
+        elif f.accepts(("timestamp",), "int"):
+            yield f, (Col(4),)
         else:
             yield f, (Col(3),)
 
 
-_COLS = {1: "d", 2: "e", 3: "s"}
+_COLS = {1: "d", 2: "e", 3: "s", 4: "t"}
 
 
 def _arrow_equals_rows(seed: int, n: int = 300) -> list[str]:
@@ -97,10 +109,11 @@ def _arrow_equals_rows(seed: int, n: int = 300) -> list[str]:
             "d": pa.array(data["d"], pa.date32()),
             "e": pa.array(data["e"], pa.date32()),
             "s": pa.array(data["s"], pa.string()),
+            "t": pa.array(data["t"], pa.timestamp("us", tz="UTC")),  # a TIMESTAMP column's type
         }
     )
-    rows = list(zip(data["d"], data["e"], data["s"], strict=True))
-    pos = {1: 0, 2: 1, 3: 2}
+    rows = list(zip(data["d"], data["e"], data["s"], data["t"], strict=True))
+    pos = {1: 0, 2: 1, 3: 2, 4: 3}
     wrong = []
     for f, args in _cases(rng):
         xs = [pc.field(_COLS[a.id]) if isinstance(a, Col) else pc.scalar(a.value) for a in args]

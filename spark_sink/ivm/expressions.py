@@ -17,10 +17,11 @@ import functools
 import math
 import re
 from collections.abc import Callable
-from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation, localcontext
 from typing import Any
 
 from kvstore.errors import InvalidArgument
+from spark_sink.ivm import string_casts
 from spark_sink.ivm.functions import BY_OP
 from spark_sink.ivm.plan import (
     AggCall,
@@ -159,6 +160,43 @@ def _like_regex(pattern: str, escape: str) -> re.Pattern:
     return re.compile("".join(out), re.DOTALL)
 
 
+# Spark's ANSI casts from STRING (spark_sink.ivm.string_casts), by the target's family.
+_TEXT_PARSERS: dict[str, Callable[[str], Any]] = {
+    "integral": string_casts.parse_integral,
+    "decimal": string_casts.parse_decimal,
+    "double": string_casts.parse_double,
+    "date": string_casts.parse_date,
+    "boolean": string_casts.parse_boolean,
+}
+
+
+def _cast_family(dtype: str) -> str:
+    if dtype in _INT_RANGE:
+        return "integral"
+    return "decimal" if dtype.startswith("decimal") else dtype
+
+
+def _from_text(parse: Callable[[str], Any], dtype: str) -> Callable[[Any], Any]:
+    """A cast from STRING: NULL stays NULL; text Spark refuses raises EvalError, as Spark
+    raises CAST_INVALID_INPUT; the value is fitted to ``dtype`` (its range, its scale)."""
+
+    def from_text(v: str | None) -> Any:
+        if v is None:
+            return None
+        try:
+            x = parse(v)
+        except OverflowError as e:
+            raise EvalError(f"cast of {v!r} to {dtype.upper()}: {e}") from None
+        if x is None:
+            raise EvalError(f"cast of {v!r} to {dtype.upper()}: not a valid {dtype.upper()}")
+        try:
+            return fit(x, dtype, "cast")
+        except InvalidOperation:  # an exponent no DECIMAL(38) can hold
+            raise EvalError(f"cast of {v!r} to {dtype.upper()}: out of range") from None
+
+    return from_text
+
+
 def _cast(dtype: str, src: str) -> Callable[[Any], Any]:
     if dtype == src:
         return lambda v: v
@@ -188,8 +226,14 @@ def _cast(dtype: str, src: str) -> Callable[[Any], Any]:
             return fit(Decimal(repr(v)), dtype, "cast")
 
         return to_dec
+    if src == "string" and (parse := _TEXT_PARSERS.get(_cast_family(dtype))) is not None:
+        return _from_text(parse, dtype)
     if dtype == "string" and (src in _INT_RANGE or src == "string"):
         return lambda v: None if v is None else str(v)
+    if dtype == "string" and src.startswith("decimal"):
+        return lambda v: None if v is None else format(v, "f")  # plain, at its scale: Spark's
+    if dtype == "string" and src == "boolean":
+        return lambda v: None if v is None else ("true" if v else "false")
     if dtype == "string" and src == "date":
         return lambda v: None if v is None else v.isoformat()  # yyyy-MM-dd, as Spark's
     if dtype == "date" and src in ("timestamp", "timestamp_ntz"):

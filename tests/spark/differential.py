@@ -260,13 +260,17 @@ CASES = [
         "COALESCE(ltrim(concat(' ', note)), '') AS lt, rtrim(concat(item, '  ')) AS rt, "
         "COALESCE(note LIKE '%u_h', false) AS rushy, COUNT(*) AS n, SUM(qty) AS sq, "
         "SUM(datediff(placed, DATE '2024-01-01')) AS days, MAX(placed) AS last, "
-        "SUM(hour(at)) AS hours, MAX(minute(at)) AS last_minute, MIN(second(at)) AS first_s "
+        "SUM(hour(at)) AS hours, MAX(minute(at)) AS last_minute, MIN(second(at)) AS first_s, "
+        "SUM(CAST(CAST(amount AS STRING) AS DECIMAL(12,3))) AS amount_by_text, "
+        "MAX(CAST(CAST(placed AS STRING) AS DATE)) AS placed_by_text, "
+        "SUM(CAST(concat(' ', CAST(qty AS STRING), '0 ') AS INT)) AS tenfold_qty "
         "FROM orders GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
         ("m", "tail", "day_text", "dow", "wd", "at_year", "joined", "lt", "rt", "rushy"),
         (
             "functions in group keys",
             "concat, trims, dayofweek, casts of dates to strings",
             "hour, minute and second of a TIMESTAMP",
+            "casts from STRING to DECIMAL, DATE and INT, and of a DECIMAL to STRING",
         ),
     ),
 ]

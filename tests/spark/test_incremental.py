@@ -53,27 +53,32 @@ def run_differential(spark, server, c, cases, rounds: int, seed: int, strategy="
     """Load, build the views, run ``rounds`` rounds of the workload, maintaining every view
     barrier by barrier (``maintain_available``: what each trigger of a started job does), then
     compare every view with Spark at every barrier from its first to the last. Returns
-    {"checked": {view: barriers compared}, "views": {view: MaterializedView}}."""
+    {"checked": {view: barriers compared}, "views": {view: MaterializedView}}.
+
+    A reader lease from the start to the end of the check keeps every barrier's versions from
+    the collector: a long run (``make differential``: 60 rounds) outlasts the server's 10
+    minutes of history, and its check reads the first barriers last."""
     for t, (ddl, pk) in D.SCHEMAS.items():
         c.drop_table(t, if_exists=True, cascade=True)
         c.create_table(t, ddl, primary_key=pk)
-    w = D.Workload(seed)
-    D.apply(c, w.initial())
-    views = {}
-    for case in cases:  # in topological order: a view over a view comes after it
-        views[case.name] = _builder(spark, server.address, case, strategy).build()
-    catch_up(c, views)
-    first = {n: c.snapshot([n]).barrier for n in views}
-    for _ in range(rounds):
-        D.apply(c, w.round())
+    with c.lease(c.tso(), holder="differential check"):
+        w = D.Workload(seed)
+        D.apply(c, w.initial())
+        views = {}
+        for case in cases:  # in topological order: a view over a view comes after it
+            views[case.name] = _builder(spark, server.address, case, strategy).build()
         catch_up(c, views)
-    checked = {}
-    batch = D.SparkBatch(spark)
-    for case in cases:
-        last = c.snapshot([case.name]).barrier
-        barriers = _issued(c, case.name, first[case.name], last)
-        sources = list(views[case.name].shape.sources)
-        checked[case.name] = D.check_view(batch, c, case, sources, barriers)
+        first = {n: c.snapshot([n]).barrier for n in views}
+        for _ in range(rounds):
+            D.apply(c, w.round())
+            catch_up(c, views)
+        checked = {}
+        batch = D.SparkBatch(spark)
+        for case in cases:
+            last = c.snapshot([case.name]).barrier
+            barriers = _issued(c, case.name, first[case.name], last)
+            sources = list(views[case.name].shape.sources)
+            checked[case.name] = D.check_view(batch, c, case, sources, barriers)
     return {"checked": checked, "views": views}
 
 

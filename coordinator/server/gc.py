@@ -185,8 +185,10 @@ class GcManager:
         self.after_settle: list[Callable[[], object]] = []
         self.enabled = interval_s > 0
         self.leases = Leases(store, core.tso, max_leases, max_leases_per_holder)
-        # Replaced, never changed in place: a GcStatus handed out keeps the counters it was given.
+        # Replaced, never changed in place (``_update_progress``): a GcStatus handed out keeps
+        # the counters it was given.
         self.progress = GcProgress(pass_safepoint=store.safepoint, pass_phase="done")
+        self._progress_mu = threading.Lock()
         self._extra: list[Callable[[], list[Hold]]] = []
         # Serialises safepoint moves with lease acquisition and renewal: a lease granted at ts
         # is in the holds before the next move is computed, and a move is durable before a
@@ -275,11 +277,12 @@ class GcManager:
         sp = self.store.safepoint
         if sp:
             barriers, epochs = self.barriers.prune_below(sp), self.prune_epochs(sp)
-            p = self.progress
-            self.progress = replace(
-                p,
-                barriers_removed=p.barriers_removed + barriers,
-                epoch_records_removed=p.epoch_records_removed + epochs,
+            self._update_progress(
+                lambda p: replace(
+                    p,
+                    barriers_removed=p.barriers_removed + barriers,
+                    epoch_records_removed=p.epoch_records_removed + epochs,
+                )
             )
         return moved
 
@@ -400,35 +403,40 @@ class GcManager:
             self._last_full_pass = now
         self._cursor = GcCursor() if full else GcCursor.incremental()
         self._pass_started = now
-        self.progress = replace(
-            self.progress, pass_safepoint=self.store.safepoint, pass_phase=self._cursor.phase
-        )
+        sp, phase = self.store.safepoint, self._cursor.phase
+        self._update_progress(lambda p: replace(p, pass_safepoint=sp, pass_phase=phase))
 
     def _step(self) -> tuple[float, GcStep]:
         """One step of the pass: how long it took, and the step."""
         t0 = time.monotonic()
         step = self.store.gc_step(self._cursor)
         took = time.monotonic() - t0
-        p = self.progress
-        p = replace(
-            p,
-            steps=p.steps + 1,
-            step_seconds=p.step_seconds + took,
-            versions_removed=p.versions_removed + step.versions,
-            records_examined=p.records_examined + step.examined,
-            records_deleted=p.records_deleted + len(step.doomed),
-            pass_phase=step.next.phase,
-        )
         self._cursor = step.next
-        if step.next.done:
-            p = replace(
+        done = step.next.done
+        pass_s, end_ms = time.monotonic() - self._pass_started, int(time.time() * 1000)
+
+        def counted(p: GcProgress) -> GcProgress:
+            return replace(
                 p,
-                passes=p.passes + 1,
-                last_pass_seconds=time.monotonic() - self._pass_started,
-                last_pass_end_ms=int(time.time() * 1000),
+                steps=p.steps + 1,
+                step_seconds=p.step_seconds + took,
+                versions_removed=p.versions_removed + step.versions,
+                records_examined=p.records_examined + step.examined,
+                records_deleted=p.records_deleted + len(step.doomed),
+                pass_phase=step.next.phase,
+                passes=p.passes + int(done),
+                last_pass_seconds=pass_s if done else p.last_pass_seconds,
+                last_pass_end_ms=end_ms if done else p.last_pass_end_ms,
             )
-        self.progress = p
+
+        self._update_progress(counted)
         return took, step
+
+    def _update_progress(self, change: Callable[[GcProgress], GcProgress]) -> None:
+        """Replace ``progress`` by ``change`` of it, one change at a time (the collector's
+        thread and a direct ``tick()`` may both count)."""
+        with self._progress_mu:
+            self.progress = change(self.progress)
 
 
 def step_pause(took: float, step: GcStep, pace: float) -> float:

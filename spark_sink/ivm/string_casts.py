@@ -6,8 +6,8 @@ Each follows Spark 4 with ``spark.sql.ansi.enabled`` (its default), including it
 come from the Java parser under each:
 
 - integers (TINYINT to BIGINT): the text stripped of ASCII whitespace and control characters
-  at both ends (``UTF8String.trimAll``: not U+0085, U+00A0 or U+3000), then an optional sign and ASCII digits only: no decimal
-  point, exponent, underscore or other script's digits.
+  at both ends (``UTF8String.trimAll``: not U+0085, U+00A0 or U+3000), then an optional sign
+  and ASCII digits only: no decimal point, exponent, underscore or other script's digits.
 - DECIMAL: Java's ``String.trim`` (characters up to U+0020 only: U+007F stays), then
   ``java.math.BigDecimal``'s grammar: optional sign, digits with an
   optional point (``1.``, ``.5``), an optional exponent; digits of any script (``１２`` is 12).
@@ -18,8 +18,8 @@ come from the Java parser under each:
   rounded again could differ.
 - DATE: the trimAll strip, then ``[+-]yyyy[-m[m][-d[d]]]`` (a 4 to 7 digit year, month and day of
   one or two digits, missing parts 1), a whole date optionally followed by ``T`` or a space and
-  anything at all; an impossible day (``2024-02-30``) is invalid. Python's dates end at year 9999: a later
-  one raises ``OverflowError`` (Spark would give it; the view cannot hold it).
+  anything at all; an impossible day (``2024-02-30``) is invalid. Python's dates end at year
+  9999: a later one raises ``OverflowError`` (Spark would give it; the view cannot hold it).
 - BOOLEAN: the trimAll strip, then ``t``, ``true``, ``y``, ``yes``, ``1`` or ``f``, ``false``,
   ``n``, ``no``, ``0`` in any case.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
 
@@ -41,25 +42,24 @@ def _ascii_space_or_control(c: str) -> bool:
     return c <= " " or c == "\x7f"
 
 
+def _strip(text: str, strips: Callable[[str], bool]) -> str:
+    i, j = 0, len(text)
+    while i < j and strips(text[i]):
+        i += 1
+    while j > i and strips(text[j - 1]):
+        j -= 1
+    return text[i:j]
+
+
 def trim_all(text: str) -> str:
     """``text`` without ASCII whitespace and control characters at either end (Spark's
     ``UTF8String.trimAll``)."""
-    i, j = 0, len(text)
-    while i < j and _ascii_space_or_control(text[i]):
-        i += 1
-    while j > i and _ascii_space_or_control(text[j - 1]):
-        j -= 1
-    return text[i:j]
+    return _strip(text, _ascii_space_or_control)
 
 
 def java_trim(text: str) -> str:
     """``text`` without characters up to U+0020 at either end (Java's ``String.trim``)."""
-    i, j = 0, len(text)
-    while i < j and text[i] <= " ":
-        i += 1
-    while j > i and text[j - 1] <= " ":
-        j -= 1
-    return text[i:j]
+    return _strip(text, lambda c: c <= " ")
 
 
 _INTEGRAL = re.compile(r"[+-]?[0-9]+")

@@ -55,8 +55,11 @@ def local_session(
     start (a log4j2 configuration of our own), so a run that goes well prints only what its
     caller prints. One line remains, from the JVM itself before any configuration:
     ``WARNING: Using incubator modules: jdk.incubator.vector``. ``settings`` are further Spark
-    configuration (``spark.driver.memory`` takes effect only if this starts the JVM)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    configuration (``spark.driver.memory`` takes effect only if this starts the JVM).
+
+    The process's environment is left alone: with ``PYSPARK_PYTHON`` unset, the context this
+    starts runs its Python workers on ``sys.executable`` (PySpark reads the interpreter from the
+    environment only, so it is set on the context, not exported)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
@@ -68,9 +71,12 @@ def local_session(
     conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j2_file()}")
     for k, v in (settings or {}).items():
         conf.set(k, v)
-    if SparkContext._active_spark_context is None and SparkContext._gateway is None:
+    started = SparkContext._active_spark_context is None
+    if started and SparkContext._gateway is None:
         _start_jvm(conf)
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    if started and "PYSPARK_PYTHON" not in os.environ:
+        spark.sparkContext.pythonExec = sys.executable
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -148,7 +148,9 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
         assert "v_functions" in columnar, columnar
 
 
-@pytest.mark.timeout(900)
+# each round's epochs are Spark jobs, and the check runs a batch query per view and barrier: the
+# bound grows with the rounds (`make differential` runs 60, about 25 minutes here)
+@pytest.mark.timeout(max(900, 60 * ROUNDS))
 def test_deltas_on_the_executors_equal_spark_at_every_barrier(spark, ivm_server, ic, monkeypatch):
     """With SNAPVIEW_DELTA_ON=executors every view the executors can keep
     (executor_delta.executor_reason) takes its deltas there, as a Spark job over slices of the

@@ -1,8 +1,10 @@
-"""A clean run: local session, two views built, started and stopped; prints one line.
+"""A clean run: local session (which leaves the environment alone), two views built, started and
+stopped; prints one line.
 
 python user_script_quiet.py HOST:PORT [warn]
 """
 
+import os
 import sys
 
 import coordinator
@@ -15,7 +17,11 @@ c.create_table("q_src", "id BIGINT, grp INT, v BIGINT", primary_key=["id"])
 with c.transaction() as t:
     for i in range(10):
         t.put("q_src", {"id": i, "grp": i % 3, "v": i})
+env = dict(os.environ)
 spark = local_session()
+# PySpark's own context exports SPARK_AUTH_SOCKET_TIMEOUT and SPARK_BUFFER_SIZE; nothing else
+changed = {k for k in {*env, *os.environ} if env.get(k) != os.environ.get(k)}
+assert all(k.startswith("SPARK_") for k in changed), f"local_session changed {sorted(changed)}"
 if sys.argv[2:] == ["warn"]:  # a user's own level: Spark's warnings show, snapview's must not
     spark.sparkContext.setLogLevel("WARN")
 jobs = [

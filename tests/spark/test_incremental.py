@@ -149,7 +149,7 @@ def test_incremental_views_equal_spark_at_every_barrier(spark, ivm_server, ic, p
 
 
 # each round's epochs are Spark jobs, and the check runs a batch query per view and barrier: the
-# bound grows with the rounds (`make differential` runs 60, about 25 minutes here)
+# bound grows with the rounds (`make differential` runs 60: 1,854 s here, alone on 2 cores)
 @pytest.mark.timeout(max(900, 60 * ROUNDS))
 def test_deltas_on_the_executors_equal_spark_at_every_barrier(spark, ivm_server, ic, monkeypatch):
     """With SNAPVIEW_DELTA_ON=executors every view the executors can keep

@@ -53,6 +53,7 @@ from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.plan_check import analyze as analyze_incremental
 from spark_sink.ivm.state import ensure as ensure_state_tables
 from spark_sink.ivm.strategy import INCREMENTAL, Incremental
+from spark_sink.ivm.unique_keys import key_is_unique
 from spark_sink.job_liveness import JobReporter
 from spark_sink.job_session import (
     JobBarrierSource,
@@ -243,8 +244,11 @@ class MaterializedView:
         ts = client.tso()
         with client.lease(ts, ttl_s=60, holder=f"build of view {self.target}"):
             self.shape, df = self._analyze(client, ts)
-            self.key_why = self._reattached(client) or self._check_key(df)
-        self.plan, self.fallback = self._choose_strategy(client)
+            # The analysis reads no data; a key the plan proves unique needs no run of the query.
+            self.plan, self.fallback = self._choose_strategy(client)
+            self.key_why = (
+                self._reattached(client) or self._proven_key(client) or self._check_key(df)
+            )
         self.strategy_name = INCREMENTAL if self.plan is not None else FULL_RECOMPUTE
         self._prepare_target(client)
         client.jobs.register_job(
@@ -314,6 +318,29 @@ class MaterializedView:
             df = df.toDF(*o["column_names"])
         return view_shape(self.target, df, candidates, o["primary_key"]), df
 
+    def _key_given(self) -> str:
+        if self.options["primary_key"]:
+            return "given by primary_key"
+        return "the default: the query's first column"
+
+    def _proven_key(self, client) -> str:
+        """Why the key check is skipped ("" when it is not): the incremental plan proves the
+        key unique in the query's result (``spark_sink.ivm.unique_keys``: GROUP BY columns, a
+        source's primary key carried through filters, projects and joins on a unique key), so
+        the check's run of the whole query could not fail. A plan that proves nothing (a full
+        recompute, a key on other columns) is checked by running the query."""
+        s = self.shape
+        if self.plan is None or s.one_row:
+            return ""
+        ids = view_key_ids(self.plan.root, list(s.columns), s.primary_key, s.one_row)
+        if ids is None:
+            return ""
+        if not key_is_unique(
+            self.plan.root, list(ids), lambda t: client.describe_table(t).user_key
+        ):
+            return ""
+        return f"{self._key_given()}; unique by the query's plan, no check run"
+
     def _check_key(self, df: DataFrame) -> str:
         """Check that the view's key is unique in the query's result now, before anything is
         created or registered; returns why the key is what it is (for ``explain()``).
@@ -325,7 +352,7 @@ class MaterializedView:
         if shape.one_row:
             return "a global aggregate without primary_key"
         given = bool(self.options["primary_key"])
-        why = "given by primary_key" if given else "the default: the query's first column"
+        why = self._key_given()
         key = list(shape.primary_key)
         n = "_snapview_key_count"
         dup = (

@@ -409,6 +409,46 @@ def _spark_jobs_of_build(spark, builder, group: str):
     return view, list(sc.statusTracker().getJobIdsForGroup(group))
 
 
+def test_a_key_the_plan_proves_unique_is_not_checked_by_running_the_query(spark, views_server, vc):
+    """build() of an incremental view whose key the plan proves unique (the GROUP BY columns;
+    a source's key through a filter) runs no Spark job: the key check's run of the whole query
+    could not fail. A key the plan cannot prove is still checked, and a duplicate refused."""
+    vc.create_table("pk_src", "id BIGINT, g INT, v INT", primary_key=["id"])
+    with vc.transaction() as t:
+        for i in range(20):
+            t.put("pk_src", {"id": i, "g": i % 4, "v": i % 7})
+
+    def builder(query: str, target: str, *key: str):
+        return (
+            MaterializedView.builder(spark)
+            .coordinator(views_server.address)
+            .query(query)
+            .target(target)
+            .primary_key(*key)
+            .strategy("incremental")
+        )
+
+    for sql, target, key in [
+        ("SELECT g, SUM(v) AS s, COUNT(*) AS n FROM pk_src GROUP BY g", "pk_groups", "g"),
+        ("SELECT id, v FROM pk_src WHERE v > 2", "pk_filtered", "id"),
+    ]:
+        view, jobs = _spark_jobs_of_build(spark, builder(sql, target, key), f"pk-{target}")
+        assert jobs == [], f"{target}: build() ran Spark jobs {jobs}"
+        assert "unique by the query's plan, no check run" in view.explain()
+        view.maintain_available(until=vc.tso(), timeout=60)
+        got = vc.snapshot([target]).read(target).to_pylist()
+        assert len(got) == (
+            4 if target == "pk_groups" else len([i for i in range(20) if i % 7 > 2])
+        )
+    # v is not a key of anything: checked by running the query (unique here: ids 0..6)
+    unproven = builder("SELECT v, id FROM pk_src WHERE id < 7", "pk_by_v", "v")
+    view, jobs = _spark_jobs_of_build(spark, unproven, "pk-by-v")
+    assert jobs and "unique in the query's result at build" in view.explain()
+    with pytest.raises(coordinator.InvalidArgument, match=r"key \(v\) is not unique"):
+        builder("SELECT v, id FROM pk_src", "pk_dup_v", "v").build()
+    assert "pk_dup_v" not in {j.job for j in vc.jobs.list_jobs()}
+
+
 def test_a_rebuilt_view_reattaches_without_the_key_check(spark, views_server, vc):
     """build() of a view that exists as the same job, query (spelled with other whitespace),
     key and table runs no Spark job (issue 24, item 12: the key check ran the whole query

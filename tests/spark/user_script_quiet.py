@@ -1,7 +1,9 @@
-"""A clean run: local session (which leaves the environment alone), two views built, started and
-stopped; prints one line.
+"""A clean run: local session (which leaves the environment alone); two views built, started and
+stopped at the session's own log level (ERROR), then, after the line ``MARK`` on stderr, two
+more at WARN (a user's own choice: Spark's warnings may show, snapview's must not). Prints
+``ok 2`` for each half.
 
-python user_script_quiet.py HOST:PORT [warn]
+python user_script_quiet.py HOST:PORT
 """
 
 import os
@@ -10,6 +12,8 @@ import sys
 import coordinator
 from snapview.local_spark import local_session
 from spark_sink import MaterializedView
+
+MARK = "--- from here at WARN ---"
 
 addr = sys.argv[1]
 c = coordinator.connect(addr)
@@ -22,26 +26,33 @@ spark = local_session()
 # PySpark's own context exports SPARK_AUTH_SOCKET_TIMEOUT and SPARK_BUFFER_SIZE; nothing else
 changed = {k for k in {*env, *os.environ} if env.get(k) != os.environ.get(k)}
 assert all(k.startswith("SPARK_") for k in changed), f"local_session changed {sorted(changed)}"
-if sys.argv[2:] == ["warn"]:  # a user's own level: Spark's warnings show, snapview's must not
-    spark.sparkContext.setLogLevel("WARN")
-jobs = [
-    MaterializedView.builder(spark)
-    .coordinator(addr)
-    .query(sql)
-    .target(target)
-    .primary_key(key)
-    .trigger_interval("200 milliseconds")
-    .build()
-    .start()
-    for sql, target, key in [
-        ("SELECT grp, SUM(v) AS total FROM q_src GROUP BY grp", "q_by_grp", "grp"),
-        ("SELECT id, v FROM q_src WHERE v > 3", "q_big", "id"),
+
+
+def views(suffix: str) -> None:
+    jobs = [
+        MaterializedView.builder(spark)
+        .coordinator(addr)
+        .query(sql)
+        .target(target + suffix)
+        .primary_key(key)
+        .trigger_interval("200 milliseconds")
+        .build()
+        .start()
+        for sql, target, key in [
+            ("SELECT grp, SUM(v) AS total FROM q_src GROUP BY grp", "q_by_grp", "grp"),
+            ("SELECT id, v FROM q_src WHERE v > 3", "q_big", "id"),
+        ]
     ]
-]
-ts = c.tso()
-barriers = [job.await_barrier(ts, timeout=120) for job in jobs]
-for job in jobs:
-    job.stop()
+    ts = c.tso()
+    barriers = [job.await_barrier(ts, timeout=120) for job in jobs]
+    for job in jobs:
+        job.stop()
+    print("ok", len(barriers), flush=True)
+
+
+views("")
+print(MARK, file=sys.stderr, flush=True)
+spark.sparkContext.setLogLevel("WARN")
+views("_warn")
 spark.stop()
 c.close()
-print("ok", len(barriers))

@@ -38,6 +38,27 @@ class Clock:
         return next(self._c)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_script(
+    script: str, *args: str, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """A user's script in a fresh process on this venv's Python, as a user runs it: without
+    PYSPARK_PYTHON, the repository on PYTHONPATH, ``env`` on top (a value None unsets it);
+    output captured as text."""
+    full = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    full["PYTHONPATH"] = ROOT
+    for k, v in (env or {}).items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = v
+    return subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, timeout=timeout, env=full
+    )
+
+
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """``python -m snapview.cli ARGS`` as a user runs it (``env`` on top of ours), captured."""
     return subprocess.run(

@@ -9,7 +9,7 @@ import sys
 
 from scripts.examples import author_posts, shopping
 from snapview.demos import bank
-from tests.conftest import server_fixture
+from tests.conftest import ROOT, run_script, server_fixture
 
 ex_server = server_fixture("examples", "--barrier-interval", "200ms")
 
@@ -119,7 +119,6 @@ def test_demo_summary_says_when_views_fall_behind():
     assert kept_up[3].endswith("views kept up with the barriers")
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOUR = os.path.join(ROOT, "scripts", "examples", "spark_tour.py")
 
 
@@ -131,15 +130,7 @@ def test_readme_spark_section_is_the_tour_script():
 
 
 def test_spark_tour_runs(ex_server):
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
-    env["PYTHONPATH"] = ROOT
-    out = subprocess.run(
-        [sys.executable, TOUR, ex_server.address],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    out = run_script(TOUR, ex_server.address)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "accounts_log rows: 5" in out.stdout
     assert "accounts_log rows after the load: 7" in out.stdout  # the batch writer's epoch

@@ -16,10 +16,7 @@ import spark_source
 from kvstore.errors import InvalidArgument
 from kvstore.mvcc.timestamp import physical_ms
 from spark_sink import MaterializedView, ViewProgress
-from tests.conftest import client_fixture, serve, server_fixture
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
+from tests.conftest import client_fixture, run_script, serve, server_fixture
 
 fh_server = server_fixture("first_hour", "--barrier-interval", "200ms")
 fc = client_fixture("fh_server")
@@ -83,19 +80,9 @@ USER_SCRIPT = os.path.join(os.path.dirname(__file__), "user_script_own_session.p
 def run_user_script(address: str, target: str, pyspark_python: str | None):
     """The user's script in a fresh process with the venv's Python; ``python3`` on the PATH is
     the system's (no pyspark, no grpc); PYSPARK_PYTHON as given (None: unset)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
-    env["PATH"] = "/usr/bin:/bin"
-    env["PYTHONPATH"] = ROOT
-    if pyspark_python:
-        env["PYSPARK_PYTHON"] = pyspark_python
     t0 = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, USER_SCRIPT, address, target],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    env = {"PATH": "/usr/bin:/bin", "PYSPARK_PYTHON": pyspark_python}
+    out = run_script(USER_SCRIPT, address, target, env=env)
     return out, time.monotonic() - t0
 
 
@@ -224,15 +211,7 @@ def test_a_clean_run_prints_only_what_it_asked_for(tmp_path):
     """One user's script (one JVM): two views at the session's level, then two at WARN."""
     srv = next(gen := serve(tmp_path / "quiet", "--barrier-interval", "200ms"))
     try:
-        env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
-        env["PYTHONPATH"] = ROOT
-        out = subprocess.run(
-            [sys.executable, QUIET_SCRIPT, srv.address],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
+        out = run_script(QUIET_SCRIPT, srv.address)
         assert out.returncode == 0, out.stderr[-3000:]
         assert out.stdout == "ok 2\nok 2\n"
         lines = out.stderr.splitlines()

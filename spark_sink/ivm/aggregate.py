@@ -117,7 +117,8 @@ class GroupState:
         for kind, zero in zip(lay.kinds, lay.zeros, strict=True):
             s = values[i]
             sums.append(zero if s is None else s)
-            counts.append(int(values[i + 1]))
+            # NULL: a global aggregate's state built over no rows by an older version (0)
+            counts.append(int(values[i + 1] or 0))
             i += 2
             if kind == "comp":
                 comps.append(float(values[i] or 0.0))

@@ -56,7 +56,9 @@ def groups_df(ctx: BuildContext, st: StateTable, info: TableInfo) -> DataFrame:
         for x in args:
             ok = ok & x.isNotNull()
         t = agg_state_type(a).lower()
-        nonnull = F.sum(F.when(ok, 1).otherwise(0)).cast("bigint")
+        # COUNT, not SUM, of the rows whose arguments are all non-NULL: over no rows at all (a
+        # global aggregate's empty input) a SUM is NULL, and the state's count must be 0
+        nonnull = F.count(F.when(ok, 1)).cast("bigint")
         if a.kind in ("min", "max"):
             fn = F.min if a.kind == "min" else F.max
             cols += [fn(args[0]).cast(t).alias(f"s{j}"), nonnull.alias(f"n{j}")]

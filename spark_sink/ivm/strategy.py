@@ -49,7 +49,7 @@ from spark_sink.ivm.mutations import (
 from spark_sink.ivm.ops.arrow_expr import HANDED_BACK
 from spark_sink.ivm.ops.operator import NeedsBuild
 from spark_sink.ivm.outer import MatchCounts
-from spark_sink.ivm.plan import TopK, joins, output, walk
+from spark_sink.ivm.plan import TopK, joins, walk
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.state_builds import BuildContext, state_df
 from spark_sink.ivm.state_builds.topk import topk_view_df
@@ -451,12 +451,11 @@ class Incremental(ViewStrategy):
     def _key_is_unique(self, client, view: TableInfo) -> bool:
         """Whether the plan proves the view's primary key unique in the query's result
         (spark_sink.ivm.unique_keys): the build then skips its key check."""
-        if self.spec.one_row:
-            return False
         names = [c.name for c in view.table_schema.visible_columns]
-        attrs = output(self.plan.root)
-        ids = [attrs[names.index(k)].id for k in view.primary_key]
-        return key_is_unique(self.plan.root, ids, lambda t: client.describe_table(t).user_key)
+        ids = view_key_ids(self.plan.root, names, view.primary_key, self.spec.one_row)
+        return ids is not None and key_is_unique(
+            self.plan.root, list(ids), lambda t: client.describe_table(t).user_key
+        )
 
     # ------------------------------------------------------------------ delta
 

@@ -63,6 +63,7 @@ from kvstore.errors import (
 )
 from kvstore.failpoints import fail_point
 from kvstore.group_commit import WriteContext
+from kvstore.limits import RESOLVE_STEP
 from kvstore.mvcc.records import LockOp
 from kvstore.storage import Reader
 from kvstore.store import DEFAULT_LOCK_TTL_MS, MAX_LOCK_TTL_MS, LocalStore
@@ -120,6 +121,9 @@ class EpochManager:
         self.commit_hooks: list[Callable[[WriteContext, EpochRecord], None]] = []
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        # job -> (start_ts, commit_ts) of its committed epoch whose secondaries are still being
+        # resolved in steps (_resolve_secondaries); one entry per job at most.
+        self._unresolved: dict[str, tuple[int, int]] = {}
         # The open attempts' renewals, by (job, start_ts).
         self.open_holds: OwnedHolds[tuple[str, int]] = OwnedHolds(tso, hold_ttl_ms)
 
@@ -386,6 +390,13 @@ class EpochManager:
                     self.barriers.record_view_barrier(
                         ctx, job, epoch, start_ts, commit_ts, info.primary_key
                     )
+                with self._locks_guard:
+                    behind = self._unresolved.get(job)
+                if behind is not None and behind[0] != start_ts:
+                    # The job's last epoch still has secondaries: finish them in this write,
+                    # so only a job's newest committed epoch ever has locks left (what
+                    # recover() finishes after a crash).
+                    actions.resolve_locks(ctx, *behind)
                 actions.commit_key(ctx, info.primary_key, start_ts, commit_ts)
                 done = replace(
                     info, state=COMMITTED, commit_ts=commit_ts, metadata=metadata or info.metadata
@@ -412,25 +423,50 @@ class EpochManager:
         self.open_holds.forget((job, start_ts))
         self._tell("committed", done)
         fail_point("epoch.commit.after_primary")
-        # The primary decided the epoch; the secondaries are finished behind the caller's back
-        # (TiKV commits secondaries asynchronously too). The group committer runs actions in
-        # submission order, so anything submitted later (the next epoch's prewrite of the same
-        # keys, a GC) comes after it; a reader arriving first resolves through the primary, and
-        # recover() finishes the job after a crash.
-        fut = self.store.committer.submit(
-            lambda ctx: actions.resolve_locks(ctx, start_ts, commit_ts)
-        )
-        fut.add_done_callback(self._secondaries_resolved)
+        self._resolve_secondaries(job, start_ts, commit_ts)
         return done
 
-    @staticmethod
-    def _secondaries_resolved(fut) -> None:
-        if fut.exception() is not None:
-            log.warning(
-                "resolving an epoch's secondaries failed (readers will): %s", fut.exception()
-            )
-            return
-        fail_point("epoch.commit.resolved")
+    def _resolve_secondaries(self, job: str, start_ts: int, commit_ts: int) -> None:
+        """Finish a committed epoch's secondaries behind the caller's back (TiKV commits
+        secondaries asynchronously too), in writes of ``RESOLVE_STEP`` locks, each queued once
+        the one before is durable. One write for all of them held the store's only writer for
+        as long as they took (30 s for a load of 1.8M rows), and every barrier, TSO window and
+        commit of the server waited behind it. Between steps other writes take their turn:
+        one that meets a lock of this epoch (a prewrite of the same key, a read) resolves it
+        through the primary, which decided the epoch already. The job's next commit finishes
+        whatever is left in its own write, so only a job's newest committed epoch can have
+        locks left, which recover() finishes after a crash or a stop between steps. An epoch of
+        at most ``RESOLVE_STEP`` locks is one step, queued before this returns, as before."""
+        mine = (start_ts, commit_ts)
+        with self._locks_guard:
+            self._unresolved[job] = mine
+
+        def finished() -> None:
+            with self._locks_guard:
+                if self._unresolved.get(job) == mine:
+                    del self._unresolved[job]
+
+        def step(ctx: WriteContext) -> tuple[int, bool]:
+            return actions.resolve_locks_step(ctx, start_ts, commit_ts, RESOLVE_STEP)
+
+        def after(fut) -> None:
+            if fut.exception() is not None:
+                finished()
+                log.warning(
+                    "resolving an epoch's secondaries failed (readers will): %s", fut.exception()
+                )
+                return
+            if not fut.result()[1]:
+                finished()
+                fail_point("epoch.commit.resolved")
+                return
+            try:
+                self.store.committer.submit(step, RESOLVE_STEP).add_done_callback(after)
+            except RuntimeError:  # the store is closing: recover() finishes at the next start
+                finished()
+                log.info("epoch start_ts=%d: secondaries left to the next start", start_ts)
+
+        self.store.committer.submit(step, RESOLVE_STEP).add_done_callback(after)
 
     def _mark_aborted(self, info: EpochRecord) -> EpochRecord:
         def act(ctx: WriteContext) -> EpochRecord:

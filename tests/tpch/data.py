@@ -119,10 +119,13 @@ class TpchData:
             EpochWriter(address, table=t, mode="upsert").load(df)
             self.load_seconds[t] = time.perf_counter() - t0
         loaded = client.tso()
-        deadline = time.monotonic() + 60
-        while client.snapshot(list(tables), wait_s=60).barrier <= loaded:
+        # A barrier passes a table once its load's secondaries are resolved, in steps behind
+        # the commit (about 100 s for SF 1's 6M lineitems on two cores).
+        bound = 60 + sum(self.rows(t) for t in tables) / 20_000
+        deadline = time.monotonic() + bound
+        while client.snapshot(list(tables), wait_s=bound).barrier <= loaded:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no barrier above the load (ts {loaded}) within 60 s")
+                raise TimeoutError(f"no barrier above the load (ts {loaded}) within {bound:.0f} s")
             time.sleep(0.05)  # barriers come every --barrier-interval; poll a few times each
 
     def rf1(self, client, fraction: float = 0.001) -> Refresh:

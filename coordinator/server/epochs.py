@@ -43,12 +43,15 @@ from coordinator.server.meta import (
     JOB_STATE_PREFIX,
     MAX_TEXT_BYTES,
     PREWRITE,
+    RESOLVING_PREFIX,
     EpochRecord,
     check_job_name,
     check_label,
     epoch_key,
     epoch_primary_key,
     job_state_key,
+    resolving_key,
+    resolving_start_ts,
 )
 from coordinator.server.owned_holds import DEFAULT_HOLD_TTL_S, OwnedHold, OwnedHolds
 from coordinator.server.tso import TimestampOracle
@@ -121,9 +124,6 @@ class EpochManager:
         self.commit_hooks: list[Callable[[WriteContext, EpochRecord], None]] = []
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        # job -> (start_ts, commit_ts) of its committed epoch whose secondaries are still being
-        # resolved in steps (_resolve_secondaries); one entry per job at most.
-        self._unresolved: dict[str, tuple[int, int]] = {}
         # The open attempts' renewals, by (job, start_ts).
         self.open_holds: OwnedHolds[tuple[str, int]] = OwnedHolds(tso, hold_ttl_ms)
 
@@ -390,14 +390,10 @@ class EpochManager:
                     self.barriers.record_view_barrier(
                         ctx, job, epoch, start_ts, commit_ts, info.primary_key
                     )
-                with self._locks_guard:
-                    behind = self._unresolved.get(job)
-                if behind is not None and behind[0] != start_ts:
-                    # The job's last epoch still has secondaries: finish them in this write,
-                    # so only a job's newest committed epoch ever has locks left (what
-                    # recover() finishes after a crash).
-                    actions.resolve_locks(ctx, *behind)
                 actions.commit_key(ctx, info.primary_key, start_ts, commit_ts)
+                # Until the last step of _resolve_secondaries deletes it: a restart finishes
+                # every epoch named here.
+                ctx.buf.put("meta", resolving_key(start_ts), str(commit_ts).encode())
                 done = replace(
                     info, state=COMMITTED, commit_ts=commit_ts, metadata=metadata or info.metadata
                 )
@@ -423,47 +419,45 @@ class EpochManager:
         self.open_holds.forget((job, start_ts))
         self._tell("committed", done)
         fail_point("epoch.commit.after_primary")
-        self._resolve_secondaries(job, start_ts, commit_ts)
+        self._resolve_secondaries(start_ts, commit_ts)
         return done
 
-    def _resolve_secondaries(self, job: str, start_ts: int, commit_ts: int) -> None:
+    def _resolve_secondaries(self, start_ts: int, commit_ts: int) -> None:
         """Finish a committed epoch's secondaries behind the caller's back (TiKV commits
         secondaries asynchronously too), in writes of ``RESOLVE_STEP`` locks, each queued once
         the one before is durable. One write for all of them held the store's only writer for
         as long as they took (30 s for a load of 1.8M rows), and every barrier, TSO window and
         commit of the server waited behind it. Between steps other writes take their turn:
         one that meets a lock of this epoch (a prewrite of the same key, a read) resolves it
-        through the primary, which decided the epoch already. The job's next commit finishes
-        whatever is left in its own write, so only a job's newest committed epoch can have
-        locks left, which recover() finishes after a crash or a stop between steps. An epoch of
-        at most ``RESOLVE_STEP`` locks is one step, queued before this returns, as before."""
-        mine = (start_ts, commit_ts)
-        with self._locks_guard:
-            self._unresolved[job] = mine
-
-        def finished() -> None:
-            with self._locks_guard:
-                if self._unresolved.get(job) == mine:
-                    del self._unresolved[job]
+        through the primary, which decided the epoch already. The epoch's ``resolving/`` record,
+        written with its commit, is deleted by the last step; a restart finishes every epoch
+        that still has one (``recover``), however many a crash or a stop left mid-way. (The
+        job's next epoch may commit before the steps end: finishing them inside that commit
+        held the writer again, for 60 s and more after a view's first build of millions of
+        state rows.) An epoch of at most ``RESOLVE_STEP`` locks is one step, queued before
+        this returns, as before."""
+        marker = resolving_key(start_ts)
 
         def step(ctx: WriteContext) -> tuple[int, bool]:
-            return actions.resolve_locks_step(ctx, start_ts, commit_ts, RESOLVE_STEP)
+            n, more = actions.resolve_locks_step(ctx, start_ts, commit_ts, RESOLVE_STEP)
+            if not more:
+                ctx.buf.delete("meta", marker)
+            return n, more
 
         def after(fut) -> None:
             if fut.exception() is not None:
-                finished()
                 log.warning(
-                    "resolving an epoch's secondaries failed (readers will): %s", fut.exception()
+                    "resolving an epoch's secondaries failed (readers will; a restart "
+                    "finishes them): %s",
+                    fut.exception(),
                 )
                 return
             if not fut.result()[1]:
-                finished()
                 fail_point("epoch.commit.resolved")
                 return
             try:
                 self.store.committer.submit(step, RESOLVE_STEP).add_done_callback(after)
             except RuntimeError:  # the store is closing: recover() finishes at the next start
-                finished()
                 log.info("epoch start_ts=%d: secondaries left to the next start", start_ts)
 
         self.store.committer.submit(step, RESOLVE_STEP).add_done_callback(after)
@@ -586,9 +580,22 @@ class EpochManager:
             return self._mark_aborted(info)
 
     def recover(self) -> int:
-        """After a restart, finish the secondaries of each job's last committed epoch (a crash
-        may have come between the primary's commit and resolve_locks). Returns keys resolved."""
+        """After a restart, finish the secondaries of every committed epoch whose resolution a
+        crash or a stop cut short (each has a ``resolving/`` record), and of each job's last
+        committed epoch (a data dir written before those records). Returns keys resolved."""
         n = 0
+        with self.store.storage.read_txn() as r:
+            left = [
+                (resolving_start_ts(k), int(v)) for k, v in r.iter_prefix("meta", RESOLVING_PREFIX)
+            ]
+        for start_ts, commit_ts in left:
+            n += self.store.resolve_locks(start_ts, commit_ts)
+            key = resolving_key(start_ts)
+
+            def done(ctx: WriteContext, key: bytes = key) -> None:
+                ctx.buf.delete("meta", key)
+
+            self.store.run_write(done)
         for job, st in self.jobs().items():
             if st["last_committed"]:
                 info = self.get(job, st["last_committed"])

@@ -22,6 +22,9 @@ them.
     rev-open/<id:8>             empty               a revision not finished yet (revisions)
     rev-key/<key>               decimal id          a client's revision key (revisions)
     rebuild/<job>               decimal id          a rebuild requested of a view's job (revisions)
+    resolving/<start_ts:8>      decimal commit_ts   a committed epoch whose secondaries are still
+                                                    being resolved in steps (epochs; restarts
+                                                    finish each one)
 
 ``<n:8>`` is an 8-byte big-endian integer, so a prefix walk returns epochs and barriers in
 order. Besides ``meta``, an epoch's primary key lives in the data space, in the system table
@@ -91,6 +94,7 @@ REVISION_NEXT = b"rev-next"
 REVISION_OPEN_PREFIX = b"rev-open/"
 REVISION_KEY_PREFIX = b"rev-key/"
 REBUILD_PREFIX = b"rebuild/"
+RESOLVING_PREFIX = b"resolving/"
 
 
 def epoch_key(job: str, epoch: int) -> bytes:
@@ -157,6 +161,15 @@ def revision_by_key_key(key: str) -> bytes:
 
 def rebuild_key(job: str) -> bytes:
     return REBUILD_PREFIX + job.encode()
+
+
+def resolving_key(start_ts: int) -> bytes:
+    return RESOLVING_PREFIX + _U64.pack(start_ts)
+
+
+def resolving_start_ts(key: bytes) -> int:
+    """The start_ts a ``resolving/`` key names (its last eight bytes)."""
+    return _U64.unpack(key[-8:])[0]
 
 
 def epoch_primary_prefix(job: str) -> bytes:

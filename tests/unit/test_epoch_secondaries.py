@@ -1,12 +1,14 @@
 """An epoch's secondaries are resolved after its commit in bounded steps (EpochManager.
-_resolve_secondaries), so a large epoch never holds the store's writer for the whole of it,
-and a job's next commit finishes what is left in its own write. Real LMDB store and TSO."""
+_resolve_secondaries), so a large epoch never holds the store's writer for the whole of it;
+a durable record per epoch lets a restart finish every resolution a crash cut short. Real LMDB
+store and TSO."""
 
 from __future__ import annotations
 
 import pytest
 
 from coordinator.server.epochs import EpochManager
+from coordinator.server.meta import RESOLVING_PREFIX
 from coordinator.server.tso import TimestampOracle
 from kvstore import actions
 from kvstore.mvcc import LockOp
@@ -59,26 +61,41 @@ def test_a_large_epochs_secondaries_leave_the_writer_to_others_between_steps(par
         kv.must_get(k, commit_ts, "e1")
 
 
-def test_the_jobs_next_commit_finishes_what_the_steps_left(parts, monkeypatch):
-    """With the steps stalled, the job's next commit resolves the last epoch's locks in its own
-    write: only a job's newest committed epoch can ever have locks left (recover() finishes
-    those after a crash)."""
+def _markers(store: LocalStore) -> list[bytes]:
+    with store.storage.read_txn() as r:
+        return [k for k, _ in r.iter_prefix("meta", RESOLVING_PREFIX)]
+
+
+def test_the_record_of_an_epoch_being_resolved_goes_with_its_last_step(parts):
+    """The commit writes the epoch's ``resolving/`` record; the step that resolves its last
+    lock deletes it."""
+    store, kv, epochs = parts
+    _epoch(kv, epochs, 1, range(2 * PER_REQUEST))
+    wait_for(lambda: _locks(store) == 0, 30, "every secondary resolved")
+    wait_for(lambda: not _markers(store), 5, "the resolving record deleted")
+
+
+def test_a_restart_finishes_every_epoch_the_steps_left(parts, monkeypatch):
+    """Resolution cut short (as by a crash) for two epochs of one job, one after the other:
+    recover() at the next start finishes both, not only the job's last committed epoch, and
+    leaves no record behind."""
     store, kv, epochs = parts
     real = actions.resolve_locks_step
-    stalled = [True]
+    cut = [True]
 
     def step(ctx, start_ts, commit_ts, limit):
-        return (0, True) if stalled[0] else real(ctx, start_ts, commit_ts, limit)
+        if cut[0]:
+            raise RuntimeError("the process died here")
+        return real(ctx, start_ts, commit_ts, limit)
 
     monkeypatch.setattr(actions, "resolve_locks_step", step)
     total = 2 * PER_REQUEST
     first = _epoch(kv, epochs, 1, range(total))
-    assert _locks(store) == total  # nothing resolved: the steps are stalled
-    _epoch(kv, epochs, 2, range(total, total + 1))
-    try:
-        assert _locks(store) <= 1  # epoch 1's all gone; at most epoch 2's own secondary
-        for k in (0, total - 1):
-            kv.must_get(k, first, "e1")
-    finally:
-        stalled[0] = False
-    wait_for(lambda: _locks(store) == 0, 30, "epoch 2's secondaries resolved")
+    _epoch(kv, epochs, 2, range(total, 2 * total))
+    assert _locks(store) == 2 * total  # nothing resolved
+    assert len(_markers(store)) == 2
+    cut[0] = False
+    assert EpochManager(store, epochs.tso).recover() == 2 * total
+    assert _locks(store) == 0 and _markers(store) == []
+    for k in (0, total - 1):
+        kv.must_get(k, first, "e1")

@@ -716,6 +716,12 @@ def catalyst_joins(plan: JObject) -> list[JObject]:
     ]
 
 
+def catalyst_semi_joins(plan: JObject) -> list[JObject]:
+    """The Catalyst semi and anti Joins of an optimized plan, in pre-order (as ``semi_joins``
+    numbers the plan's ``SemiJoin`` nodes)."""
+    return [j for j in _catalyst_nodes(plan, "Join") if str(j.joinType().toString()) in _SEMI_KINDS]
+
+
 def catalyst_top_ks(plan: JObject) -> list[JObject]:
     """The Catalyst Sorts under the GlobalLimits of an optimized plan (ORDER BY ... LIMIT), in
     pre-order (as the plan's TopK nodes are numbered)."""

@@ -123,7 +123,7 @@ def operator_tree(root: Node) -> list[str]:
 
 
 class MatchCounts(Protocol):
-    """An outer side's match counts for one epoch (spark_sink.ivm.outer)."""
+    """An outer side's or a semi join's match counts for one epoch (spark_sink.ivm.outer)."""
 
     def step(self, keys: set[tuple], change: dict[tuple, int]) -> dict[tuple, tuple[int, int]]: ...
 
@@ -179,7 +179,8 @@ class DeltaRules:
     ) -> None:
         self.inputs = inputs
         self.aggregates = aggregates or {}  # id(Aggregate node) -> its group state
-        self.matches = matches or {}  # (id(Join node), outer side) -> its match counts
+        # (id(Join node), outer side) or (id(SemiJoin node), "exists") -> its match counts
+        self.matches = matches or {}
         self.topks = topks or {}  # id(TopK node) -> its ordered state
         self.lookups = 0  # keys looked up
         self._compiled: dict[object, Fn] = {}

@@ -309,6 +309,11 @@ def joins(node: Node) -> list[Join]:
     return [n for n in walk(node) if isinstance(n, Join)]
 
 
+def semi_joins(node: Node) -> list[SemiJoin]:
+    """The SemiJoin nodes of the tree in pre-order (the order of catalyst_semi_joins)."""
+    return [n for n in walk(node) if isinstance(n, SemiJoin)]
+
+
 def aggregates(node: Node) -> list[Aggregate]:
     """The Aggregate nodes of the tree in pre-order (the order of catalyst_aggregates)."""
     return [n for n in walk(node) if isinstance(n, Aggregate)]

@@ -52,6 +52,9 @@ class IncrementalPlan:
     def matches_tables(self) -> list[StateTable]:
         return [s for s in self.state if s.role == "matches"]
 
+    def exists_tables(self) -> list[StateTable]:
+        return [s for s in self.state if s.role == "exists"]
+
     def topk_tables(self) -> list[StateTable]:
         return [s for s in self.state if s.role == "topk"]
 
@@ -99,6 +102,12 @@ class IncrementalPlan:
                 f"key from state table {st.name}; its padded rows read by key only where the "
                 "count crosses 0"
             )
+        for st in self.exists_tables():
+            lines.append(
+                f"semi or anti join {st.index}: a touched key's count of right rows read by key "
+                f"from state table {st.name}; its left rows read by key only where the count "
+                "crosses 0"
+            )
         for st in self.state:
             lines.append(f"state: {st.describe()}")
         return lines
@@ -106,7 +115,7 @@ class IncrementalPlan:
 
 # The order of the plan's state tables (it enters the fingerprint): every aggregate's, then every
 # join's, then the indexes, each in pre-order, as before the operators declared them.
-_ROLE_ORDER = {"groups": 0, "values": 0, "matches": 1, "index": 2, "topk": 3}
+_ROLE_ORDER = {"groups": 0, "values": 0, "matches": 1, "exists": 1, "index": 2, "topk": 3}
 
 
 def _state_tables(root: Node, view: str) -> list[StateTable]:

@@ -48,8 +48,9 @@ from spark_sink.ivm.mutations import (
 )
 from spark_sink.ivm.ops.arrow_expr import HANDED_BACK
 from spark_sink.ivm.ops.operator import NeedsBuild
+from spark_sink.ivm.ops.semi_join import EXISTS
 from spark_sink.ivm.outer import MatchCounts
-from spark_sink.ivm.plan import TopK, joins, walk
+from spark_sink.ivm.plan import TopK, joins, semi_joins, walk
 from spark_sink.ivm.plan_check import IncrementalPlan
 from spark_sink.ivm.state_builds import BuildContext, state_df
 from spark_sink.ivm.state_builds.topk import topk_view_df
@@ -567,7 +568,8 @@ class Incremental(ViewStrategy):
         self, client: Client, inputs: StoreInputs
     ) -> tuple[dict[str, AggregateState], dict[tuple[int, str], MatchCounts]]:
         """This epoch's state objects, empty: each group state table's AggregateState (by table
-        name) and each outer join side's MatchCounts (by (id(join node), side))."""
+        name), each outer join side's MatchCounts (by (id(join node), side)) and each counted semi
+        or anti join's (by (id(semi join node), ``semi_join.EXISTS``))."""
         plan = self.plan
         groups = {}
         for st in plan.groups_tables():
@@ -585,6 +587,10 @@ class Incremental(ViewStrategy):
             matches[(id(all_joins[st.index]), st.column)] = MatchCounts(
                 info, inputs, self.spec.target
             )
+        semis = semi_joins(plan.root)
+        for st in plan.exists_tables():
+            info = client.describe_table(st.name)
+            matches[(id(semis[st.index]), EXISTS)] = MatchCounts(info, inputs, self.spec.target)
         return groups, matches
 
     def _epoch_topks(self, client: Client, inputs: StoreInputs) -> dict[int, TopKState]:

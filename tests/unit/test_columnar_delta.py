@@ -18,8 +18,9 @@ from spark_sink.ivm.expressions import compile_expr
 from spark_sink.ivm.ops import join as join_mod
 from spark_sink.ivm.ops.arrow_expr import NotColumnar, arrow_expr
 from spark_sink.ivm.ops.operator import consolidate
+from spark_sink.ivm.ops.semi_join import EXISTS, counted
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet
-from spark_sink.ivm.plan import Attr, Call, Col, Filter, Join, Lit, Project, Scan, Union
+from spark_sink.ivm.plan import Attr, Call, Col, Filter, Join, Lit, Project, Scan, SemiJoin, Union
 from spark_sink.ivm.view_change import view_change
 from tests.unit.net_change import net_change
 
@@ -192,6 +193,8 @@ def _evaluate(node, tables: dict) -> Counter:
         for c in node.children:
             out.update(_evaluate(c, tables))
         return out
+    if isinstance(node, SemiJoin):
+        return _evaluate_semi(node, tables)
     assert isinstance(node, Join)
     lpos = {a.id: i for i, a in enumerate(node.left.columns())}
     rpos = {a.id: i for i, a in enumerate(node.right.columns())}
@@ -226,14 +229,34 @@ def _evaluate(node, tables: dict) -> Counter:
     return out
 
 
-class _Matches:
-    """An outer side's match counts (``spark_sink.ivm.outer.MatchCounts``' step), counted from
-    the other side's rows at the old version: per non-NULL key, how many rows carry it."""
-
-    def __init__(self, node: Join, side: str, old: dict) -> None:
-        other, keys = (
-            (node.right, node.right_keys) if side == "left" else (node.left, node.left_keys)
+def _evaluate_semi(node: SemiJoin, tables: dict) -> Counter:
+    """EXISTS / NOT EXISTS by definition: a left row is in the result when some right row has
+    its (non-NULL) keys and makes the residual TRUE; for an anti join when none does."""
+    lpos = {a.id: i for i, a in enumerate(node.left.columns())}
+    rpos = {a.id: i for i, a in enumerate(node.right.columns())}
+    res = None
+    if node.residual is not None:
+        both = node.left.columns() + node.right.columns()
+        res = compile_expr(node.residual, {a.id: i for i, a in enumerate(both)})
+    rights = [r for r, n in _evaluate(node.right, tables).items() if n > 0]
+    out: Counter = Counter()
+    for lr, ln in _evaluate(node.left, tables).items():
+        lk = [lr[lpos[c]] for c in node.left_keys]
+        found = None not in lk and any(
+            [rr[rpos[c]] for c in node.right_keys] == lk and (res is None or res(lr + rr) is True)
+            for rr in rights
         )
+        if found != node.anti:
+            out[lr] += ln
+    return out
+
+
+class _Matches:
+    """An outer side's or a semi join's match counts (``spark_sink.ivm.outer.MatchCounts``'
+    step), counted from the rows of ``other`` (the other side) at the old version: per non-NULL
+    ``keys`` value, how many rows carry it."""
+
+    def __init__(self, other, keys: tuple[int, ...], old: dict) -> None:
         pos = {a.id: i for i, a in enumerate(other.columns())}
         self.old: Counter = Counter()
         for r, n in _evaluate(other, old).items():
@@ -245,15 +268,19 @@ class _Matches:
         return {k: (self.old[k], self.old[k] + change.get(k, 0)) for k in keys}
 
 
-def _rules(root, old: dict, new: dict) -> DeltaRules:
-    """DeltaRules over the two versions, with every outer join's match counts."""
-    matches = {}
+def _rules(root, old: dict, new: dict, inputs=None) -> DeltaRules:
+    """DeltaRules over the two versions (``inputs``, else all of them in memory), with every
+    outer join's and every counted semi join's match counts."""
+    matches: dict = {}
     for n in _walk(root):
         if isinstance(n, Join) and n.kind != "inner":
             sides = {"left": ["left"], "right": ["right"], "full": ["left", "right"]}[n.kind]
             for side in sides:
-                matches[(id(n), side)] = _Matches(n, side, old)
-    return DeltaRules(_Inputs(old, new), matches=matches)
+                other, keys = (n.right, n.right_keys) if side == "left" else (n.left, n.left_keys)
+                matches[(id(n), side)] = _Matches(other, keys, old)
+        if isinstance(n, SemiJoin) and counted(n):
+            matches[(id(n), EXISTS)] = _Matches(n.right, n.right_keys, old)
+    return DeltaRules(inputs or _Inputs(old, new), matches=matches)
 
 
 def _want(root, old: dict, new: dict) -> dict:

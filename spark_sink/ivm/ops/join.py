@@ -227,13 +227,9 @@ class JoinOp(Operator[Join]):
         return [(node.residual, sees(node.columns()), None)]
 
     def columnar_reason(self, node: Join) -> str | None:
-        ltypes = {a.id: a.dtype for a in node.left.columns()}
-        rtypes = {a.id: a.dtype for a in node.right.columns()}
-        for lk, rk in zip(node.left_keys, node.right_keys, strict=True):
-            if ltypes[lk] != rtypes[rk]:
-                return f"a join of {ltypes[lk]} with {rtypes[rk]}"
-            if ltypes[lk] not in COLUMNAR_DTYPES:
-                return f"a join on a {ltypes[lk]} key"
+        why = key_types_reason("join", node.left, node.right, node.left_keys, node.right_keys)
+        if why is not None:
+            return why
         if node.residual is not None:
             try:
                 arrow_expr(node.residual, {a.id: a for a in node.columns()})
@@ -287,6 +283,22 @@ class JoinOp(Operator[Join]):
         if node.kind != "inner":
             how += "; padded rows follow the touched keys' match counts"
         return f"{kind or 'inner '}Join: {how}"
+
+
+def key_types_reason(
+    what: str, left: Node, right: Node, left_keys: tuple[int, ...], right_keys: tuple[int, ...]
+) -> str | None:
+    """Why the Arrow kernels cannot match ``left``'s ``left_keys`` with ``right``'s
+    ``right_keys`` (a pair of two types, or a type they do not take), naming the ``what``
+    (a join, say); None when they can."""
+    ltypes = {a.id: a.dtype for a in left.columns()}
+    rtypes = {a.id: a.dtype for a in right.columns()}
+    for lk, rk in zip(left_keys, right_keys, strict=True):
+        if ltypes[lk] != rtypes[rk]:
+            return f"a {what} of {ltypes[lk]} with {rtypes[rk]}"
+        if ltypes[lk] not in COLUMNAR_DTYPES:
+            return f"a {what} on a {ltypes[lk]} key"
+    return None
 
 
 def _spec(node: Join) -> JoinSpec:

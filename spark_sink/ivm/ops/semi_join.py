@@ -2,41 +2,230 @@
 columns), correlated or not, with any residual condition.
 
 Whether a left row is in the result depends only on the right rows of its own key. So between
-two barriers the result changes only for the keys a change touches, and for those the rule
-decides again, at both barriers, which left rows have a match:
+two barriers the result changes only for the keys a change touches.
+
+Without a residual condition a key's answer is one number: how many right rows carry it. The
+operator then keeps those counts in a state table (role ``exists``, ``semi_table``; the outer
+joins' ``MatchCounts`` over it) and never reads the right side's rows:
+
+- per key either change touches, the count at the old barrier is read by key and the new one is
+  the old plus the right change's net weight for it;
+- the changed left rows of a key whose answer is the same at both barriers pass through when
+  that answer is "in the result" (semi: count > 0, anti: count = 0);
+- a key whose answer flips has its left rows read by key at the barrier where they are in the
+  result: emitted (read at the new barrier) or retracted (read at the old one).
+
+So an epoch reads one count per touched key and the left rows of the keys whose answer flips:
+for NOT EXISTS over orders (TPC-H q22) a new or deleted order flips its customer only when it is
+the customer's first or last. A lookup into the join (an operator above it reads its rows by
+key) reads the left rows and decides them by the counts at that barrier. These rules also run
+over Arrow (``delta_arrow``), so a view with such a join keeps the columnar path.
+
+With a residual condition (it compares a left column with a right one, TPC-H q21's
+``l2.l_suppkey <> l1.l_suppkey``) each left row has its own count, which no per-key state
+holds, and the rule decides rows again (``decide``), row at a time:
 
 - a key only the left side's change touches (the right rows of it did not change): the changed
-  left rows are decided against the key's right rows (``dL`` restricted to matched rows, or to
-  unmatched ones for an anti join);
-- a key the right side's change touches (its match count may cross zero either way, and with a
-  residual condition each left row has its own count): the key's left and right rows are read
-  at the old and at the new barrier, both versions decided, and the new minus the old emitted.
+  left rows are decided against the key's right rows, read at the new barrier;
+- a key the right side's change touches: the key's left and right rows are read at the old and
+  at the new barrier, both versions decided, and the new minus the old emitted.
 
 Every read is keyed (the right side by its join keys, the left by its join keys), so an epoch
-costs the rows of the touched keys, never a whole input; nothing is stored beyond the index
-tables the keyed reads need. A left row whose key holds a NULL never matches: a semi join drops
-it and an anti join keeps it (SQL's NOT EXISTS), with no read. NOT IN over a column that may be
-NULL is refused at build (``catalyst._join_condition``): there one NULL on the right side changes
-every left row's answer, which no per-key rule can follow.
-
-Row-at-a-time only (``columnar_reason`` names it): a view with a semi join takes the row rules.
+costs the rows of the touched keys, never a whole input. A left row whose key holds a NULL
+never matches: a semi join drops it and an anti join keeps it (SQL's NOT EXISTS), with no read.
+NOT IN over a column that may be NULL is refused at build (``catalyst._join_condition``): there
+one NULL on the right side changes every left row's answer, which no per-key rule can follow.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from spark_sink.ivm.delta import lookup_accesses
+from spark_sink.ivm.expressions import ddl_of
+from spark_sink.ivm.ops.arrow_expr import col_name
+from spark_sink.ivm.ops.join import key_types_reason
+from spark_sink.ivm.ops.keys import any_null, key_values, restrict_to_keys
 from spark_sink.ivm.ops.operator import NEW, OLD, Access, Operator, PkOf, Sets, ZSet, register, sees
+from spark_sink.ivm.ops.state_table import StateTable, state_name
+from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, concat
 from spark_sink.ivm.plan import Expr, SemiJoin
 from spark_sink.ivm.unique_keys import unique_sets
 
 if TYPE_CHECKING:
-    from spark_sink.ivm.delta import DeltaRules
+    from spark_sink.ivm.delta import DeltaRules, MatchCounts
+
+# The name a semi join's counts go by in ``DeltaRules.matches`` (beside an outer join's sides).
+EXISTS = "exists"
 
 
 def _key(row: tuple, idx: list[int]) -> tuple:
     return tuple(row[i] for i in idx)
+
+
+def counted(node: SemiJoin) -> bool:
+    """Whether ``node`` keeps per-key counts of its right rows (no residual condition)."""
+    return node.residual is None
+
+
+def semi_table(view: str, index: int, key_dtypes: list[str]) -> StateTable:
+    """The counts of the plan's ``index``-th semi or anti join (pre-order): per join key
+    (k0, ...), ``n`` right rows carrying it."""
+    cols = [f"k{i} {ddl_of(t)}" for i, t in enumerate(key_dtypes)] + ["n BIGINT"]
+    pk = tuple(f"k{i}" for i in range(len(key_dtypes)))
+    return StateTable(state_name(view, f"exists_{index}"), ", ".join(cols), pk, EXISTS, index=index)
+
+
+def _counts(rules: DeltaRules, node: SemiJoin) -> MatchCounts:
+    got = rules.matches.get((id(node), EXISTS))
+    if got is None:  # the plan declared the table (state_tables): the epoch must bring it
+        raise RuntimeError("a semi join without a residual condition was given no counts")
+    return got
+
+
+def _in_result(node: SemiJoin, n: int) -> bool:
+    """Whether a left row whose key has ``n`` right rows is in the result."""
+    return (n > 0) != node.anti
+
+
+def _right_change(rules: DeltaRules, node: SemiJoin) -> dict[tuple, int]:
+    """The right side's net change per non-NULL key."""
+    dr = rules.delta(node.right)
+    p = dr.pos()
+    ri = [p[c] for c in node.right_keys]
+    change: dict[tuple, int] = {}
+    for r, w in zip(dr.rows, dr.weights, strict=True):
+        k = _key(r, ri)
+        if None not in k:
+            change[k] = change.get(k, 0) + w
+    return change
+
+
+def _right_change_arrow(rules: DeltaRules, node: SemiJoin) -> dict[tuple, int]:
+    """``_right_change`` from the right side's change over Arrow."""
+    dr = rules.delta_arrow(node.right).table
+    rk = [col_name(c) for c in node.right_keys]
+    keyed = dr.filter(pc.invert(any_null(dr, rk)))
+    if keyed.num_rows == 0:
+        return {}
+    net = keyed.group_by(rk, use_threads=False).aggregate([(WEIGHT, "sum")])
+    return dict(
+        zip(
+            zip(*[net[c].to_pylist() for c in rk], strict=True),
+            net[f"{WEIGHT}_sum"].to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def _step(
+    rules: DeltaRules, node: SemiJoin, keys: set[tuple], change: dict[tuple, int]
+) -> dict[tuple, tuple[int, int]]:
+    """key -> (count at the old barrier, at the new one), one keyed read of the state each."""
+    if not keys:
+        return {}
+    rules.lookups += len(keys)
+    return _counts(rules, node).step(keys, change)
+
+
+def _flipped(node: SemiJoin, both: dict[tuple, tuple[int, int]]) -> tuple[set, set]:
+    """(keys whose left rows enter the result, keys whose left rows leave it)."""
+    enter = {k for k, (a, b) in both.items() if not _in_result(node, a) and _in_result(node, b)}
+    leave = {k for k, (a, b) in both.items() if _in_result(node, a) and not _in_result(node, b)}
+    return enter, leave
+
+
+def _counted_delta(rules: DeltaRules, node: SemiJoin) -> ZSet:
+    dl = rules.delta(node.left)
+    change = _right_change(rules, node)
+    p = dl.pos()
+    li = [p[c] for c in node.left_keys]
+    keys = {k for k in (_key(r, li) for r in dl.rows) if None not in k} | set(change)
+    both = _step(rules, node, keys, change)
+    out = ZSet(tuple(a.id for a in node.columns()))
+    for r, w in zip(dl.rows, dl.weights, strict=True):
+        k = _key(r, li)
+        if None in k:
+            keep = node.anti  # never matches
+        else:
+            a, b = both[k]
+            keep = _in_result(node, a) and _in_result(node, b)  # a flip is read below
+        if keep:
+            out.rows.append(r)
+            out.weights.append(w)
+    enter, leave = _flipped(node, both)
+    for ks, side, sign in ((leave, OLD, -1), (enter, NEW, 1)):
+        if ks:
+            left = _restrict(rules.lookup(node.left, node.left_keys, ks, side), node.left_keys, ks)
+            out.rows.extend(left.rows)
+            out.weights.extend(sign * w for w in left.weights)
+    return out
+
+
+def _counted_lookup(
+    rules: DeltaRules, node: SemiJoin, ids: tuple[int, ...], values: set[tuple], side: str
+) -> ZSet:
+    left = rules.lookup(node.left, ids, values, side)
+    p = left.pos()
+    li = [p[c] for c in node.left_keys]
+    keys = {k for k in (_key(r, li) for r in left.rows) if None not in k}
+    both = _step(rules, node, keys, _right_change(rules, node))
+    at = 0 if side == OLD else 1
+    out = ZSet(tuple(a.id for a in node.columns()))
+    for r, w in zip(left.rows, left.weights, strict=True):
+        k = _key(r, li)
+        if node.anti if None in k else _in_result(node, both[k][at]):
+            out.rows.append(r)
+            out.weights.append(w)
+    return out
+
+
+def _of_keys(z: ArrowZSet, cols: list[str], keys) -> ArrowZSet:
+    """The rows of ``z`` whose non-NULL ``cols`` equal one of ``keys``."""
+    keys = list(keys)
+    types = [z.table.schema.field(c).type for c in cols]
+    table = pa.table([pa.array([k[i] for k in keys], t) for i, t in enumerate(types)], cols)
+    return restrict_to_keys(z, cols, table, nulls_equal=False)
+
+
+def _nulls(z: ArrowZSet, cols: list[str]) -> ArrowZSet:
+    """The rows of ``z`` whose key holds a NULL."""
+    return ArrowZSet(z.table.filter(any_null(z.table, cols)))
+
+
+def _counted_delta_arrow(rules: DeltaRules, node: SemiJoin) -> ArrowZSet:
+    dl = rules.delta_arrow(node.left)
+    lk = [col_name(c) for c in node.left_keys]
+    change = _right_change_arrow(rules, node)
+    both = _step(rules, node, key_values(dl.table, lk) | set(change), change)
+    # a NULL key never matches: such rows pass an anti join's change through, a semi join drops
+    pieces = [_nulls(dl, lk) if node.anti else ArrowZSet(dl.table.slice(0, 0))]
+    stay = [k for k, (a, b) in both.items() if _in_result(node, a) and _in_result(node, b)]
+    if stay:
+        pieces.append(_of_keys(dl, lk, stay))
+    enter, leave = _flipped(node, both)
+    for ks, side in ((leave, OLD), (enter, NEW)):
+        if ks:
+            rows = _of_keys(rules.lookup_arrow(node.left, node.left_keys, ks, side), lk, ks)
+            pieces.append(rows.negate() if side == OLD else rows)
+    return concat(pieces)
+
+
+def _counted_lookup_arrow(
+    rules: DeltaRules, node: SemiJoin, ids: tuple[int, ...], values: set[tuple], side: str
+) -> ArrowZSet:
+    left = rules.lookup_arrow(node.left, ids, values, side)
+    lk = [col_name(c) for c in node.left_keys]
+    both = _step(rules, node, key_values(left.table, lk), _right_change_arrow(rules, node))
+    at = 0 if side == OLD else 1
+    keep = [k for k, n in both.items() if _in_result(node, n[at])]
+    pieces = [_of_keys(left, lk, keep)]
+    if node.anti:
+        pieces.append(_nulls(left, lk))
+    return concat(pieces)
 
 
 def decide(rules: DeltaRules, node: SemiJoin, left: ZSet, right: ZSet, out: ZSet) -> None:
@@ -88,11 +277,14 @@ def _none(node: SemiJoin) -> ZSet:
 
 @register
 class SemiJoinOp(Operator[SemiJoin]):
-    """EXISTS / NOT EXISTS: the left rows of each touched key decided again at both barriers."""
+    """EXISTS / NOT EXISTS: per-key counts of the right rows where there is no residual
+    condition, else the left rows of each touched key decided again at both barriers."""
 
     node_type = SemiJoin
 
     def delta(self, rules: DeltaRules, node: SemiJoin) -> ZSet:
+        if counted(node):
+            return _counted_delta(rules, node)
         dl, dr = rules.delta(node.left), rules.delta(node.right)
         out = ZSet(tuple(a.id for a in node.columns()))
         moved = dr.values(node.right_keys)  # keys whose right rows changed (NULL ones never match)
@@ -118,6 +310,8 @@ class SemiJoinOp(Operator[SemiJoin]):
     def lookup(
         self, rules: DeltaRules, node: SemiJoin, ids: tuple[int, ...], values: set[tuple], side: str
     ) -> ZSet:
+        if counted(node):
+            return _counted_lookup(rules, node, ids, values, side)
         left = rules.lookup(node.left, ids, values, side)
         keys = left.values(node.left_keys)
         right = rules.lookup(node.right, node.right_keys, keys, side) if keys else _none(node)
@@ -129,12 +323,14 @@ class SemiJoinOp(Operator[SemiJoin]):
         self, node: SemiJoin, ids: tuple[int, ...], pk_of: PkOf, out: list[Access]
     ) -> None:
         lookup_accesses(node.left, ids, pk_of, out)
-        lookup_accesses(node.right, node.right_keys, pk_of, out)
+        if not counted(node):  # the counts stand for the right rows
+            lookup_accesses(node.right, node.right_keys, pk_of, out)
 
     def plan_accesses(self, node: SemiJoin, pk_of: PkOf) -> list[Access]:
-        return lookup_accesses(node.right, node.right_keys, pk_of) + lookup_accesses(
-            node.left, node.left_keys, pk_of
-        )
+        mine = lookup_accesses(node.left, node.left_keys, pk_of)
+        if counted(node):
+            return mine
+        return lookup_accesses(node.right, node.right_keys, pk_of) + mine
 
     def unique_sets(self, node: SemiJoin, pk_of: PkOf) -> Sets:
         return unique_sets(node.left, pk_of)  # a subset of the left's rows
@@ -144,11 +340,34 @@ class SemiJoinOp(Operator[SemiJoin]):
             return []
         return [(node.residual, sees(node.left.columns() + node.right.columns()), None)]
 
+    def state_tables(self, node: SemiJoin, view: str, index: int) -> list[StateTable]:
+        """Without a residual condition, the counts of its right rows per join key."""
+        if not counted(node):
+            return []
+        dtypes = {a.id: a.dtype for a in node.right.columns()}
+        return [semi_table(view, index, [dtypes[k] for k in node.right_keys])]
+
     def columnar_reason(self, node: SemiJoin) -> str | None:
-        return f"a {'NOT EXISTS (anti join)' if node.anti else 'EXISTS (semi join)'}"
+        kind = "NOT EXISTS (anti join)" if node.anti else "EXISTS (semi join)"
+        if not counted(node):
+            return f"a {kind} with a condition beyond its key equalities"
+        return key_types_reason(kind, node.left, node.right, node.left_keys, node.right_keys)
+
+    def delta_arrow(self, rules: DeltaRules, node: SemiJoin) -> ArrowZSet:
+        return _counted_delta_arrow(rules, node)  # columnar_reason: only a counted one
+
+    def lookup_arrow(
+        self, rules: DeltaRules, node: SemiJoin, ids: tuple[int, ...], values: set[tuple], side: str
+    ) -> ArrowZSet:
+        return _counted_lookup_arrow(rules, node, ids, values, side)
 
     def explain(self, node: SemiJoin) -> str:
         kind = "anti join (NOT EXISTS / NOT IN)" if node.anti else "semi join (EXISTS / IN)"
+        if counted(node):
+            return (
+                f"{kind}: per key, the count of its right rows kept in a state table; the "
+                "left rows of a key read only where its count crosses 0"
+            )
         return (
             f"{kind}: the left rows of each key the change touches decided again at the old "
             "and the new barrier, both sides read by key"

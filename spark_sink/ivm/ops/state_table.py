@@ -12,6 +12,8 @@ and ``spark_sink.ivm.state_builds`` fills it on Spark at a build, by its ``role`
   value's multiplicity, in the value's order;
 - ``matches`` (``ops.outer_join``): per join key of an outer join's outer side, the count of the
   other side's rows;
+- ``exists`` (``ops.semi_join``): per join key of a semi or anti join without a residual
+  condition, the count of its right side's rows;
 - ``index`` (``ops.scan``): a source's rows by a non-key column C (the index (C, key) of T), for
   lookups by C;
 - ``topk`` (``ops.topk``): an ORDER BY ... LIMIT's input rows keyed by their order key, with
@@ -46,10 +48,12 @@ class StateTable:
     name: str
     ddl: str
     primary_key: tuple[str, ...]
-    role: str  # groups | index | values | matches | topk
+    role: str  # groups | index | values | matches | exists | topk
     source: str = ""  # index: the indexed table
     column: str = ""  # index: the indexed column; matches: the outer side (left | right)
-    index: int = 0  # groups, values: which aggregate of the plan; matches: which join (pre-order)
+    # groups, values: which aggregate of the plan; matches: which join; exists: which semi or
+    # anti join (each in pre-order)
+    index: int = 0
     call: int = 0  # values: which aggregate function of that aggregate
 
     def describe(self) -> str:
@@ -60,6 +64,11 @@ class StateTable:
             return (
                 f"{self.name} (key {key}): per join key of outer join {self.index}, the rows of "
                 f"the side opposite its {self.column} side that match"
+            )
+        if self.role == "exists":
+            return (
+                f"{self.name} (key {key}): per join key of semi or anti join {self.index}, the "
+                "right rows that carry it"
             )
         if self.role == "values":
             return (

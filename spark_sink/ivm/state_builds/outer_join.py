@@ -1,5 +1,6 @@
-"""The match counts of an outer join's outer side built on Spark (``matches``,
-``ops.outer_join.matches_table``: the layout), from the other input of the query's own join."""
+"""The match counts of an outer join's outer side (``matches``, ``ops.outer_join.matches_table``)
+and of a semi or anti join's right side (``exists``, ``ops.semi_join.semi_table``) built on
+Spark, from the other input of the query's own join, counted per non-NULL join key."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kvstore.table_info import TableInfo
-from spark_sink.ivm.catalyst import catalyst_joins
+from spark_sink.ivm.catalyst import catalyst_joins, catalyst_semi_joins
 from spark_sink.ivm.ops.state_table import StateTable
-from spark_sink.ivm.plan import joins, output
+from spark_sink.ivm.plan import Node, joins, output, semi_joins
 from spark_sink.ivm.state_builds import BuildContext, builds
 
 
@@ -21,16 +22,29 @@ def matches_df(ctx: BuildContext, st: StateTable, info: TableInfo) -> DataFrame:
     plan's ``st.index``-th join, as Spark computes it, counted per non-NULL join key."""
     join = joins(ctx.plan.root)[st.index]
     cjoin = catalyst_joins(ctx.df._jdf.queryExecution().optimizedPlan())[st.index]
-    other, keys = (
-        (cjoin.right(), join.right_keys) if st.column == "left" else (cjoin.left(), join.left_keys)
-    )
-    other_df = ctx.df_of(other)
-    ids = [a.id for a in output(join.right if st.column == "left" else join.left)]
-    other_df = other_df.toDF(*[f"c{i}" for i in range(len(ids))])  # names may repeat
+    if st.column == "left":
+        return key_counts(ctx.df_of(cjoin.right()), join.right, join.right_keys)
+    return key_counts(ctx.df_of(cjoin.left()), join.left, join.left_keys)
+
+
+@builds("exists")
+def exists_df(ctx: BuildContext, st: StateTable, info: TableInfo) -> DataFrame:
+    """The right rows of the plan's ``st.index``-th semi or anti join, as Spark computes them,
+    counted per non-NULL join key."""
+    semi = semi_joins(ctx.plan.root)[st.index]
+    cjoin = catalyst_semi_joins(ctx.df._jdf.queryExecution().optimizedPlan())[st.index]
+    return key_counts(ctx.df_of(cjoin.right()), semi.right, semi.right_keys)
+
+
+def key_counts(df: DataFrame, node: Node, keys: tuple[int, ...]) -> DataFrame:
+    """``df`` (the rows of ``node``) counted per non-NULL value of its columns ``keys``: columns
+    k0, ... and n (BIGINT)."""
+    ids = [a.id for a in output(node)]
+    df = df.toDF(*[f"c{i}" for i in range(len(ids))])  # names may repeat
     key_cols = [F.col(f"c{ids.index(k)}").alias(f"k{i}") for i, k in enumerate(keys)]
     ok = functools.reduce(lambda a, b: a & b, [c.isNotNull() for c in key_cols])
     return (
-        other_df.select(*key_cols)
+        df.select(*key_cols)
         .where(ok)
         .groupBy(*[f"k{i}" for i in range(len(keys))])
         .agg(F.count(F.lit(1)).cast("bigint").alias("n"))

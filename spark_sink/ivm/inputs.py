@@ -337,6 +337,8 @@ class StoreInputs:
             at = [access.columns.index(p) for p in pk]
             keys = {tuple(v[i] for i in at) for v in values}
             return self.read_by_key(info, keys, ts)
+        if access.kind == "prefix":
+            return self._read(info, self._prefix_ranges(info, access, values), ts)
         # Through the index of access.index_column (the first lookup column).
         col = access.columns.index(access.index_column)
         firsts = {v[col] for v in values}
@@ -368,6 +370,9 @@ class StoreInputs:
         if access.kind == "pk":
             at = [access.columns.index(p) for p in pk]
             return self.read_by_key_arrow(info, {tuple(v[i] for i in at) for v in values}, ts)
+        if access.kind == "prefix":
+            ranges = self._prefix_ranges(info, access, values)
+            return _arrow_rows(info, self._read_raw(info, ranges, ts))
         col = access.columns.index(access.index_column)
         firsts = {v[col] for v in values}
         ix = self.indexes[(table, access.index_column)]
@@ -392,6 +397,22 @@ class StoreInputs:
             return rows
         # the join left its columns nullable: the same table under the decoded rows' schema
         return pa.concat_tables([rows, gained.select(rows.schema.names).cast(rows.schema)])
+
+    @staticmethod
+    def _prefix_ranges(
+        info: TableInfo, access: Access, values: set[tuple]
+    ) -> list[tuple[bytes, bytes]]:
+        """The key ranges of ``info`` holding the rows whose leading key columns
+        (``access.prefix``) equal those of ``values`` (over ``access.columns``), in key
+        order."""
+        at = [access.columns.index(p) for p in access.prefix]
+        cols = info.table_schema.key_columns
+        ranges = set()
+        for v in values:
+            stored = tuple(to_storage(info.name, c, v[i]) for c, i in zip(cols, at, strict=False))
+            p = info.key_codec.encode_prefix(stored)
+            ranges.add((p, KeyCodec.prefix_end(p)))
+        return sorted(ranges)
 
     def _index_ranges(self, ix: TableInfo, firsts: set) -> list[tuple[bytes, bytes]]:
         """The key ranges of an index state table holding the rows of each of ``firsts``."""

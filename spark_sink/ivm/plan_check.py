@@ -73,6 +73,11 @@ class IncrementalPlan:
         for a in self.accesses:
             if a.kind == "pk":
                 lines.append(f"lookup {a.table} by ({', '.join(a.columns)}): its primary key")
+            elif a.kind == "prefix":
+                lines.append(
+                    f"lookup {a.table} by ({', '.join(a.columns)}): a range of its primary key "
+                    f"by its leading ({', '.join(a.prefix)})"
+                )
             else:
                 st = next(
                     x

@@ -106,18 +106,34 @@ def columns_of(rows: list[tuple], idx: Sequence[int], width: int) -> list[tuple]
 @dataclass(frozen=True)
 class Access:
     """How rows of ``table`` are found by the values of ``columns``: ``pk`` (point reads of the
-    table) or ``index`` (a prefix read of the index on ``columns[0]``, then point reads)."""
+    table), ``prefix`` (a range read of the table per value of the leading primary-key columns
+    ``prefix``, which ``columns`` hold) or ``index`` (a prefix read of the index on
+    ``index_column``, then point reads)."""
 
     table: str
     columns: tuple[str, ...]
-    kind: str  # pk | index
+    kind: str  # pk | prefix | index
     index_column: str = ""
+    prefix: tuple[str, ...] = ()
 
 
 def choose_access(table: str, columns: tuple[str, ...], pk: tuple[str, ...]) -> Access:
-    """By the primary key when ``columns`` cover it, else through an index on ``columns[0]``."""
+    """By the primary key when ``columns`` cover it; else by its longest leading part they
+    cover (TPC-H's lineitem by ``l_orderkey``, partsupp by ``ps_partkey``): one range read of
+    the table itself per value, and no index to keep; else through an index on ``columns[0]``.
+
+    Decision: a leading key column is taken over an index whatever its selectivity. A composite
+    key usually leads with its parent's key (an order's lines, a part's suppliers), whose rows
+    are few; a table keyed (region, id) looked up by (region, name) would read a whole region
+    where an index on name reads one row, which a view over such a table can avoid by keying
+    its table the other way."""
     if pk and set(pk) <= set(columns):
         return Access(table, columns, "pk")
+    n = 0
+    while n < len(pk) and pk[n] in columns:
+        n += 1
+    if n:
+        return Access(table, columns, "prefix", prefix=pk[:n])
     return Access(table, columns, "index", columns[0])
 
 

@@ -3,8 +3,8 @@
 Delta rule: the table's change between the two barriers, read from its change index
 (``Inputs.changes``: each changed key's old row retracted, its new row emitted). Lookup: the
 table's rows at one barrier whose columns equal given values, read by key (``Access``: point
-reads when the columns cover the primary key, else through the index state table the view job
-keeps on the first of them). Keeps no state of its own; its result is unique on its primary key.
+reads when the columns cover the primary key, a range read per value when they hold its leading
+columns, else through the index state table the view job keeps on the first of them). Keeps no state of its own; its result is unique on its primary key.
 """
 
 from __future__ import annotations

@@ -96,6 +96,9 @@ def test_the_columnar_reads_equal_the_row_reads(loaded, how):
                 got = _rows(inputs.fetch_arrow(access, side, values))
                 assert got == want, (access.kind, side)
                 assert want, (access.kind, side)
+                # the same rows over the columns asked for (the index's gains among them)
+                some = sorted(inputs.fetch(access, side, values, ("v", "id")), key=repr)
+                assert some == sorted(((r[2], r[0]) for r in want), key=repr), (access, side)
         # through the lagging index at the new barrier: a row that moved to k = 4 is found
         moved = {r for r in inputs.fetch(by_k, NEW, {(4,)}) if r[2] == "moved"}
         assert moved and moved <= set(_rows(inputs.fetch_arrow(by_k, NEW, {(4,)})))
@@ -158,6 +161,8 @@ def test_a_lookup_by_leading_key_columns_reads_the_rows_of_those_values(store_in
                     want = sorted(r for r in rows.values() if r[0] in wanted)
                     assert want, side
                     assert sorted(inputs.fetch(access, side, values)) == want, side
+                    some = inputs.fetch(access, side, values, ("x", "o"))
+                    assert sorted(some) == sorted((r[2], r[0]) for r in want), side
                     assert sorted(_rows(inputs.fetch_arrow(access, side, values))) == want, side
         finally:
             c.drop_table("si_lines")

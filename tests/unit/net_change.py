@@ -1,4 +1,5 @@
-"""The net change between two in-memory versions of a table, as a change scan gives it."""
+"""The net change between two in-memory versions of a table, as a change scan gives it, and
+keyed reads' rows cut to the columns asked for, as ``StoreInputs.fetch`` gives them."""
 
 from __future__ import annotations
 
@@ -15,3 +16,11 @@ def net_change(old: dict, new: dict) -> tuple[list[tuple], list[int]]:
             continue
         add_images(rows, weights, x, y)  # the same rule as a change scan's images
     return rows, weights
+
+
+def cut(rows: list[tuple], names: tuple[str, ...], columns: tuple[str, ...] | None) -> list[tuple]:
+    """``rows`` (over ``names``) over ``columns`` in that order; whole when ``columns`` is None."""
+    if columns is None:
+        return list(rows)
+    at = [names.index(c) for c in columns]
+    return [tuple(r[i] for i in at) for r in rows]

@@ -22,7 +22,7 @@ from spark_sink.ivm.ops.semi_join import EXISTS, counted
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet
 from spark_sink.ivm.plan import Attr, Call, Col, Filter, Join, Lit, Project, Scan, SemiJoin, Union
 from spark_sink.ivm.view_change import view_change
-from tests.unit.net_change import net_change
+from tests.unit.net_change import cut, net_change
 
 SCHEMAS = {
     "a": pa.schema([("id", pa.int64()), ("k", pa.int32()), ("v", pa.int64()), ("s", pa.string())]),
@@ -52,10 +52,11 @@ class _Inputs:
         rows, weights = self.changes(table)
         return _table(table, rows), pa.array(weights, pa.int64())
 
-    def fetch(self, access, side, values):
+    def fetch(self, access, side, values, columns=None):
         rows = (self.new if side == "new" else self.old)[access.table].values()
         at = [self.columns(access.table).index(c) for c in access.columns]
-        return [r for r in rows if tuple(r[i] for i in at) in values]
+        found = [r for r in rows if tuple(r[i] for i in at) in values]
+        return cut(found, self.columns(access.table), columns)
 
     def fetch_arrow(self, access, side, values):
         return _table(access.table, self.fetch(access, side, values))

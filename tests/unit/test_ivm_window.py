@@ -6,7 +6,7 @@ import datetime as dt
 from decimal import Decimal
 
 from spark_sink.ivm.ops.window import compare_keys, compare_values, rank_rows
-from tests.unit.net_change import net_change
+from tests.unit.net_change import cut, net_change
 
 NAN = float("nan")
 ASC, DESC = (True, True), (False, False)  # Spark's defaults: ASC NULLS FIRST, DESC NULLS LAST
@@ -102,8 +102,9 @@ class _Inputs:
     def changes(self, table):
         return net_change(self.old, self.new)
 
-    def fetch(self, access, side, values):
-        return list((self.new if side == "new" else self.old).values())
+    def fetch(self, access, side, values, columns=None):
+        rows = list((self.new if side == "new" else self.old).values())
+        return cut(rows, self.columns(access.table), columns)
 
 
 def _window_node(kinds):

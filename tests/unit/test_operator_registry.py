@@ -14,7 +14,7 @@ from spark_sink.ivm.delta import DeltaRules, operator_tree, plan_accesses
 from spark_sink.ivm.ops import operator as op_mod
 from spark_sink.ivm.ops.operator import Operator, ZSet, consolidate, operator_for, register
 from spark_sink.ivm.plan import Aggregate, Attr, Call, Col, Filter, Join, Lit, Project, Scan
-from tests.unit.net_change import net_change
+from tests.unit.net_change import cut, net_change
 
 A = Attr(1, "id", "bigint", False)
 K = Attr(2, "k", "int", True)
@@ -38,8 +38,9 @@ class _Inputs:
     def changes(self, table):
         return net_change(self.old[table], self.new[table])
 
-    def fetch(self, access, side, values):
-        return list((self.new if side == "new" else self.old)[access.table].values())
+    def fetch(self, access, side, values, columns=None):
+        rows = list((self.new if side == "new" else self.old)[access.table].values())
+        return cut(rows, self.columns(access.table), columns)
 
 
 def _tree():

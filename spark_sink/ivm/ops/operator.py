@@ -145,9 +145,12 @@ class Inputs(Protocol):
         with weights."""
         ...
 
-    def fetch(self, access: Access, side: str, values: set[tuple]) -> list[tuple]:
-        """Full rows of ``access.table`` at its ``side`` ts whose ``access.columns`` may equal
-        one of ``values`` (a superset is allowed)."""
+    def fetch(
+        self, access: Access, side: str, values: set[tuple], columns: tuple[str, ...] | None = None
+    ) -> list[tuple]:
+        """The rows of ``access.table`` at its ``side`` ts whose ``access.columns`` may equal
+        one of ``values`` (a superset is allowed): full rows in column order, or over the
+        columns ``columns`` in that order."""
         ...
 
     def columns(self, table: str) -> tuple[str, ...]: ...

@@ -87,9 +87,10 @@ class ScanOp(Operator[Scan]):
     def lookup(
         self, rules: DeltaRules, node: Scan, ids: tuple[int, ...], values: set[tuple], side: str
     ) -> ZSet:
-        rows = rules.inputs.fetch(_access(rules, node, ids, values), side, values)
+        names = tuple(a.name for a in node.attrs)
+        rows = rules.inputs.fetch(_access(rules, node, ids, values), side, values, names)
         out_ids = tuple(a.id for a in node.attrs)
-        return ZSet(out_ids, pick(rules.inputs, node.table, node.attrs, rows), [1] * len(rows))
+        return ZSet(out_ids, rows, [1] * len(rows))
 
     def lookup_accesses(
         self, node: Scan, ids: tuple[int, ...], pk_of: PkOf, out: list[Access]

@@ -101,9 +101,9 @@ class _Reads(_Inputs):
         super().__init__(old, new)
         self.read: set[str] = set()
 
-    def fetch(self, access, side, values):
+    def fetch(self, access, side, values, columns=None):
         self.read.add(access.table)
-        return super().fetch(access, side, values)
+        return super().fetch(access, side, values, columns)
 
 
 def _right_table(root) -> str:

@@ -1,5 +1,5 @@
-"""Keys a change touches, and a Z-set restricted to them: the step that lets an operator's cost
-follow the change instead of its inputs.
+"""Keys a change touches, a Z-set restricted to them, and a change's net weight per key: the
+step that lets an operator's cost follow the change instead of its inputs.
 
 A stateful delta rule (outer join, MIN/MAX, DISTINCT) needs the rows of its state or its other
 input only for the keys its change touches. The rules in this package take those rows as
@@ -16,12 +16,12 @@ NaN one value, -0.0 equal to 0.0; ``zset.normalize_floats``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_sink.ivm.ops.zset import ArrowZSet, normalize_floats, normalized_keys
+from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, normalize_floats, normalized_keys
 
 
 def any_null(table: pa.Table, columns: Sequence[str]) -> pa.ChunkedArray | pa.Array:
@@ -85,3 +85,35 @@ def key_values(table: pa.Table, columns: Sequence[str]) -> set[tuple]:
     if t.num_rows == 0:
         return set()
     return set(zip(*(t[c].to_pylist() for c in columns), strict=True))
+
+
+def rows_of_keys(z: ArrowZSet, columns: Sequence[str], keys: Iterable[tuple]) -> ArrowZSet:
+    """The rows of ``z`` whose ``columns`` equal one of ``keys`` (Python tuples, as
+    ``key_values`` gives them), weights kept; not consolidated. Join equality: a row with a
+    NULL in ``columns`` matches nothing. ``restrict_to_keys`` for keys held as Python values."""
+    cols, ks = list(columns), list(keys)
+    # typed as z's own columns: restrict_to_keys takes keys of exactly the columns' types
+    types = [z.table.schema.field(c).type for c in cols]
+    table = pa.table([pa.array([k[i] for k in ks], t) for i, t in enumerate(types)], cols)
+    return restrict_to_keys(z, cols, table, nulls_equal=False)
+
+
+def net_change_by_key(z: ArrowZSet, columns: Sequence[str]) -> dict[tuple, int]:
+    """Per distinct tuple of ``columns`` holding no NULL, the sum of the weights of ``z``'s rows
+    carrying it, keyed by the tuple as Python values (the change a count state steps by,
+    ``MatchCounts.step``). A key whose weights cancel stays, with 0; a NULL-keyed row is left
+    out (it matches no join key). Keys are told apart as Arrow's group-by tells them, which is
+    SQL's equality for the columnar key types (``arrow_expr.COLUMNAR_DTYPES``: no floats, whose
+    0.0 and -0.0 Arrow would keep apart)."""
+    cols = list(columns)
+    keyed = z.table.filter(pc.invert(any_null(z.table, cols)))
+    if keyed.num_rows == 0:
+        return {}
+    net = keyed.group_by(cols, use_threads=False).aggregate([(WEIGHT, "sum")])
+    return dict(
+        zip(
+            zip(*[net[c].to_pylist() for c in cols], strict=True),
+            net[f"{WEIGHT}_sum"].to_pylist(),
+            strict=True,
+        )
+    )

@@ -82,6 +82,18 @@ class ZSet:
                 out.add(t)
         return out
 
+    def net_by_key(self, cols: tuple[int, ...]) -> dict[tuple, int]:
+        """Per distinct non-NULL tuple of ``cols``, the sum of its rows' weights (a key whose
+        weights cancel stays, with 0): the change a count state steps by (``MatchCounts``)."""
+        p = self.pos()
+        idx = [p[c] for c in cols]
+        out: dict[tuple, int] = {}
+        for r, w in zip(self.rows, self.weights, strict=True):
+            k = tuple(r[i] for i in idx)
+            if None not in k:  # a NULL key matches no join key: no count carries it
+                out[k] = out.get(k, 0) + w
+        return out
+
 
 def consolidate(rows: Iterable[tuple], weights: Iterable[int]) -> dict[tuple, int]:
     """Sum the weights of equal rows; rows whose weights cancel are dropped."""

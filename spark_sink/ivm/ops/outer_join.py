@@ -36,16 +36,22 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_sink.ivm.expressions import ddl_of
 from spark_sink.ivm.ops.join import JoinSpec, delta_inner_join, inner_join
 from spark_sink.ivm.ops.operator import NEW, OLD, ZSet
-from spark_sink.ivm.ops.state_table import StateTable, state_name
+from spark_sink.ivm.ops.state_table import StateTable, counts_table
 from spark_sink.ivm.plan import Join, Node
 
 if TYPE_CHECKING:
     from spark_sink.ivm.delta import DeltaRules
 from spark_sink.ivm.ops.arrow_expr import col_name
-from spark_sink.ivm.ops.keys import any_null, distinct_keys, key_values, restrict_to_keys
+from spark_sink.ivm.ops.keys import (
+    any_null,
+    distinct_keys,
+    key_values,
+    net_change_by_key,
+    restrict_to_keys,
+    rows_of_keys,
+)
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, concat, normalized_keys
 
 KINDS = ("left", "right", "full")
@@ -216,15 +222,8 @@ def dangling_delta(rules: DeltaRules, node: Join, out: ZSet, side: str) -> None:
     keys = dk.values(keys_k) | do.values(keys_o)
     both: dict[tuple, tuple[int, int]] = {}
     if keys:
-        change: dict[tuple, int] = {}
-        po = do.pos()
-        oi = [po[c] for c in keys_o]
-        for r, w in zip(do.rows, do.weights, strict=True):
-            k = tuple(r[i] for i in oi)
-            if None not in k:
-                change[k] = change.get(k, 0) + w
         rules.lookups += len(keys)
-        both = rules.matches[(id(node), side)].step(keys, change)
+        both = rules.matches[(id(node), side)].step(keys, do.net_by_key(keys_o))
     pk = dk.pos()
     ki = [pk[c] for c in keys_k]
     for r, w in zip(dk.rows, dk.weights, strict=True):
@@ -261,30 +260,16 @@ def dangling_delta_arrow(rules: DeltaRules, node: Join, side: str) -> ArrowZSet:
     keys = key_values(dk.table, kk) | key_values(do.table, ko)
     if not keys:
         return concat(pieces)
-    net = _keyed(do, ko).table.group_by(list(ko), use_threads=False).aggregate([(WEIGHT, "sum")])
-    change = dict(
-        zip(
-            zip(*[net[c].to_pylist() for c in ko], strict=True),
-            net[f"{WEIGHT}_sum"].to_pylist(),
-            strict=True,
-        )
-    )
     rules.lookups += len(keys)
-    counts = rules.matches[(id(node), side)].step(keys, change)
-    types = [dk.table.schema.field(c).type for c in kk]
-
-    def of_keys(z: ArrowZSet, ks: list[tuple]) -> ArrowZSet:
-        table = pa.table([pa.array([k[i] for k in ks], t) for i, t in enumerate(types)], kk)
-        return restrict_to_keys(z, kk, table, nulls_equal=False)
-
+    counts = rules.matches[(id(node), side)].step(keys, net_change_by_key(do, ko))
     still = [k for k, (a, b) in counts.items() if a == 0 and b == 0]
     if still:  # unmatched before and after: the kept side's change is the padded rows' change
-        pieces.append(_pad(of_keys(dk, still), other_schema, left))
+        pieces.append(_pad(rows_of_keys(dk, kk, still), other_schema, left))
     gained = {k for k, (a, b) in counts.items() if a == 0 and b > 0}
     lost = {k for k, (a, b) in counts.items() if a > 0 and b == 0}
     for ks, ts, sign in ((gained, OLD, -1), (lost, NEW, 1)):
         if ks:
-            kept = of_keys(rules.lookup_arrow(keep, keys_k, ks, ts), list(ks))
+            kept = rows_of_keys(rules.lookup_arrow(keep, keys_k, ks, ts), kk, ks)
             padded = _pad(kept, other_schema, left)
             pieces.append(padded if sign > 0 else padded.negate())
     return concat(pieces)
@@ -315,7 +300,4 @@ def pad_unmatched(out: ZSet, node: Join, kept: ZSet, other: ZSet, side: str) -> 
 def matches_table(view: str, index: int, side: str, key_dtypes: list[str]) -> StateTable:
     """The match counts of the ``side`` outer side of the plan's ``index``-th join (pre-order):
     per join key (k0, ...), ``n`` rows of the other side (spark_sink.ivm.outer)."""
-    cols = [f"k{i} {ddl_of(t)}" for i, t in enumerate(key_dtypes)] + ["n BIGINT"]
-    pk = tuple(f"k{i}" for i in range(len(key_dtypes)))
-    name = state_name(view, f"matches_{index}_{side}")
-    return StateTable(name, ", ".join(cols), pk, "matches", column=side, index=index)
+    return counts_table(view, f"matches_{index}_{side}", "matches", key_dtypes, index, side)

@@ -41,17 +41,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from spark_sink.ivm.delta import lookup_accesses
-from spark_sink.ivm.expressions import ddl_of
 from spark_sink.ivm.ops.arrow_expr import col_name
 from spark_sink.ivm.ops.join import key_types_reason
-from spark_sink.ivm.ops.keys import any_null, key_values, restrict_to_keys
+from spark_sink.ivm.ops.keys import any_null, key_values, net_change_by_key, rows_of_keys
 from spark_sink.ivm.ops.operator import NEW, OLD, Access, Operator, PkOf, Sets, ZSet, register, sees
-from spark_sink.ivm.ops.state_table import StateTable, state_name
-from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet, concat
+from spark_sink.ivm.ops.state_table import StateTable, counts_table
+from spark_sink.ivm.ops.zset import ArrowZSet, concat
 from spark_sink.ivm.plan import Expr, SemiJoin
 from spark_sink.ivm.unique_keys import unique_sets
 
@@ -74,9 +70,7 @@ def counted(node: SemiJoin) -> bool:
 def semi_table(view: str, index: int, key_dtypes: list[str]) -> StateTable:
     """The counts of the plan's ``index``-th semi or anti join (pre-order): per join key
     (k0, ...), ``n`` right rows carrying it."""
-    cols = [f"k{i} {ddl_of(t)}" for i, t in enumerate(key_dtypes)] + ["n BIGINT"]
-    pk = tuple(f"k{i}" for i in range(len(key_dtypes)))
-    return StateTable(state_name(view, f"exists_{index}"), ", ".join(cols), pk, EXISTS, index=index)
+    return counts_table(view, f"exists_{index}", EXISTS, key_dtypes, index)
 
 
 def _counts(rules: DeltaRules, node: SemiJoin) -> MatchCounts:
@@ -93,32 +87,12 @@ def _in_result(node: SemiJoin, n: int) -> bool:
 
 def _right_change(rules: DeltaRules, node: SemiJoin) -> dict[tuple, int]:
     """The right side's net change per non-NULL key."""
-    dr = rules.delta(node.right)
-    p = dr.pos()
-    ri = [p[c] for c in node.right_keys]
-    change: dict[tuple, int] = {}
-    for r, w in zip(dr.rows, dr.weights, strict=True):
-        k = _key(r, ri)
-        if None not in k:
-            change[k] = change.get(k, 0) + w
-    return change
+    return rules.delta(node.right).net_by_key(node.right_keys)
 
 
 def _right_change_arrow(rules: DeltaRules, node: SemiJoin) -> dict[tuple, int]:
     """``_right_change`` from the right side's change over Arrow."""
-    dr = rules.delta_arrow(node.right).table
-    rk = [col_name(c) for c in node.right_keys]
-    keyed = dr.filter(pc.invert(any_null(dr, rk)))
-    if keyed.num_rows == 0:
-        return {}
-    net = keyed.group_by(rk, use_threads=False).aggregate([(WEIGHT, "sum")])
-    return dict(
-        zip(
-            zip(*[net[c].to_pylist() for c in rk], strict=True),
-            net[f"{WEIGHT}_sum"].to_pylist(),
-            strict=True,
-        )
-    )
+    return net_change_by_key(rules.delta_arrow(node.right), [col_name(c) for c in node.right_keys])
 
 
 def _step(
@@ -183,14 +157,6 @@ def _counted_lookup(
     return out
 
 
-def _of_keys(z: ArrowZSet, cols: list[str], keys) -> ArrowZSet:
-    """The rows of ``z`` whose non-NULL ``cols`` equal one of ``keys``."""
-    keys = list(keys)
-    types = [z.table.schema.field(c).type for c in cols]
-    table = pa.table([pa.array([k[i] for k in keys], t) for i, t in enumerate(types)], cols)
-    return restrict_to_keys(z, cols, table, nulls_equal=False)
-
-
 def _nulls(z: ArrowZSet, cols: list[str]) -> ArrowZSet:
     """The rows of ``z`` whose key holds a NULL."""
     return ArrowZSet(z.table.filter(any_null(z.table, cols)))
@@ -205,11 +171,11 @@ def _counted_delta_arrow(rules: DeltaRules, node: SemiJoin) -> ArrowZSet:
     pieces = [_nulls(dl, lk) if node.anti else ArrowZSet(dl.table.slice(0, 0))]
     stay = [k for k, (a, b) in both.items() if _in_result(node, a) and _in_result(node, b)]
     if stay:
-        pieces.append(_of_keys(dl, lk, stay))
+        pieces.append(rows_of_keys(dl, lk, stay))
     enter, leave = _flipped(node, both)
     for ks, side in ((leave, OLD), (enter, NEW)):
         if ks:
-            rows = _of_keys(rules.lookup_arrow(node.left, node.left_keys, ks, side), lk, ks)
+            rows = rows_of_keys(rules.lookup_arrow(node.left, node.left_keys, ks, side), lk, ks)
             pieces.append(rows.negate() if side == OLD else rows)
     return concat(pieces)
 
@@ -222,7 +188,7 @@ def _counted_lookup_arrow(
     both = _step(rules, node, key_values(left.table, lk), _right_change_arrow(rules, node))
     at = 0 if side == OLD else 1
     keep = [k for k, n in both.items() if _in_result(node, n[at])]
-    pieces = [_of_keys(left, lk, keep)]
+    pieces = [rows_of_keys(left, lk, keep)]
     if node.anti:
         pieces.append(_nulls(left, lk))
     return concat(pieces)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from spark_sink.ivm.expressions import ddl_of
+
 # kvstore.table_info.STATE_INFIX, which names the store's state tables (a unit test holds the two
 # equal; the algebra does not import the store)
 STATE_INFIX = "__sv_"
@@ -81,3 +83,16 @@ class StateTable:
                 "with its multiplicity, in the query's order"
             )
         return f"{self.name} (key {key}): index of {self.source} by {self.column}"
+
+
+def counts_table(
+    view: str, what: str, role: str, key_dtypes: list[str], index: int, column: str = ""
+) -> StateTable:
+    """A table of per-key counts (roles ``matches`` and ``exists``), named ``state_name(view,
+    what)``: columns k0, k1, ... of the join key's ``key_dtypes`` (Spark simpleStrings) and
+    ``n BIGINT``, keyed by the k columns. Both roles share the layout because one build
+    (``state_builds.outer_join.key_counts``) writes it and one reader (``spark_sink.ivm.outer``,
+    ``MatchCounts``) steps it."""
+    cols = [f"k{i} {ddl_of(t)}" for i, t in enumerate(key_dtypes)] + ["n BIGINT"]
+    pk = tuple(f"k{i}" for i in range(len(key_dtypes)))
+    return StateTable(state_name(view, what), ", ".join(cols), pk, role, column=column, index=index)

@@ -45,6 +45,7 @@ from spark_sink.ivm.plan import (
     Unsupported,
     Window,
     output,
+    prune_scans,
 )
 
 if TYPE_CHECKING:
@@ -633,7 +634,7 @@ def delta_plan(df: DataFrame, tables_of: Callable[[str], str] = lambda name: nam
     DISTINCT) anywhere in the tree (a join looks one up by its grouping columns), and ranking
     window functions (ROW_NUMBER, RANK, DENSE_RANK) over PARTITION BY plain columns."""
     plan = df._jdf.queryExecution().optimizedPlan()
-    return _node(plan, tables_of)
+    return prune_scans(_node(plan, tables_of))
 
 
 # Catalyst's ranking functions maintained by spark_sink.ivm.ops.window (by class name).

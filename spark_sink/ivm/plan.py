@@ -11,7 +11,7 @@ unique in one plan.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 # Why a view is not maintained incrementally, as a stable code (``Unsupported.code``, shown by
 # ``explain()`` as ``why: [CODE] message``; docs/design.md §6.4 lists them). A message may be
@@ -285,6 +285,7 @@ class TopK:
 
 
 Node = Scan | Filter | ScalarFilter | Project | Join | SemiJoin | Aggregate | Union | Window | TopK
+_NODE_TYPES = (Scan, Filter, ScalarFilter, Project, Join, SemiJoin, Aggregate, Union, Window, TopK)
 
 
 def output(node: Node) -> tuple[Attr, ...]:
@@ -326,3 +327,58 @@ def top_k_root(root: Node) -> tuple[TopK, list[Project]] | None:
         projects.append(root)
         root = root.child
     return (root, projects) if isinstance(root, TopK) else None
+
+
+def column_ids(expr: object) -> set[int]:
+    """The ids of the columns an expression (or a tuple of them) reads."""
+    out: set[int] = set()
+    stack = [expr]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Col):
+            out.add(x.id)
+        elif isinstance(x, Call):
+            stack.extend(x.args)
+        elif isinstance(x, tuple | list):
+            stack.extend(x)
+    return out
+
+
+def prune_scans(root: Node) -> Node:
+    """``root`` with every Scan read by a Project, directly or through Filters, cut to the
+    columns that Project and those Filters read, in the table's order; the Project's output
+    and everything above it are unchanged.
+
+    Why: Spark prunes no column of a Python data source, so a Scan carries every column of
+    its table and a keyed read decoded them all (TPC-H's lineitem: 16, four of them Decimals
+    and three dates, where q21 reads four); Catalyst puts the Project that drops them right
+    above the relation or above its filters, which is the shape cut here."""
+
+    def visit(n: Node) -> Node:
+        if isinstance(n, Project):
+            chain: list[Filter] = []
+            c = n.child
+            while isinstance(c, Filter):
+                chain.append(c)
+                c = c.child
+            if isinstance(c, Scan):
+                need = column_ids(tuple(e for _, e in n.outputs))
+                for f in chain:
+                    need |= column_ids(f.cond)
+                attrs = tuple(a for a in c.attrs if a.id in need)
+                if not attrs or len(attrs) == len(c.attrs):
+                    return n
+                below: Node = Scan(c.table, attrs)
+                for flt in reversed(chain):
+                    below = Filter(flt.cond, below)
+                return Project(n.outputs, below)
+        changes: dict[str, object] = {}
+        for field in fields(n):
+            v = getattr(n, field.name)
+            if isinstance(v, _NODE_TYPES):
+                changes[field.name] = visit(v)
+            elif isinstance(v, tuple) and v and all(isinstance(x, _NODE_TYPES) for x in v):
+                changes[field.name] = tuple(visit(x) for x in v)
+        return replace(n, **changes) if changes else n  # type: ignore[arg-type]
+
+    return visit(root)

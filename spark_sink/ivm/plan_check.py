@@ -108,6 +108,13 @@ class IncrementalPlan:
                 "count crosses 0"
             )
         for st in self.exists_tables():
+            if st.column == "pairs":
+                lines.append(
+                    f"semi or anti join {st.index}: per (key, value) of its <> column, the count "
+                    f"of right rows read by key from state table {st.name}; the left rows of a "
+                    "key whose right rows changed read by key at the new barrier"
+                )
+                continue
             lines.append(
                 f"semi or anti join {st.index}: a touched key's count of right rows read by key "
                 f"from state table {st.name}; its left rows read by key only where the count "

@@ -48,7 +48,7 @@ from spark_sink.ivm.mutations import (
 )
 from spark_sink.ivm.ops.arrow_expr import HANDED_BACK
 from spark_sink.ivm.ops.operator import NeedsBuild
-from spark_sink.ivm.ops.semi_join import EXISTS
+from spark_sink.ivm.ops.semi_join import EXISTS, PAIRS
 from spark_sink.ivm.outer import MatchCounts
 from spark_sink.ivm.plan import TopK, joins, semi_joins, walk
 from spark_sink.ivm.plan_check import IncrementalPlan
@@ -569,7 +569,8 @@ class Incremental(ViewStrategy):
     ) -> tuple[dict[str, AggregateState], dict[tuple[int, str], MatchCounts]]:
         """This epoch's state objects, empty: each group state table's AggregateState (by table
         name), each outer join side's MatchCounts (by (id(join node), side)) and each counted semi
-        or anti join's (by (id(semi join node), ``semi_join.EXISTS``))."""
+        or anti join's (by (id(semi join node), ``semi_join.EXISTS``), and its per-value counts by
+        (id(semi join node), ``semi_join.PAIRS``))."""
         plan = self.plan
         groups = {}
         for st in plan.groups_tables():
@@ -590,7 +591,8 @@ class Incremental(ViewStrategy):
         semis = semi_joins(plan.root)
         for st in plan.exists_tables():
             info = client.describe_table(st.name)
-            matches[(id(semis[st.index]), EXISTS)] = MatchCounts(info, inputs, self.spec.target)
+            name = PAIRS if st.column == PAIRS else EXISTS
+            matches[(id(semis[st.index]), name)] = MatchCounts(info, inputs, self.spec.target)
         return groups, matches
 
     def _epoch_topks(self, client: Client, inputs: StoreInputs) -> dict[int, TopKState]:

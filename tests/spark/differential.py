@@ -314,6 +314,13 @@ SUBQUERIES = [
         ("correlated EXISTS and NOT EXISTS with a condition beyond the key (TPC-H q21)",),
     ),
     ViewCase(
+        "v_not_exists_other",
+        "SELECT o.id, o.customer, o.qty FROM orders o WHERE NOT EXISTS (SELECT 1 FROM orders o3 "
+        "WHERE o3.customer = o.customer AND o3.qty <> o.qty AND o3.amount > 50)",
+        ("id",),
+        ("NOT EXISTS whose residual is one column <> another, counted per value (TPC-H q21's l3)",),
+    ),
+    ViewCase(
         "v_exists_groups",
         "SELECT c.region, COUNT(*) AS n, SUM(c.tier) AS st FROM customers c WHERE c.id IN "
         "(SELECT customer FROM orders WHERE item = 'fig') GROUP BY c.region",

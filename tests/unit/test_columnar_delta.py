@@ -18,7 +18,7 @@ from spark_sink.ivm.expressions import compile_expr
 from spark_sink.ivm.ops import join as join_mod
 from spark_sink.ivm.ops.arrow_expr import NotColumnar, arrow_expr
 from spark_sink.ivm.ops.operator import consolidate
-from spark_sink.ivm.ops.semi_join import EXISTS, counted
+from spark_sink.ivm.ops.semi_join import EXISTS, PAIRS, counted, inequality
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet
 from spark_sink.ivm.plan import Attr, Call, Col, Filter, Join, Lit, Project, Scan, SemiJoin, Union
 from spark_sink.ivm.view_change import view_change
@@ -257,12 +257,12 @@ class _Matches:
     step), counted from the rows of ``other`` (the other side) at the old version: per non-NULL
     ``keys`` value, how many rows carry it."""
 
-    def __init__(self, other, keys: tuple[int, ...], old: dict) -> None:
+    def __init__(self, other, keys: tuple[int, ...], old: dict, not_null: tuple = ()) -> None:
         pos = {a.id: i for i, a in enumerate(other.columns())}
         self.old: Counter = Counter()
         for r, n in _evaluate(other, old).items():
             k = tuple(r[pos[c]] for c in keys)
-            if None not in k:
+            if None not in k and all(r[pos[c]] is not None for c in not_null):
                 self.old[k] += n
 
     def step(self, keys: set[tuple], change: dict[tuple, int]) -> dict[tuple, tuple[int, int]]:
@@ -280,7 +280,11 @@ def _rules(root, old: dict, new: dict, inputs=None) -> DeltaRules:
                 other, keys = (n.right, n.right_keys) if side == "left" else (n.left, n.left_keys)
                 matches[(id(n), side)] = _Matches(other, keys, old)
         if isinstance(n, SemiJoin) and counted(n):
-            matches[(id(n), EXISTS)] = _Matches(n.right, n.right_keys, old)
+            ne = inequality(n)  # also counted per (key, value), over rows with a value
+            rest = () if ne is None else (ne[0],)
+            matches[(id(n), EXISTS)] = _Matches(n.right, n.right_keys, old, rest)
+            if ne is not None:
+                matches[(id(n), PAIRS)] = _Matches(n.right, (*n.right_keys, ne[0]), old)
     return DeltaRules(inputs or _Inputs(old, new), matches=matches)
 
 

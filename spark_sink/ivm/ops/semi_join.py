@@ -21,8 +21,23 @@ the customer's first or last. A lookup into the join (an operator above it reads
 key) reads the left rows and decides them by the counts at that barrier. These rules also run
 over Arrow (``delta_arrow``), so a view with such a join keeps the columnar path.
 
-With a residual condition (it compares a left column with a right one, TPC-H q21's
-``l2.l_suppkey <> l1.l_suppkey``) each left row has its own count, which no per-key state
+A residual that is exactly one right column unequal to one left column of the same type (TPC-H
+q21's ``l2.l_suppkey <> l1.l_suppkey``, ``inequality``) is counted too. A left row with key k and
+value d has as many matches as the right rows of key k whose column is neither NULL nor d:
+N(k) - N(k, d). So the operator keeps two count tables, N(k) over the right rows whose column is
+not NULL and N(k, d) per key and value (role ``exists``, column ``pairs``), and again never reads
+the right side's rows:
+
+- a key whose right rows did not change keeps every left row's answer: the left side's changed
+  rows of it are decided once, by the counts;
+- a key whose right rows changed has its left rows read at the new barrier only (those at the
+  old barrier are the new ones minus the left side's change), each decided by the counts at
+  both barriers, and the rows whose answer flips are emitted or retracted.
+
+These rules run row at a time (``columnar_reason`` says so). A NULL on either side of ``<>``
+is never TRUE, so a left row with a NULL value matches nothing, as in SQL.
+
+Any other residual condition (``a.v >= b.r``, say) gives each left row a count no per-key state
 holds, and the rule decides rows again (``decide``), row at a time:
 
 - a key only the left side's change touches (the right rows of it did not change): the changed
@@ -48,28 +63,64 @@ from spark_sink.ivm.ops.keys import any_null, key_values, net_change_by_key, row
 from spark_sink.ivm.ops.operator import NEW, OLD, Access, Operator, PkOf, Sets, ZSet, register, sees
 from spark_sink.ivm.ops.state_table import StateTable, counts_table
 from spark_sink.ivm.ops.zset import ArrowZSet, concat
-from spark_sink.ivm.plan import Expr, SemiJoin
+from spark_sink.ivm.plan import Call, Col, Expr, SemiJoin
 from spark_sink.ivm.unique_keys import unique_sets
 
 if TYPE_CHECKING:
     from spark_sink.ivm.delta import DeltaRules, MatchCounts
 
-# The name a semi join's counts go by in ``DeltaRules.matches`` (beside an outer join's sides).
+# The names a semi join's counts go by in ``DeltaRules.matches`` (beside an outer join's sides):
+# per key, and (with an inequality residual) per key and value, the StateTable's column.
 EXISTS = "exists"
+PAIRS = "pairs"
+
+# Types whose Python equality is Spark's: a float's NaN and -0.0 are not (Spark's = holds for
+# NaN = NaN and 0.0 = -0.0), so a float inequality keeps the rule that decides rows.
+_UNCOUNTED_DTYPES = ("float", "double")
 
 
 def _key(row: tuple, idx: list[int]) -> tuple:
     return tuple(row[i] for i in idx)
 
 
+def inequality(node: SemiJoin) -> tuple[int, int] | None:
+    """(right column id, left column id) when ``node``'s residual condition is exactly those two
+    columns compared by ``<>`` (``NOT (a = b)``), of one type that is not a float; else None."""
+    r = node.residual
+    if not (isinstance(r, Call) and r.op == "not" and len(r.args) == 1):
+        return None
+    eq = r.args[0]
+    if not (isinstance(eq, Call) and eq.op == "eq" and len(eq.args) == 2):
+        return None
+    if not all(isinstance(a, Col) for a in eq.args):
+        return None
+    left = {a.id: a.dtype for a in node.left.columns()}
+    right = {a.id: a.dtype for a in node.right.columns()}
+    a, b = eq.args[0].id, eq.args[1].id
+    pair = (a, b) if a in right and b in left else (b, a) if b in right and a in left else None
+    if pair is None or right[pair[0]] != left[pair[1]] or right[pair[0]] in _UNCOUNTED_DTYPES:
+        return None
+    return pair
+
+
 def counted(node: SemiJoin) -> bool:
-    """Whether ``node`` keeps per-key counts of its right rows (no residual condition)."""
-    return node.residual is None
+    """Whether ``node`` keeps counts of its right rows instead of reading them: per key where it
+    has no residual condition, per key and per (key, value) where the residual is an
+    ``inequality``."""
+    return node.residual is None or inequality(node) is not None
+
+
+def pairs_table(view: str, index: int, dtypes: list[str]) -> StateTable:
+    """The per-(key, value) counts of the plan's ``index``-th semi or anti join whose residual is
+    an ``inequality``: per join key and value of its right column (k0, ..., kn), ``n`` right
+    rows carrying them."""
+    return counts_table(view, f"exists_{index}_pairs", EXISTS, dtypes, index, PAIRS)
 
 
 def semi_table(view: str, index: int, key_dtypes: list[str]) -> StateTable:
     """The counts of the plan's ``index``-th semi or anti join (pre-order): per join key
-    (k0, ...), ``n`` right rows carrying it."""
+    (k0, ...), ``n`` right rows carrying it (with an ``inequality`` residual, only those whose
+    compared column is not NULL)."""
     return counts_table(view, f"exists_{index}", EXISTS, key_dtypes, index)
 
 
@@ -152,6 +203,108 @@ def _counted_lookup(
     for r, w in zip(left.rows, left.weights, strict=True):
         k = _key(r, li)
         if node.anti if None in k else _in_result(node, both[k][at]):
+            out.rows.append(r)
+            out.weights.append(w)
+    return out
+
+
+def _pair_counts(rules: DeltaRules, node: SemiJoin) -> MatchCounts:
+    got = rules.matches.get((id(node), PAIRS))
+    if got is None:  # the plan declared the table (state_tables): the epoch must bring it
+        raise RuntimeError("a semi join with an inequality residual was given no pair counts")
+    return got
+
+
+def _pair_changes(rules: DeltaRules, node: SemiJoin, rc: int) -> tuple[dict, dict]:
+    """The right side's net change per key and per (key, value of ``rc``), over its rows whose
+    key and value are not NULL (a row with a NULL value matches no left row under ``<>``)."""
+    pairs = rules.delta(node.right).net_by_key((*node.right_keys, rc))
+    per_key: dict[tuple, int] = {}
+    for kc, w in pairs.items():
+        per_key[kc[:-1]] = per_key.get(kc[:-1], 0) + w
+    return per_key, pairs
+
+
+class _PairDecider:
+    """Decides left rows of a semi join with an ``inequality`` residual by the counts at either
+    barrier: a row of key k and value d has N(k) - N(k, d) matches."""
+
+    def __init__(self, rules: DeltaRules, node: SemiJoin, ids: tuple[int, ...]) -> None:
+        self.node = node
+        rc, lc = inequality(node) or (0, 0)
+        self.rc = rc
+        pos = {c: i for i, c in enumerate(ids)}
+        self.li = [pos[c] for c in node.left_keys]
+        self.di = pos[lc]
+        self.per_key, self.pairs = _pair_changes(rules, node, rc)
+        self.both_k: dict[tuple, tuple[int, int]] = {}
+        self.both_kc: dict[tuple, tuple[int, int]] = {}
+
+    def moved(self) -> set[tuple]:
+        """The keys some of whose right rows' (key, value) counts changed."""
+        return {kc[:-1] for kc, w in self.pairs.items() if w}
+
+    def step(self, rules: DeltaRules, rows: list[tuple], every_change: bool) -> None:
+        """Read the counts the ``rows``' keys and (key, value)s need, at both barriers; with
+        ``every_change`` also every key and pair the right change touches (a delta must step
+        them all, so that the counts written stay equal to the right side)."""
+        keys: set[tuple] = set()
+        pairs: set[tuple] = set()
+        for r in rows:
+            k = _key(r, self.li)
+            if None not in k and r[self.di] is not None:
+                keys.add(k)
+                pairs.add((*k, r[self.di]))
+        if every_change:
+            keys |= set(self.per_key)
+            pairs |= set(self.pairs)
+        self.both_k.update(_step(rules, self.node, keys, self.per_key))
+        if pairs:
+            rules.lookups += len(pairs)
+            self.both_kc.update(_pair_counts(rules, self.node).step(pairs, self.pairs))
+
+    def in_result(self, row: tuple, at: int) -> bool:
+        """Whether ``row`` (stepped) is in the result at the old (0) or new (1) barrier."""
+        k = _key(row, self.li)
+        d = row[self.di]
+        n = 0 if None in k or d is None else self.both_k[k][at] - self.both_kc[(*k, d)][at]
+        return _in_result(self.node, n)
+
+
+def _pair_delta(rules: DeltaRules, node: SemiJoin) -> ZSet:
+    dl = rules.delta(node.left)
+    ids = tuple(a.id for a in node.columns())
+    dec = _PairDecider(rules, node, dl.ids)
+    moved = dec.moved()
+    new = ZSet(dl.ids)
+    if moved:  # the old rows of these keys are the new ones minus the left side's change
+        new = _restrict(rules.lookup(node.left, node.left_keys, moved, NEW), node.left_keys, moved)
+    dec.step(rules, dl.rows + new.rows, every_change=True)
+    out = ZSet(ids)
+    for r, w in zip(dl.rows, dl.weights, strict=True):
+        # an unmoved key's counts are the same at both barriers; a moved key's changed row
+        # stands for its old version here (new minus change), decided by the old counts
+        if dec.in_result(r, 0 if _key(r, dec.li) in moved else 1):
+            out.rows.append(r)
+            out.weights.append(w)
+    for r, w in zip(new.rows, new.weights, strict=True):
+        was, now = dec.in_result(r, 0), dec.in_result(r, 1)
+        if was != now:
+            out.rows.append(r)
+            out.weights.append(w if now else -w)
+    return out
+
+
+def _pair_lookup(
+    rules: DeltaRules, node: SemiJoin, ids: tuple[int, ...], values: set[tuple], side: str
+) -> ZSet:
+    left = rules.lookup(node.left, ids, values, side)
+    dec = _PairDecider(rules, node, left.ids)
+    dec.step(rules, left.rows, every_change=False)
+    at = 0 if side == OLD else 1
+    out = ZSet(tuple(a.id for a in node.columns()))
+    for r, w in zip(left.rows, left.weights, strict=True):
+        if dec.in_result(r, at):
             out.rows.append(r)
             out.weights.append(w)
     return out
@@ -250,7 +403,9 @@ class SemiJoinOp(Operator[SemiJoin]):
 
     def delta(self, rules: DeltaRules, node: SemiJoin) -> ZSet:
         if counted(node):
-            return _counted_delta(rules, node)
+            return (
+                _counted_delta(rules, node) if node.residual is None else _pair_delta(rules, node)
+            )
         dl, dr = rules.delta(node.left), rules.delta(node.right)
         out = ZSet(tuple(a.id for a in node.columns()))
         moved = dr.values(node.right_keys)  # keys whose right rows changed (NULL ones never match)
@@ -277,7 +432,8 @@ class SemiJoinOp(Operator[SemiJoin]):
         self, rules: DeltaRules, node: SemiJoin, ids: tuple[int, ...], values: set[tuple], side: str
     ) -> ZSet:
         if counted(node):
-            return _counted_lookup(rules, node, ids, values, side)
+            rule = _counted_lookup if node.residual is None else _pair_lookup
+            return rule(rules, node, ids, values, side)
         left = rules.lookup(node.left, ids, values, side)
         keys = left.values(node.left_keys)
         right = rules.lookup(node.right, node.right_keys, keys, side) if keys else _none(node)
@@ -307,20 +463,27 @@ class SemiJoinOp(Operator[SemiJoin]):
         return [(node.residual, sees(node.left.columns() + node.right.columns()), None)]
 
     def state_tables(self, node: SemiJoin, view: str, index: int) -> list[StateTable]:
-        """Without a residual condition, the counts of its right rows per join key."""
+        """Without a residual condition, the counts of its right rows per join key; with an
+        ``inequality`` one, those of the right rows whose compared column is not NULL, and the
+        counts per key and value of that column."""
         if not counted(node):
             return []
         dtypes = {a.id: a.dtype for a in node.right.columns()}
-        return [semi_table(view, index, [dtypes[k] for k in node.right_keys])]
+        keys = [dtypes[k] for k in node.right_keys]
+        out = [semi_table(view, index, keys)]
+        ne = inequality(node)
+        if ne is not None:
+            out.append(pairs_table(view, index, [*keys, dtypes[ne[0]]]))
+        return out
 
     def columnar_reason(self, node: SemiJoin) -> str | None:
         kind = "NOT EXISTS (anti join)" if node.anti else "EXISTS (semi join)"
-        if not counted(node):
+        if node.residual is not None:  # counted by value too (inequality) or not at all
             return f"a {kind} with a condition beyond its key equalities"
         return key_types_reason(kind, node.left, node.right, node.left_keys, node.right_keys)
 
     def delta_arrow(self, rules: DeltaRules, node: SemiJoin) -> ArrowZSet:
-        return _counted_delta_arrow(rules, node)  # columnar_reason: only a counted one
+        return _counted_delta_arrow(rules, node)  # columnar_reason: only one without residual
 
     def lookup_arrow(
         self, rules: DeltaRules, node: SemiJoin, ids: tuple[int, ...], values: set[tuple], side: str
@@ -329,10 +492,16 @@ class SemiJoinOp(Operator[SemiJoin]):
 
     def explain(self, node: SemiJoin) -> str:
         kind = "anti join (NOT EXISTS / NOT IN)" if node.anti else "semi join (EXISTS / IN)"
-        if counted(node):
+        if node.residual is None:
             return (
                 f"{kind}: per key, the count of its right rows kept in a state table; the "
                 "left rows of a key read only where its count crosses 0"
+            )
+        if counted(node):
+            return (
+                f"{kind}: per key and per (key, value) of the <> column, the count of its "
+                "right rows kept in state tables; the left rows of a key whose right rows "
+                "changed read at the new barrier and decided by the counts"
             )
         return (
             f"{kind}: the left rows of each key the change touches decided again at the old "

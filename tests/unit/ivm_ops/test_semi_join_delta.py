@@ -25,17 +25,25 @@ from tests.unit.test_columnar_delta import (
 )
 
 
-def _semi_tree(rng: random.Random, residual: bool):
+def _ne(x: int, y: int) -> Call:
+    return Call("not", (Call("eq", (Col(x), Col(y)), "boolean"),), "boolean")
+
+
+def _semi_tree(rng: random.Random, residual: bool | str):
     """A tree holding one semi or anti join: a with b on a.k = b.bid, or a with c on a.id =
     c.aid, alone, under a join with b (which looks the semi join's rows up by a.k), or over a
     join of a with b (the semi join looks that join's rows up by a.id); with ``residual``, a
-    condition comparing a column of each side."""
+    condition comparing a column of each side (``"ne"``: one column of each side unequal, the
+    residual counted per value; its operands in either order)."""
     ids = _Ids()
     a, b, c = _scan(ids, "a"), _scan(ids, "b"), _scan(ids, "c")
     anti = rng.random() < 0.5
     shape = rng.choice(["ab", "ac", "under_join", "over_join"])
     if shape == "ab":
         cond = Call("ge", (Col(a.attrs[2].id), Col(b.attrs[2].id)), "boolean")  # a.v >= b.r
+        if residual == "ne":  # a.k <> b.r (both INT)
+            x, y = a.attrs[1].id, b.attrs[2].id
+            cond = _ne(*((x, y) if rng.random() < 0.5 else (y, x)))
         root = SemiJoin(
             _maybe_filter(rng, a),
             _maybe_filter(rng, b),
@@ -46,6 +54,9 @@ def _semi_tree(rng: random.Random, residual: bool):
         )
     else:
         cond = Call("eq", (Col(a.attrs[3].id), Col(c.attrs[2].id)), "boolean")  # a.s = c.t
+        if residual == "ne":  # a.s <> c.t (both STRING)
+            x, y = a.attrs[3].id, c.attrs[2].id
+            cond = _ne(*((x, y) if rng.random() < 0.5 else (y, x)))
         left = _maybe_filter(rng, a)
         if shape == "over_join":
             kind = rng.choice(["inner", "left"])
@@ -68,7 +79,7 @@ def _semi_tree(rng: random.Random, residual: bool):
     return root
 
 
-def _cases(n: int, residual: bool):
+def _cases(n: int, residual: bool | str):
     for seed in range(n):
         rng = random.Random(1000 + seed)
         yield seed, _semi_tree(rng, residual), *_versions(rng)
@@ -89,9 +100,45 @@ def test_counted_semi_joins_equal_the_query_difference_on_both_paths():
 
 def test_semi_joins_with_a_residual_equal_the_query_difference():
     for seed, root, old, new in _cases(300, residual=True):
+        (semi,) = _semis(root)
+        assert not semi_mod.counted(semi)  # >= and = residuals: rows decided again
         assert columnar_reason(root) is not None  # each left row has its own count: rows
         z = _rules(root, old, new).delta(root)
         assert consolidate(z.rows, z.weights) == _want(root, old, new), (seed, root)
+
+
+def test_inequality_residuals_are_counted_and_equal_the_query_difference():
+    """``l2.l_suppkey <> l1.l_suppkey`` (TPC-H q21): counted per key and per (key, value),
+    with NULLs on either side of <> and in the keys, alone, under a join that looks the semi
+    join's rows up at both barriers, and over one it looks up."""
+    shapes = set()
+    for seed, root, old, new in _cases(400, residual="ne"):
+        (semi,) = _semis(root)
+        assert semi_mod.inequality(semi) is not None and semi_mod.counted(semi), (seed, root)
+        assert columnar_reason(root) is not None  # row at a time
+        z = _rules(root, old, new).delta(root)
+        assert consolidate(z.rows, z.weights) == _want(root, old, new), (seed, root)
+        shapes.add((type(root).__name__, semi.anti))
+    assert len(shapes) >= 4, shapes
+
+
+def test_an_inequality_over_other_shapes_is_not_counted():
+    """Only two plain columns of one non-float type compared by <> are counted."""
+    ids = _Ids()
+    a, b = _scan(ids, "a"), _scan(ids, "b")
+    keys = ((a.attrs[1].id,), (b.attrs[0].id,))
+    for cond in (
+        _ne(a.attrs[2].id, b.attrs[2].id),  # BIGINT <> INT
+        _ne(a.attrs[1].id, a.attrs[1].id),  # both of the left side
+        Call("not", (Call("lt", (Col(a.attrs[1].id), Col(b.attrs[2].id)), "boolean"),), "boolean"),
+    ):
+        semi = SemiJoin(a, b, *keys, cond, False)
+        assert semi_mod.inequality(semi) is None and not semi_mod.counted(semi), cond
+    d = _Ids()
+    fa = Scan("a", (d.attr("x", "double"), d.attr("k", "int")))
+    fb = Scan("b", (d.attr("y", "double"), d.attr("k", "int")))
+    floats = SemiJoin(fa, fb, (fa.attrs[1].id,), (fb.attrs[1].id,), _ne(0, 2), False)
+    assert semi_mod.inequality(floats) is None  # Spark's = on floats: NaN = NaN, 0.0 = -0.0
 
 
 class _Reads(_Inputs):
@@ -126,16 +173,68 @@ def test_a_counted_semi_join_never_reads_its_right_side():
             assert _right_table(root) not in inputs.read, (seed, root)
 
 
-def test_the_residual_rule_reads_the_right_side(monkeypatch):
-    """The fault the test above must catch: the rule that reads both sides, taken for a join
-    without a residual condition."""
-    monkeypatch.setattr(semi_mod, "counted", lambda node: False)
-    read = 0
-    for _, root, old, new in _cases(200, residual=False):
+def test_an_inequality_residual_never_reads_its_right_side():
+    for seed, root, old, new in _cases(200, residual="ne"):
         inputs = _Reads(old, new)
         _rules(root, old, new, inputs).delta(root)
-        read += _right_table(root) in inputs.read
-    assert read
+        assert _right_table(root) not in inputs.read, (seed, root)
+
+
+def test_a_planted_inequality_rule_that_ignores_the_value_is_caught(monkeypatch):
+    """The fault: every right row of the key taken as a match (the per-value counts lost), as
+    if the residual were not there."""
+    monkeypatch.setattr(semi_mod, "_pair_changes", _without_values)
+    caught = 0
+    for _, root, old, new in _cases(300, residual="ne"):
+        rules = _rules(root, old, new)
+        for k in list(rules.matches):
+            if k[1] == semi_mod.PAIRS:
+                rules.matches[k] = _Zero()
+        z = rules.delta(root)
+        caught += consolidate(z.rows, z.weights) != _want(root, old, new)
+    assert caught
+
+
+def test_a_planted_inequality_rule_that_reads_old_rows_as_new_is_caught(monkeypatch):
+    """The fault: a moved key's changed left rows decided by the new counts (the old rows taken
+    to be the new ones)."""
+    real = semi_mod._PairDecider.in_result
+    monkeypatch.setattr(
+        semi_mod._PairDecider, "in_result", lambda self, row, at: real(self, row, 1)
+    )
+    caught = 0
+    for _, root, old, new in _cases(300, residual="ne"):
+        z = _rules(root, old, new).delta(root)
+        caught += consolidate(z.rows, z.weights) != _want(root, old, new)
+    assert caught
+
+
+class _Zero:
+    """Counts that are 0 at both barriers."""
+
+    def step(self, keys, change):
+        return {k: (0, 0) for k in keys}
+
+
+def _without_values(rules, node, rc):
+    per_key, pairs = _real_pair_changes(rules, node, rc)
+    return per_key, {kc: 0 for kc in pairs}
+
+
+_real_pair_changes = semi_mod._pair_changes
+
+
+def test_the_residual_rule_reads_the_right_side(monkeypatch):
+    """The fault the tests above must catch: the rule that reads both sides, taken for a join
+    without a residual condition or with an inequality one."""
+    monkeypatch.setattr(semi_mod, "counted", lambda node: False)
+    for residual in (False, "ne"):
+        read = 0
+        for _, root, old, new in _cases(200, residual=residual):
+            inputs = _Reads(old, new)
+            _rules(root, old, new, inputs).delta(root)
+            read += _right_table(root) in inputs.read
+        assert read, residual
 
 
 def test_a_planted_rule_that_misses_flips_is_caught(monkeypatch):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
+from typing import get_args
 
 # Why a view is not maintained incrementally, as a stable code (``Unsupported.code``, shown by
 # ``explain()`` as ``why: [CODE] message``; docs/design.md §6.4 lists them). A message may be
@@ -285,7 +286,7 @@ class TopK:
 
 
 Node = Scan | Filter | ScalarFilter | Project | Join | SemiJoin | Aggregate | Union | Window | TopK
-_NODE_TYPES = (Scan, Filter, ScalarFilter, Project, Join, SemiJoin, Aggregate, Union, Window, TopK)
+_NODE_TYPES = get_args(Node)  # the union's classes, for isinstance
 
 
 def output(node: Node) -> tuple[Attr, ...]:

@@ -16,6 +16,7 @@ from spark_sink.ivm.delta import plan_accesses
 from spark_sink.ivm.expressions import compile_expr
 from spark_sink.ivm.ops.operator import Access, operator_for
 from spark_sink.ivm.ops.scan import index_table
+from spark_sink.ivm.ops.semi_join import PAIRS
 from spark_sink.ivm.ops.state_table import StateTable
 from spark_sink.ivm.plan import (
     Aggregate,
@@ -108,7 +109,7 @@ class IncrementalPlan:
                 "count crosses 0"
             )
         for st in self.exists_tables():
-            if st.column == "pairs":
+            if st.column == PAIRS:
                 lines.append(
                     f"semi or anti join {st.index}: per (key, value) of its <> column, the count "
                     f"of right rows read by key from state table {st.name}; the left rows of a "

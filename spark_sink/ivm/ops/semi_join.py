@@ -231,8 +231,10 @@ class _PairDecider:
 
     def __init__(self, rules: DeltaRules, node: SemiJoin, ids: tuple[int, ...]) -> None:
         self.node = node
-        rc, lc = inequality(node) or (0, 0)
-        self.rc = rc
+        ne = inequality(node)
+        if ne is None:  # SemiJoinOp takes this rule only for an inequality residual
+            raise RuntimeError("a semi join without an inequality residual was given the pair rule")
+        rc, lc = ne
         pos = {c: i for i, c in enumerate(ids)}
         self.li = [pos[c] for c in node.left_keys]
         self.di = pos[lc]

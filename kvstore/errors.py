@@ -13,6 +13,7 @@ Two families, kept apart on purpose:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 
 def _fmt_key(key: bytes) -> str:
@@ -203,13 +204,25 @@ class TxnError(SnapviewError):
 
 
 class KeyIsLocked(TxnError):
-    """Another transaction holds a lock on ``key``; resolve it through its primary or wait."""
+    """Another transaction holds a lock on ``key``; resolve it through its primary or wait.
+
+    ``keys``: every key of the request the same transaction's locks stand in the way of, as far
+    as the action that raised this looked (``key`` first; kvstore.actions.get.lock_in_way). A
+    caller resolves these, not the whole transaction (which may hold millions of locks)."""
 
     def __init__(
-        self, key: bytes, primary: bytes, start_ts: int, ttl_ms: int, op: int = 0, txn_size: int = 0
+        self,
+        key: bytes,
+        primary: bytes,
+        start_ts: int,
+        ttl_ms: int,
+        op: int = 0,
+        txn_size: int = 0,
+        keys: Sequence[bytes] = (),
     ) -> None:
         self.key, self.primary, self.start_ts, self.ttl_ms = key, primary, start_ts, ttl_ms
         self.op, self.txn_size = op, txn_size
+        self.keys: tuple[bytes, ...] = tuple(keys) or (key,)
         super().__init__(
             f"key {_fmt_key(key)} is locked by txn start_ts={start_ts} "
             f"(primary {_fmt_key(primary)}, ttl {ttl_ms} ms)"

@@ -1,4 +1,4 @@
-"""Resolving a lock in the way, through its transaction's primary: one rule for every caller
+"""Resolving the locks in the way, through their transaction's primary: one rule for every caller
 (a read inside the server, a client's prewrite), over any store with the LocalStore interface."""
 
 from __future__ import annotations
@@ -31,5 +31,6 @@ def resolve_lock(store: LocalStore | RemoteStore, err: KeyIsLocked) -> bool:
         return False
     if st.status == LOCKED:
         return False
-    store.resolve_locks(err.start_ts, st.commit_ts if st.status == COMMITTED else 0)
+    commit_ts = st.commit_ts if st.status == COMMITTED else 0
+    store.resolve_locks(err.start_ts, commit_ts, keys=list(err.keys))
     return True

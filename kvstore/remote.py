@@ -327,9 +327,14 @@ class RemoteStore:
         wire.raise_key_error(resp.error)
         return wire.status_from_pb(resp)
 
-    def resolve_locks(self, start_ts: int, commit_ts: int) -> int:
+    def resolve_locks(
+        self, start_ts: int, commit_ts: int, *, keys: Sequence[bytes] | None = None
+    ) -> int:
+        """As ``LocalStore.resolve_locks``: the whole transaction, or only ``keys`` (at most
+        kvstore.limits.MAX_REQUEST_MUTATIONS) with the rest left to the server."""
         resp = self.rpc.unary(
-            self.stub.ResolveLocks, pb.ResolveLocksRequest(start_ts=start_ts, commit_ts=commit_ts)
+            self.stub.ResolveLocks,
+            pb.ResolveLocksRequest(start_ts=start_ts, commit_ts=commit_ts, keys=keys or ()),
         )
         wire.raise_key_error(resp.error)
         return resp.resolved_keys

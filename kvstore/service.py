@@ -118,8 +118,11 @@ class KvStoreService:
     def ResolveLocks(
         self, req: pb.ResolveLocksRequest, ctx: grpc.ServicerContext
     ) -> pb.ResolveLocksResponse:
+        check_key_count("ResolveLocks", len(req.keys))
         try:
-            n = self.store.resolve_locks(req.start_ts, req.commit_ts, guard=self._guard(ctx))
+            n = self.store.resolve_locks(
+                req.start_ts, req.commit_ts, keys=list(req.keys) or None, guard=self._guard(ctx)
+            )
         except TxnError as e:
             return pb.ResolveLocksResponse(error=wire.key_error_to_pb(e))
         return pb.ResolveLocksResponse(resolved_keys=n)

@@ -51,6 +51,7 @@ from kvstore.mvcc.timestamp import wall_text
 from kvstore.results import ChangeRecord, DropResult, TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Reader, Storage, raw_key_name
 from kvstore.table_info import TableInfo, state_tables_of
+from kvstore.txn_finisher import TxnFinisher
 from kvstore.validation import (
     check_issued,
     check_key_ranges,
@@ -98,6 +99,8 @@ class LocalStore:
         self.storage = Storage(path, map_size=map_size, sync=sync)
         self.storage.key_namer = self.describe_key  # DataLoss names the table and key values
         self.committer = GroupCommitter(self.storage)
+        # Finishes client transactions whose locks readers resolved only where in their way.
+        self.finisher = TxnFinisher(self.committer)
         self.catalog = Catalog()
         self.clock: Callable[[], int] | None = None
         self._tso: TsoClock | None = None
@@ -129,6 +132,7 @@ class LocalStore:
         self._tso = clock if isinstance(clock, TsoClock) else None
 
     def close(self) -> None:
+        self.finisher.close()  # it writes through the committer
         self.committer.close()
         self.storage.close()
 
@@ -314,15 +318,29 @@ class LocalStore:
             lambda ctx: actions.check_txn_status(ctx, primary, lock_ts, now, rollback_if_not_exist)
         )
 
-    def resolve_locks(self, start_ts: int, commit_ts: int, *, guard: Guard = None) -> int:
+    def resolve_locks(
+        self,
+        start_ts: int,
+        commit_ts: int,
+        *,
+        keys: list[bytes] | None = None,
+        guard: Guard = None,
+    ) -> int:
         """Commit (commit_ts > 0) or roll back every lock of txn ``start_ts``; how many.
         ``guard`` as for ``commit`` (checked once, in the first step: a primary's decision is
-        final, so later steps agree with it as the first did)."""
+        final, so later steps agree with it as the first did).
+
+        With ``keys``, only those keys' locks of the transaction, in one write (a key it no
+        longer holds is left alone): the locks in a reader's or a prewrite's way. The rest of
+        a client's transaction is then handed to ``self.finisher``; an epoch's or a revision's
+        (its primary in the system table) is finished by its owner in the server."""
         check_issued(self._tso, start_ts=start_ts)
         if commit_ts:
             check_issued(self._tso, commit_ts=commit_ts)
         if commit_ts and commit_ts <= start_ts:
             raise InvalidArgument(f"commit_ts {commit_ts} must be greater than start_ts {start_ts}")
+        if keys is not None:
+            return self._resolve_keys(start_ts, commit_ts, keys, guard)
         # In steps of bounded writes, so resolving a large transaction never holds the writer
         # for long (the primary decided the fate: a half-resolved txn reads the same).
         total, more = 0, True
@@ -338,6 +356,27 @@ class LocalStore:
             n, more = self.committer.run(step, RESOLVE_STEP)
             total += n
         return total
+
+    def _resolve_keys(self, start_ts: int, commit_ts: int, keys: list[bytes], guard: Guard) -> int:
+        check_keys("key", keys)
+
+        def act(ctx: WriteContext) -> tuple[int, bytes | None]:
+            primary = txn_guard.txn_primary(ctx.reader, start_ts, keys)
+            if guard:
+                txn_guard.check_call(
+                    ctx, txn_guard.RESOLVE, start_ts, keys, commit_ts, raw=guard == "raw"
+                )
+            held = actions.keys_held(ctx.reader, sorted(set(keys)), start_ts, len(keys))
+            if commit_ts:
+                actions.commit(ctx, list(held), start_ts, commit_ts)
+            else:
+                actions.rollback(ctx, list(held), start_ts)
+            return len(held), primary
+
+        n, primary = self.committer.run(act, len(keys))
+        if primary is not None and not txn_guard.is_server_owned(primary):
+            self.finisher.submit(start_ts, commit_ts)
+        return n
 
     def txn_heartbeat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
         check_issued(self._tso, start_ts=start_ts)

@@ -100,6 +100,7 @@ def key_error_to_pb(e: TxnError) -> pb.KeyError:
                 start_ts=e.start_ts,
                 ttl_ms=e.ttl_ms,
                 txn_size=e.txn_size,
+                keys=e.keys,
             )
         )
     if isinstance(e, WriteConflict):
@@ -131,7 +132,7 @@ def key_error_from_pb(ke: pb.KeyError) -> TxnError | None:
         return None
     if kind == "locked":
         lk = ke.locked
-        return KeyIsLocked(lk.key, lk.primary, lk.start_ts, lk.ttl_ms, 0, lk.txn_size)
+        return KeyIsLocked(lk.key, lk.primary, lk.start_ts, lk.ttl_ms, 0, lk.txn_size, lk.keys)
     if kind == "conflict":
         wc = ke.conflict
         return WriteConflict(

@@ -64,7 +64,7 @@ from kvstore.errors import (
     TxnLockNotFound,
     TxnRolledBack,
 )
-from kvstore.failpoints import fail_point
+from kvstore.failpoints import armed, fail_point
 from kvstore.group_commit import WriteContext
 from kvstore.limits import RESOLVE_STEP
 from kvstore.mvcc.records import LockOp
@@ -436,6 +436,8 @@ class EpochManager:
         held the writer again, for 60 s and more after a view's first build of millions of
         state rows.) An epoch of at most ``RESOLVE_STEP`` locks is one step, queued before
         this returns, as before."""
+        if armed("epoch.secondaries.left"):
+            return  # planted: the owner has not reached them (readers resolve their keys)
         marker = resolving_key(start_ts)
 
         def step(ctx: WriteContext) -> tuple[int, bool]:
@@ -446,11 +448,14 @@ class EpochManager:
 
         def after(fut) -> None:
             if fut.exception() is not None:
+                # Readers resolve only the keys in their way, so the rest goes to the store's
+                # finisher (its resolving/ record stays for a restart to finish, idempotently).
                 log.warning(
-                    "resolving an epoch's secondaries failed (readers will; a restart "
-                    "finishes them): %s",
+                    "resolving an epoch's secondaries failed (handed to the store's finisher; "
+                    "a restart finishes them): %s",
                     fut.exception(),
                 )
+                self.store.finisher.submit(start_ts, commit_ts)
                 return
             if not fut.result()[1]:
                 fail_point("epoch.commit.resolved")

@@ -24,7 +24,7 @@ from kvstore.actions.gc import GcCursor, GcStep, delete_gc_records, plan_gc_step
 from kvstore.actions.get import get
 from kvstore.actions.heartbeat import txn_heartbeat
 from kvstore.actions.one_pc import one_pc_commit
-from kvstore.actions.prewrite import prewrite
+from kvstore.actions.prewrite import keys_held, prewrite
 from kvstore.actions.resolve_locks import resolve_locks, resolve_locks_step, settle_txn
 from kvstore.actions.resolved_ts import resolved_ts
 from kvstore.actions.rollback import rollback, rollback_key
@@ -51,6 +51,7 @@ __all__ = [
     "fenced_by",
     "fences",
     "get",
+    "keys_held",
     "one_pc_commit",
     "plan_gc_step",
     "past_versions",

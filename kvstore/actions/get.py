@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from zlib import crc32
 
 from kvstore.errors import KeyIsLocked
+from kvstore.limits import RESOLVE_STEP
 from kvstore.mvcc.keys import TS_MASK
 from kvstore.mvcc.records import CRC_BYTES, WRITE_VALUE_OFFSET, WRITE_WITH_VALUE, LockOp, WriteKind
 from kvstore.storage import Reader
 
 _PUT, _DELETE = WriteKind.PUT.value[0], WriteKind.DELETE.value[0]  # a raw record's kind byte
+_LOCK_OP = LockOp.LOCK.value  # a raw lock's first byte for a Lock-kind lock (blocks no read)
 _U64 = struct.Struct(">Q")  # a start_ts in a record, a version key's ~commit_ts suffix
 
 
@@ -31,6 +33,34 @@ def check_lock(reader: Reader, key: bytes, read_ts: int) -> None:
     lock = reader.get_lock(key)
     if lock is not None and lock.start_ts <= read_ts and lock.op is not LockOp.LOCK:
         raise KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
+
+
+def lock_in_way(
+    reader: Reader, locks: Iterable[tuple[bytes, bytes]], read_ts: int, most: int = RESOLVE_STEP
+) -> KeyIsLocked | None:
+    """The first of ``locks`` ((key, raw lock) pairs, in the order the read meets them) that
+    blocks a read at ``read_ts`` (a Put/Delete lock with start_ts <= read_ts), as the error to
+    raise, or None. Its ``keys`` are every key of ``locks`` that the same transaction's blocking
+    locks hold, up to ``most`` of them (at most RESOLVE_STEP): the reader resolves the keys in its way in one
+    write, never one retry per key, and never the whole transaction (a view's first build holds
+    millions of locks while its owner resolves them in the background)."""
+    first: KeyIsLocked | None = None
+    ts_be = b""
+    keys: list[bytes] = []
+    for key, raw in locks:
+        if first is None:
+            lock = reader.parse_lock(key, raw)
+            if lock.start_ts <= read_ts and lock.op is not LockOp.LOCK:
+                first = KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
+                ts_be = raw[1:9]  # a lock's start_ts, as resolve_locks reads it
+                keys.append(key)
+        elif raw[1:9] == ts_be and raw[:1] != _LOCK_OP:
+            keys.append(key)
+            if len(keys) >= min(most, RESOLVE_STEP):
+                break
+    if first is not None:
+        first.keys = tuple(keys)
+    return first
 
 
 def decisive_record(reader: Reader, key: bytes, read_ts: int) -> bytes | None:
@@ -76,16 +106,15 @@ def get_changes(
     ``get(key, to_ts)`` and the commit_ts of the Put/Delete that decided the second (0: none).
 
     Every key's lock is checked first, in one C-level lookup (a lock is rare): the first key in
-    the order given held by a lock with start_ts <= to_ts raises KeyIsLocked, as ``get`` would.
+    the order given held by a lock with start_ts <= to_ts raises KeyIsLocked, as ``get`` would
+    (naming the keys of ``keys`` its transaction holds: ``lock_in_way``).
     Then one loop over one cursor: the versions are stored newest first, so the write deciding
     ``from_ts`` is found by walking on from the one deciding ``to_ts`` (a key rewritten many
     times in between is sought directly instead). Records are read raw (kind byte, inline
     value; each checked intact, DataLoss if not), not parsed."""
-    locked = {k for k, _ in reader.locked_of(keys)}
-    if locked:
-        for key in keys:
-            if key in locked:
-                check_lock(reader, key, to_ts)
+    blocking = lock_in_way(reader, reader.locked_of(keys), to_ts)
+    if blocking is not None:
+        raise blocking
     cur = reader.write_cursor()
     seek, at_key, at_value, step_on = cur.set_range, cur.key, cur.value, cur.next
     to_suffix = _U64.pack(to_ts ^ TS_MASK)

@@ -10,14 +10,14 @@ from operator import itemgetter
 
 import numpy as np
 
-from kvstore.actions.get import check_lock, decisive_record
+from kvstore.actions.get import check_lock, decisive_record, lock_in_way
 from kvstore.errors import KeyIsLocked
+from kvstore.limits import RESOLVE_STEP
 from kvstore.mvcc.keys import versioned_key
 from kvstore.mvcc.records import (
     CRC_BYTES,
     WRITE_VALUE_OFFSET,
     WRITE_WITH_VALUE,
-    LockOp,
     crc32,
 )
 from kvstore.storage import Reader
@@ -27,14 +27,12 @@ _MASK = (1 << 64) - 1
 
 
 def first_blocking_lock(
-    reader: Reader, start: bytes, end: bytes | None, read_ts: int
+    reader: Reader, start: bytes, end: bytes | None, read_ts: int, most: int = 0
 ) -> KeyIsLocked | None:
-    """The first Put/Delete lock in [start, end) with start_ts <= read_ts, as an error to raise."""
-    for key, raw in reader.iter_range("lock", start, end):
-        lock = reader.parse_lock(key, raw)
-        if lock.start_ts <= read_ts and lock.op is not LockOp.LOCK:
-            return KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
-    return None
+    """The first Put/Delete lock in [start, end) with start_ts <= read_ts, as an error to raise
+    (naming up to ``most`` (0: RESOLVE_STEP) keys its transaction holds from it on in the range:
+    ``lock_in_way``)."""
+    return lock_in_way(reader, reader.iter_range("lock", start, end), read_ts, most or RESOLVE_STEP)
 
 
 def scan(
@@ -50,12 +48,29 @@ def scan(
 
     Invariant: the same rules as ``get`` for every key (newest Put/Delete at or below read_ts
     decides; no lock is read through: raises KeyIsLocked for the first lock with start_ts <=
-    read_ts in the range). ``limit`` > 0 stops after that many pairs. ``first_run`` > 0 reads
-    the write records in runs starting at that many, doubling (a short range, such as one key's
-    versions, then does not pull a whole run of the records past its end)."""
-    blocking = first_blocking_lock(reader, start, end, read_ts)
+    read_ts in the part of the range the answer covers). ``limit`` > 0 stops after that many
+    pairs. ``first_run`` > 0 reads the write records in runs starting at that many, doubling (a
+    short range, such as one key's versions, then does not pull a whole run of the records past
+    its end).
+
+    The locks are checked after the records are read, and only up to the last pair returned when
+    ``limit`` cut the answer short: a lock above it is in the way of the next chunk, not this
+    one. (Checked over the whole range first, a chunk of a table whose last load still held
+    millions of locks waited for all of them to be resolved.)"""
+    keys, values = _visible(reader, start, end, read_ts, limit, first_run)
+    bound = past_versions(keys[-1]) if limit and len(keys) >= limit else end
+    # No more keys in the way than the chunk may return: a chunk of a freshly loaded range
+    # (locks on keys with no version yet) resolves about its own rows, not the range's.
+    blocking = first_blocking_lock(reader, start, bound, read_ts, limit)
     if blocking is not None:
         raise blocking
+    return keys, values
+
+
+def _visible(
+    reader: Reader, start: bytes, end: bytes | None, read_ts: int, limit: int, first_run: int
+) -> tuple[list[bytes], list[bytes]]:
+    """``scan``'s answer from the write records alone (its locks unchecked)."""
     keys: list[bytes] = []
     values: list[bytes] = []
     it = reader.items_from("write", start)
@@ -310,8 +325,9 @@ def _points(
     ``_point`` per key, with the locks fetched in one C-level call (``getmulti``), one cursor
     seek per key into the write CF and one CRC pass over the records found. A key whose newest
     version at or below read_ts is a Rollback or Lock record is walked on as ``_point`` does."""
-    for k, _ in reader.locked_of(pts):
-        check_lock(reader, k, read_ts)  # parsed only where a lock exists
+    blocking = lock_in_way(reader, reader.locked_of(pts), read_ts)  # parsed only where found
+    if blocking is not None:
+        raise blocking
     found = reader.newest_records(pts, read_ts)
     # Every record is checked before its kind byte is believed (as _select does).
     reader.check_intact("write", found)
@@ -358,13 +374,11 @@ def _shorts(
     does). The same answers, the same KeyIsLocked (the first blocking lock of the first range
     read that has one) and the same DataLoss as one ``scan`` per range; one seek per range into
     the lock CF and one into the write CF, no iterator or chunk per range."""
-    blocked, error = len(rs), None
-    for at, key, raw in reader.locks_in(rs):
-        lock = reader.parse_lock(key, raw)
-        if lock.start_ts <= read_ts and lock.op is not LockOp.LOCK:
-            blocked = at
-            error = KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
-            break
+    found = reader.locks_in(rs)
+    error = lock_in_way(reader, [(key, raw) for _, key, raw in found], read_ts)
+    blocked = len(rs)
+    if error is not None:
+        blocked = next(at for at, key, _ in found if key == error.key)
     keys: list[bytes] = []
     values: list[bytes] = []
     size = 0

@@ -51,20 +51,22 @@ class MutationBatch(_message.Message):
     def __init__(self, ops: _Optional[bytes] = ..., keys: _Optional[bytes] = ..., key_sizes: _Optional[_Iterable[int]] = ..., values: _Optional[bytes] = ..., value_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LockInfo(_message.Message):
-    __slots__ = ("key", "primary", "start_ts", "ttl_ms", "op", "txn_size")
+    __slots__ = ("key", "primary", "start_ts", "ttl_ms", "op", "txn_size", "keys")
     KEY_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_FIELD_NUMBER: _ClassVar[int]
     START_TS_FIELD_NUMBER: _ClassVar[int]
     TTL_MS_FIELD_NUMBER: _ClassVar[int]
     OP_FIELD_NUMBER: _ClassVar[int]
     TXN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
     key: bytes
     primary: bytes
     start_ts: int
     ttl_ms: int
     op: Mutation.Op
     txn_size: int
-    def __init__(self, key: _Optional[bytes] = ..., primary: _Optional[bytes] = ..., start_ts: _Optional[int] = ..., ttl_ms: _Optional[int] = ..., op: _Optional[_Union[Mutation.Op, str]] = ..., txn_size: _Optional[int] = ...) -> None: ...
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, key: _Optional[bytes] = ..., primary: _Optional[bytes] = ..., start_ts: _Optional[int] = ..., ttl_ms: _Optional[int] = ..., op: _Optional[_Union[Mutation.Op, str]] = ..., txn_size: _Optional[int] = ..., keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class WriteConflict(_message.Message):
     __slots__ = ("key", "primary", "start_ts", "conflict_start_ts", "conflict_commit_ts")
@@ -201,12 +203,14 @@ class CheckTxnStatusResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[TxnStatus, str]] = ..., commit_ts: _Optional[int] = ..., lock: _Optional[_Union[LockInfo, _Mapping]] = ..., error: _Optional[_Union[KeyError, _Mapping]] = ...) -> None: ...
 
 class ResolveLocksRequest(_message.Message):
-    __slots__ = ("start_ts", "commit_ts")
+    __slots__ = ("start_ts", "commit_ts", "keys")
     START_TS_FIELD_NUMBER: _ClassVar[int]
     COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
     start_ts: int
     commit_ts: int
-    def __init__(self, start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ...) -> None: ...
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, start_ts: _Optional[int] = ..., commit_ts: _Optional[int] = ..., keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ResolveLocksResponse(_message.Message):
     __slots__ = ("resolved_keys", "error")

@@ -22,6 +22,7 @@ from typing import Literal, TypeVar
 from kvstore import actions, planning
 from kvstore.actions import txn_guard
 from kvstore.actions.gc import GcCursor, GcStep
+from kvstore.actions.resolved_ts import oldest_lock
 from kvstore.catalog import (
     Catalog,
     check_table_name,
@@ -51,7 +52,7 @@ from kvstore.mvcc.timestamp import wall_text
 from kvstore.results import ChangeRecord, DropResult, TxnStatusResult
 from kvstore.storage import DEFAULT_MAP_SIZE, Reader, Storage, raw_key_name
 from kvstore.table_info import TableInfo, state_tables_of
-from kvstore.txn_finisher import TxnFinisher
+from kvstore.txn_finisher import StaleLocks, TxnFinisher
 from kvstore.validation import (
     check_issued,
     check_key_ranges,
@@ -101,6 +102,7 @@ class LocalStore:
         self.committer = GroupCommitter(self.storage)
         # Finishes client transactions whose locks readers resolved only where in their way.
         self.finisher = TxnFinisher(self.committer)
+        self.stale_locks = StaleLocks(self)
         self.catalog = Catalog()
         self.clock: Callable[[], int] | None = None
         self._tso: TsoClock | None = None
@@ -674,7 +676,11 @@ class LocalStore:
         Takes a TSO timestamp, then opens a read transaction of its own (it must open after the
         timestamp: see actions.resolved_ts). Never call it with a read transaction open on this
         thread: the timestamp may write the TSO's window through the writer, and the writer may
-        be waiting for that transaction to end to grow the map (refused: RuntimeError)."""
+        be waiting for that transaction to end to grow the map (refused: RuntimeError).
+
+        The table's oldest lock, when it is old, is looked at through its primary
+        (``self.stale_locks``): a decided client transaction nobody reads any more is finished
+        in the background, so the answer moves on instead of staying below it for good."""
         self.storage.no_read_open("resolved_ts")
         info = self.catalog.get(table)
         if self.clock is None:
@@ -683,7 +689,11 @@ class LocalStore:
         with self._inflight_cond:
             floor = min(self._inflight, default=now + 1) - 1
         with self.storage.read_txn() as r:
-            return min(floor, actions.resolved_ts(r, info.id, now))
+            oldest = oldest_lock(r, info.id)
+        if oldest is None:
+            return min(floor, now)
+        self.stale_locks.settle(*oldest)
+        return min(floor, now, oldest[0] - 1)
 
     def advance_safepoint(self, safepoint: int) -> bool:
         """Move the GC safepoint up to ``safepoint`` (durably) before anything at it is

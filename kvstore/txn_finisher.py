@@ -9,7 +9,8 @@ start_ts for good, and streams and barriers with it. An epoch's or a revision's 
 (its primary is in the system table) has an owner in the server that finishes it and a record
 that a restart finishes it from. A client's transaction has no such owner once its client is
 gone, so the store hands it to this finisher (and so does an epoch whose own resolution
-failed).
+failed). One whose keys nobody reads any more is found by ``StaleLocks``, through the table's
+resolved_ts.
 
 One thread, started on the first submission; transactions are finished one at a time, in
 writes of RESOLVE_STEP locks (other writes take the writer between steps), in the order they
@@ -22,14 +23,26 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from typing import TYPE_CHECKING
 
 from kvstore import actions
+from kvstore.actions.txn_guard import is_server_owned
+from kvstore.errors import TxnLockNotFound
 from kvstore.group_commit import GroupCommitter, WriteContext
 from kvstore.limits import RESOLVE_STEP
+from kvstore.mvcc.timestamp import lock_expired, physical_ms
+from kvstore.results import COMMITTED, LOCKED
+
+if TYPE_CHECKING:
+    from kvstore.store import LocalStore
 
 log = logging.getLogger(__name__)
 
 MAX_PENDING = 64  # transactions waiting to be finished; more are dropped (and resubmitted)
+STALE_LOCK_MS = 10_000  # a table's oldest lock older than this is looked at through its primary
+RECHECK_S = 5.0  # how often one transaction's primary is asked again while its lock stays
+MAX_CHECKED = 256  # transactions remembered as recently asked about (then forgotten at once)
 
 
 class TxnFinisher:
@@ -108,3 +121,47 @@ class TxnFinisher:
             _, more = self._committer.run(step, RESOLVE_STEP)
         with self._cond:
             self.finished += 1
+
+
+class StaleLocks:
+    """The other way a decided transaction gets finished: nobody reads its keys any more (its
+    client is gone, and a restart dropped the finisher's queue), yet its oldest lock holds its
+    table's resolved_ts, and every barrier of a view over that table, below its start_ts.
+
+    ``LocalStore.resolved_ts`` hands each table's oldest lock here. One older than
+    STALE_LOCK_MS is looked at through its primary, at most once per RECHECK_S per transaction:
+    a committed or rolled-back client transaction (a primary whose TTL ran out is rolled back
+    first, as a reader would) goes to the finisher. A live one, or one the server owns (an
+    epoch's, a revision's: their owners and ``settle_lapsed`` finish those), is left alone."""
+
+    def __init__(self, store: LocalStore) -> None:
+        self._store = store
+        self._asked: dict[int, float] = {}  # start_ts -> monotonic time last asked
+        self._mu = threading.Lock()
+
+    def settle(self, start_ts: int, key: bytes) -> bool:
+        """Look at txn ``start_ts`` (holding a lock on ``key``) if its lock is stale; True if it
+        was handed to the finisher."""
+        store = self._store
+        now_ms = store.lock_clock_ms()
+        if now_ms - physical_ms(start_ts) < STALE_LOCK_MS:
+            return False
+        with self._mu:
+            t = time.monotonic()
+            if t - self._asked.get(start_ts, -RECHECK_S) < RECHECK_S:
+                return False
+            if len(self._asked) >= MAX_CHECKED:
+                self._asked.clear()
+            self._asked[start_ts] = t
+        with store.storage.read_txn() as r:
+            lock = r.get_lock(key)
+        if lock is None or lock.start_ts != start_ts or is_server_owned(lock.primary):
+            return False
+        expired = lock_expired(start_ts, lock.ttl_ms, now_ms)
+        try:
+            st = store.check_txn_status(lock.primary, start_ts, rollback_if_not_exist=expired)
+        except TxnLockNotFound:
+            return False
+        if st.status == LOCKED:
+            return False
+        return store.finisher.submit(start_ts, st.commit_ts if st.status == COMMITTED else 0)

@@ -31,33 +31,35 @@ def resolved_ts(reader: Reader, table_id: int, tso_now: int) -> int:
     ``tso_now`` must be taken from the TSO *before* ``reader`` was opened. Then a txn without a
     lock in the table yet will take its commit_ts after tso_now, and a txn with a lock commits
     above its start_ts, so the answer is min(tso_now, min start_ts of the table's locks - 1)."""
-    oldest = oldest_lock_ts(reader, table_id)
-    return tso_now if oldest is None else min(tso_now, oldest - 1)
+    oldest = oldest_lock(reader, table_id)
+    return tso_now if oldest is None else min(tso_now, oldest[0] - 1)
 
 
-def oldest_lock_ts(reader: Reader, table_id: int) -> int | None:
-    """The smallest start_ts of a lock in table ``table_id``, or None when it holds none (read
-    through the lock indexes: see the module's docstring)."""
+def oldest_lock(reader: Reader, table_id: int) -> tuple[int, bytes] | None:
+    """(the smallest start_ts of a lock in table ``table_id``, a key that transaction holds
+    there), or None when the table holds no lock (read through the lock indexes: see the
+    module's docstring)."""
     lo = table_prefix(table_id)
     hi = table_prefix(table_id + 1) if table_id < 0xFFFFFFFF else None
     best = _oldest_indexed(reader, lo, hi)
-    above = None if best is None else _TS.pack(best)  # only older transactions can matter
+    above = None if best is None else _TS.pack(best[0])  # only older transactions can matter
     for k, last in reader.iter_range("txn_ranges", b"", above):
         first = max(k[8:], lo)
         end = last + b"\x00" if hi is None else min(last + b"\x00", hi)
         if first >= end:
             continue  # the bulk prewrite wrote other tables' keys
         ts_be = k[:8]
-        if any(raw[1:9] == ts_be for _, raw in reader.iter_range("lock", first, end)):
-            # entries come in start_ts order: nothing after this one is older
-            return _TS.unpack(ts_be)[0]
+        for key, raw in reader.iter_range("lock", first, end):
+            if raw[1:9] == ts_be:
+                # entries come in start_ts order: nothing after this one is older
+                return _TS.unpack(ts_be)[0], key
     return best
 
 
-def _oldest_indexed(reader: Reader, lo: bytes, hi: bytes | None) -> int | None:
-    """The smallest start_ts of a live lock in [lo, hi) indexed by a ``txn_locks`` entry: one
-    seek per transaction in flight (its entries are contiguous, in key order), then its entries
-    in the table alone."""
+def _oldest_indexed(reader: Reader, lo: bytes, hi: bytes | None) -> tuple[int, bytes] | None:
+    """(the smallest start_ts of a live lock in [lo, hi) indexed by a ``txn_locks`` entry, its
+    key): one seek per transaction in flight (its entries are contiguous, in key order), then
+    its entries in the table alone."""
     seek_from = b""
     while True:
         first = next(reader.iter_range("txn_locks", seek_from, None), None)
@@ -69,7 +71,7 @@ def _oldest_indexed(reader: Reader, lo: bytes, hi: bytes | None) -> int | None:
                 break
             raw = reader.get_lock_raw(k[8:])
             if raw is not None and raw[1:9] == ts_be:
-                return _TS.unpack(ts_be)[0]
+                return _TS.unpack(ts_be)[0], k[8:]
         start_ts = _TS.unpack(ts_be)[0]
         if start_ts == 0xFFFFFFFFFFFFFFFF:
             return None

@@ -184,3 +184,50 @@ def test_the_keys_in_the_way_cross_the_wire():
     back = wire.key_error_from_pb(wire.key_error_to_pb(err))
     assert isinstance(back, KeyIsLocked) and back.keys == (b"k1", b"k2", b"k3")
     assert KeyIsLocked(b"k", b"p", 5, 100).keys == (b"k",)
+
+
+def _old_ts(kv: Kv, seconds: int) -> int:
+    from kvstore.mvcc.timestamp import compose, physical_ms
+
+    return compose(physical_ms(kv.store.clock()) - seconds * 1000, 0)
+
+
+def _old_load(kv: Kv, ttl_ms: int, commit: bool) -> int:
+    """A client's 200-key load started a minute ago (a bulk prewrite, key 0 the primary), with
+    its primary committed or not, and the client gone. Nobody reads it."""
+    start_ts = _old_ts(kv, 60)
+    muts = [(LockOp.PUT, kv.key(k), kv.row(k, f"old{k}")) for k in range(200)]
+    kv.store.prewrite(muts, kv.key(0), start_ts, ttl_ms=ttl_ms)
+    if commit:
+        kv.must_commit(0, start_ts, kv.store.clock())
+    return start_ts
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["committed", "expired"])
+def test_an_old_load_nobody_reads_stops_holding_resolved_ts(kv, commit):
+    """resolved_ts itself looks at the table's oldest lock through its primary once it is old:
+    the decided transaction (committed, or rolled back because its TTL ran out) is finished in
+    the background, and the table's resolved_ts moves past it. Without this, nothing but a
+    reader would ever have resolved it."""
+    start_ts = _old_load(kv, ttl_ms=100, commit=commit)
+    wait_for(lambda: kv.store.resolved_ts("kv") > start_ts, 30, "resolved_ts to pass the load")
+    assert _locks_left(kv, start_ts) == 0
+    kv.must_get(150, kv.store.clock(), "old150" if commit else None)
+
+
+def test_a_live_old_transaction_is_left_alone(kv):
+    """A transaction a minute old whose primary is still alive (its TTL not run out) is asked
+    about and left as it is: its locks stay and resolved_ts stays below it."""
+    start_ts = _old_load(kv, ttl_ms=600_000, commit=False)
+    for _ in range(3):
+        assert kv.store.resolved_ts("kv") < start_ts
+    assert _locks_left(kv, start_ts) == 200
+    assert kv.store.finisher.pending() == 0 and kv.store.finisher.finished == 0
+
+
+def test_a_young_lock_is_not_taken_from_its_owner(kv):
+    """A load committed a moment ago, its secondaries still locked: resolved_ts leaves it to
+    its owner (it would have handed it to the finisher, synchronously, had it looked)."""
+    start_ts, _ = _load(kv, n=100)
+    assert kv.store.resolved_ts("kv") < start_ts
+    assert kv.store.finisher.pending() == 0 and _locks_left(kv, start_ts) == 99

@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 MAX_PENDING = 64  # transactions waiting to be finished; more are dropped (and resubmitted)
 STALE_LOCK_MS = 10_000  # a table's oldest lock older than this is looked at through its primary
+# The same for a transaction the server owns (an epoch's, a revision's), whose owner resolves
+# it in steps (13M locks take minutes): only a lock this old is taken from its owner (after a
+# failed resolution step, which the owner does not retry before a restart).
+STALE_OWNED_MS = 600_000
 RECHECK_S = 5.0  # how often one transaction's primary is asked again while its lock stays
 MAX_CHECKED = 256  # transactions remembered as recently asked about (then forgotten at once)
 
@@ -131,8 +135,9 @@ class StaleLocks:
     ``LocalStore.resolved_ts`` hands each table's oldest lock here. One older than
     STALE_LOCK_MS is looked at through its primary, at most once per RECHECK_S per transaction:
     a committed or rolled-back client transaction (a primary whose TTL ran out is rolled back
-    first, as a reader would) goes to the finisher. A live one, or one the server owns (an
-    epoch's, a revision's: their owners and ``settle_lapsed`` finish those), is left alone."""
+    first, as any reader meeting its locks would) goes to the finisher. A live one is left
+    alone, and so is one the server owns (an epoch's, a revision's: their owners and
+    ``settle_lapsed`` finish those) until its lock is STALE_OWNED_MS old."""
 
     def __init__(self, store: LocalStore) -> None:
         self._store = store
@@ -155,7 +160,9 @@ class StaleLocks:
             self._asked[start_ts] = t
         with store.storage.read_txn() as r:
             lock = r.get_lock(key)
-        if lock is None or lock.start_ts != start_ts or is_server_owned(lock.primary):
+        if lock is None or lock.start_ts != start_ts:
+            return False
+        if is_server_owned(lock.primary) and now_ms - physical_ms(start_ts) < STALE_OWNED_MS:
             return False
         expired = lock_expired(start_ts, lock.ttl_ms, now_ms)
         try:

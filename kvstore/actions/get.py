@@ -41,12 +41,17 @@ def lock_in_way(
     """The first of ``locks`` ((key, raw lock) pairs, in the order the read meets them) that
     blocks a read at ``read_ts`` (a Put/Delete lock with start_ts <= read_ts), as the error to
     raise, or None. Its ``keys`` are every key of ``locks`` that the same transaction's blocking
-    locks hold, up to ``most`` of them (at most RESOLVE_STEP): the reader resolves the keys in its way in one
+    locks hold, up to ``most`` of them (at most RESOLVE_STEP; and no more than 4 * ``most``
+    locks are looked at past the first): the reader resolves the keys in its way in one
     write, never one retry per key, and never the whole transaction (a view's first build holds
     millions of locks while its owner resolves them in the background)."""
     first: KeyIsLocked | None = None
     ts_be = b""
     keys: list[bytes] = []
+    most = max(1, min(most, RESOLVE_STEP))
+    # Past the first, at most this many locks are looked at (other transactions' among them),
+    # so a retry never walks a whole table's locks.
+    room = 4 * most
     for key, raw in locks:
         if first is None:
             lock = reader.parse_lock(key, raw)
@@ -54,10 +59,13 @@ def lock_in_way(
                 first = KeyIsLocked(key, lock.primary, lock.start_ts, lock.ttl_ms, 0, lock.txn_size)
                 ts_be = raw[1:9]  # a lock's start_ts, as resolve_locks reads it
                 keys.append(key)
+            else:
+                continue
         elif raw[1:9] == ts_be and raw[:1] != _LOCK_OP:
             keys.append(key)
-            if len(keys) >= min(most, RESOLVE_STEP):
-                break
+        room -= 1
+        if len(keys) >= most or room < 0:
+            break
     if first is not None:
         first.keys = tuple(keys)
     return first

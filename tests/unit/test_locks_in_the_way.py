@@ -149,8 +149,8 @@ def test_the_finisher_finishes_a_client_load_a_reader_met(kv):
     start_ts, _ = _load(kv)
     assert kv.store.resolved_ts("kv") < start_ts
     kv.must_get(9, kv.store.clock(), "v9")
-    wait_for(lambda: _locks_left(kv, start_ts) == 0, 60, "the finisher to resolve the load")
-    assert kv.store.finisher.finished == 1
+    wait_for(lambda: kv.store.finisher.finished == 1, 60, "the finisher to finish the load")
+    assert _locks_left(kv, start_ts) == 0
     assert kv.store.resolved_ts("kv") > start_ts
     assert len(kv.store.scan_changes("kv", start_ts - 1, kv.store.clock())) == N
 
@@ -231,3 +231,80 @@ def test_a_young_lock_is_not_taken_from_its_owner(kv):
     start_ts, _ = _load(kv, n=100)
     assert kv.store.resolved_ts("kv") < start_ts
     assert kv.store.finisher.pending() == 0 and _locks_left(kv, start_ts) == 99
+
+
+def test_an_admins_raw_resolve_of_a_few_keys_does_not_spread(kv):
+    """An admin's raw keys-only rollback against a committed primary (a repair) touches those
+    keys alone: the rest of the transaction is not handed on with the admin's verdict."""
+    start_ts, _ = _load(kv, n=200)
+    kv.store.resolve_locks(start_ts, 0, keys=[kv.key(5)], guard="raw")
+    kv.must_unlocked(5)
+    assert kv.store.finisher.pending() == 0 and _locks_left(kv, start_ts) == 198
+
+
+def test_lock_in_way_stops_at_most_and_looks_at_a_bounded_run(kv):
+    from kvstore.actions.get import lock_in_way
+
+    a = kv.store.clock()
+    b = kv.store.clock()
+    kv.store.prewrite(
+        [(LockOp.PUT, kv.key(k), kv.row(k, "a")) for k in range(0, 400, 2)], kv.key(0), a
+    )
+    kv.store.prewrite(
+        [(LockOp.PUT, kv.key(k), kv.row(k, "b")) for k in range(1, 400, 2)], kv.key(1), b
+    )
+    with kv.store.storage.read_txn() as r:
+        locks = list(r.iter_range("lock", kv.key(0), kv.key(400)))
+        assert lock_in_way(r, locks, b, most=1).keys == (kv.key(0),)
+        # Past the first, 4 * most locks are looked at: half of them are the other txn's.
+        err = lock_in_way(r, locks, b, most=10)
+        assert err.start_ts == a and len(err.keys) == 10
+        err = lock_in_way(r, locks, b, most=100)
+        assert err.keys == tuple(kv.key(k) for k in range(0, 400, 2))[:100]
+        assert lock_in_way(r, locks, a - 1) is None  # nothing at or below the read blocks
+
+
+def test_a_failing_look_at_the_oldest_lock_leaves_resolved_ts_standing(kv, monkeypatch):
+    """Planted: looking at a stale lock fails (a damaged lock, a full disk). resolved_ts
+    answers as before and says why in the log, rather than failing every barrier."""
+    from kvstore.errors import DataLoss
+
+    start_ts = _old_load(kv, ttl_ms=100, commit=True)
+
+    def broken(start_ts, key):
+        raise DataLoss("lock record fails its checksum")
+
+    monkeypatch.setattr(kv.store.stale_locks, "settle", broken)
+    assert kv.store.resolved_ts("kv") == start_ts - 1
+
+
+def test_an_owned_transaction_is_taken_from_its_owner_only_when_very_old(kv):
+    """A committed transaction whose primary is in the system table (an epoch's) is its
+    owner's while young; one whose lock is older than STALE_OWNED_MS (the owner's resolution
+    failed and nothing retries it before a restart) is finished by the finisher."""
+    from kvstore import actions
+    from kvstore.mvcc.keys import SYSTEM_TABLE_ID, table_prefix
+    from kvstore.txn_finisher import STALE_OWNED_MS
+
+    for age_s, taken in ((60, False), (STALE_OWNED_MS // 1000 + 60, True)):
+        primary = table_prefix(SYSTEM_TABLE_ID) + b"epoch-%d" % age_s
+        start_ts = _old_ts(kv, age_s)
+        base = 1000 * age_s
+        muts = [(LockOp.PUT, primary, b"p")] + [
+            (LockOp.PUT, kv.key(base + k), kv.row(base + k, "e")) for k in range(100)
+        ]
+        commit_ts = kv.store.clock()
+        # As the server writes an epoch: inside its own writes (no RPC may name the system table).
+        kv.store.run_write(
+            lambda ctx, m=muts, p=primary, t=start_ts: actions.prewrite(ctx, m, p, t, 3000, 0)
+        )
+        kv.store.run_write(
+            lambda ctx, p=primary, t=start_ts, c=commit_ts: actions.commit_key(ctx, p, t, c)
+        )
+        kv.store.resolved_ts("kv")
+        if taken:
+            wait_for(lambda: kv.store.finisher.finished == 1, 30, "the finisher")
+            assert kv.store.resolved_ts("kv") > start_ts
+        else:
+            assert kv.store.finisher.pending() == 0
+            assert kv.store.resolved_ts("kv") < start_ts

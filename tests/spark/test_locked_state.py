@@ -40,9 +40,7 @@ def _expected(orders: list[dict], flags: list[dict]) -> dict[int, tuple[int, int
     return out
 
 
-def test_epochs_over_state_their_predecessors_left_locked_equal_the_query(
-    spark, locked_server, lc
-):
+def test_epochs_over_state_their_predecessors_left_locked_equal_the_query(spark, locked_server, lc):
     rng = random.Random(7)
     lc.create_table("lk_orders", "id BIGINT, g BIGINT, v BIGINT", primary_key=["id"])
     lc.create_table("lk_flags", "id BIGINT, on_ INT", primary_key=["id"])

@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING
 
 from kvstore import actions
 from kvstore.actions.txn_guard import is_server_owned
-from kvstore.errors import TxnLockNotFound
 from kvstore.group_commit import GroupCommitter, WriteContext
 from kvstore.limits import RESOLVE_STEP
-from kvstore.mvcc.timestamp import lock_expired, physical_ms
-from kvstore.results import COMMITTED, LOCKED
+from kvstore.lock_resolution import txn_fate
+from kvstore.mvcc.timestamp import physical_ms
 
 if TYPE_CHECKING:
     from kvstore.store import LocalStore
@@ -164,11 +163,5 @@ class StaleLocks:
             return False
         if is_server_owned(lock.primary) and now_ms - physical_ms(start_ts) < STALE_OWNED_MS:
             return False
-        expired = lock_expired(start_ts, lock.ttl_ms, now_ms)
-        try:
-            st = store.check_txn_status(lock.primary, start_ts, rollback_if_not_exist=expired)
-        except TxnLockNotFound:
-            return False
-        if st.status == LOCKED:
-            return False
-        return store.finisher.submit(start_ts, st.commit_ts if st.status == COMMITTED else 0)
+        commit_ts = txn_fate(store, lock.primary, start_ts, lock.ttl_ms)
+        return commit_ts is not None and store.finisher.submit(start_ts, commit_ts)

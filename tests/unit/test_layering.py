@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+import spark_sink
+
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ("kvstore", "coordinator", "spark_source", "spark_sink")
 # Modules that are the storage engine or the server: never loaded by a client at import time.
@@ -201,9 +203,44 @@ def test_importing_the_client_loads_neither_the_engine_nor_spark():
 
 
 def test_importing_the_spark_packages_loads_no_engine():
-    loaded = _loaded_by("import spark_source, spark_sink")
-    assert "pyspark" in loaded
+    # every public name of spark_sink is resolved: its package imports them lazily
+    names = "; ".join(f"spark_sink.{n}" for n in spark_sink.__all__)
+    loaded = _loaded_by(f"import spark_source, spark_sink; {names}")
+    assert {"pyspark", "spark_sink.materialized_view"} <= loaded
     assert sorted(m for m in loaded if _within(m, ENGINE)) == []
+
+
+# What a Spark Python worker imports to run our code in a task: the data sources' readers (the
+# job's own sources, the barrier stream), and the functions a build passes to mapInArrow.
+WORKER_MODULES = (
+    "spark_sink.job_session",
+    "spark_sink.executor_diff",
+    "spark_sink.partition_writer",
+    "spark_source.barrier_source",
+)
+# What only a driver needs: the view planner, the delta rules, pandas. Each new worker process
+# that imported them spent about a second of CPU on it (spark_sink/__init__.py).
+DRIVER_ONLY = ("spark_sink.materialized_view", "spark_sink.ivm", "pandas")
+
+
+def test_a_workers_imports_leave_out_the_driver_only_modules():
+    loaded = _loaded_by("import " + ", ".join(WORKER_MODULES))
+    assert set(WORKER_MODULES) <= loaded
+    assert sorted(m for m in loaded if _within(m, DRIVER_ONLY)) == []
+
+
+def test_the_driver_only_probe_sees_a_view_import():
+    # the planted fault: a worker module that imports the view planner at its top
+    loaded = _loaded_by("import spark_sink.job_session; from spark_sink import MaterializedView")
+    assert {"spark_sink.materialized_view", "spark_sink.ivm"} <= loaded
+
+
+def test_the_lazy_package_names_every_public_name_and_refuses_others():
+    assert set(spark_sink.__all__) <= set(dir(spark_sink))
+    for name in spark_sink.__all__:
+        assert getattr(spark_sink, name).__name__ == name
+    with pytest.raises(AttributeError, match="no attribute 'MaterialisedView'"):
+        spark_sink.MaterialisedView  # noqa: B018
 
 
 def test_the_import_probe_sees_the_engine_when_it_is_loaded():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import coordinator
 from kvstore.mvcc.records import LockOp
+from snapview.embedded import EmbeddedServer
 from tests.conftest import client_fixture, server_fixture, wait_for
 
 ROWS = 20_000
@@ -81,3 +82,35 @@ def test_a_prewrite_and_a_read_over_a_dead_clients_load(c):
     rows = c.read("orphaned").to_pylist()
     assert len(rows) == ROWS
     assert sorted(r["id"] for r in rows if r["v"] == "mine") == list(range(500, 550))
+
+
+def test_a_dead_clients_loads_are_finished_after_a_kill_9_of_the_server(tmp_path):
+    """Two clients each loaded rows in one transaction and were gone: one had committed its
+    primary, the other had not. The server is killed (kill -9: whatever its finisher had queued
+    is lost) and restarted on the same data dir. Nobody reads the loaded keys, yet each table's
+    resolved_ts moves past its load (the stale-lock check of resolved_ts finds both through
+    their primaries): the committed load is there in full, the other is rolled back."""
+    srv = EmbeddedServer(str(tmp_path / "d"), extra_args=["--no-sync"]).start()
+    try:
+        with coordinator.connect(srv.address) as dead:
+            loads = {}
+            for table, commit in (("kept", True), ("dropped", False)):
+                dead.create_table(table, SCHEMA, ["id"])
+                info = dead.describe_table(table)
+                start_ts = dead.tso()
+                muts = _muts(info, range(ROWS), table)
+                for i in range(0, ROWS, 4096):
+                    dead.store.prewrite(muts[i : i + 4096], muts[0][1], start_ts)
+                if commit:
+                    dead.store.commit(start_ts, dead.tso(), [muts[0][1]])
+                assert dead.resolved_ts(table) < start_ts
+                loads[table] = start_ts
+        srv.kill()
+        srv.start()
+        with coordinator.connect(srv.address, lock_wait_s=5) as c:
+            settled = lambda: all(c.resolved_ts(t) > ts for t, ts in loads.items())  # noqa: E731
+            wait_for(settled, 60, "both loads settled")
+            assert sorted(c.read("kept")["id"].to_pylist()) == list(range(ROWS))
+            assert c.read("dropped").num_rows == 0
+    finally:
+        srv.stop()

@@ -28,6 +28,26 @@ def _muts(info, ids, tag: str):
     ]
 
 
+def _prewrite_all(client, muts, primary: bytes, start_ts: int) -> None:
+    """Prewrite ``muts`` under ``primary`` at ``start_ts``, 4,096 at a time (one request's cap)."""
+    for i in range(0, len(muts), 4096):
+        client.store.prewrite(muts[i : i + 4096], primary, start_ts)
+
+
+def _dead_load(client, table: str, commit: bool) -> int:
+    """A new ``table`` loaded with ROWS rows in one transaction by a client that then goes away:
+    its primary committed (``commit``) or not, every other key left locked. Its start_ts."""
+    client.create_table(table, SCHEMA, ["id"])
+    start_ts = client.tso()
+    muts = _muts(client.describe_table(table), range(ROWS), table)
+    primary = muts[0][1]
+    _prewrite_all(client, muts, primary, start_ts)
+    if commit:
+        client.store.commit(start_ts, client.tso(), [primary])
+    assert client.resolved_ts(table) < start_ts
+    return start_ts
+
+
 def _keys_read(client, info, ids, at):
     ranges = [(k, k + b"\0") for k in (info.key_codec.encode({"id": i}) for i in ids)]
     got = client.with_lock_wait(lambda: list(client.store.scan_ranges(ranges, at)))
@@ -38,9 +58,7 @@ def test_reads_of_a_committed_epoch_left_locked_resolve_only_their_keys(c):
     c.create_table("loaded", SCHEMA, ["id"])
     info = c.describe_table("loaded")
     e = c.jobs.open_transaction("loader", 1)
-    muts = _muts(info, range(ROWS), "e1")
-    for i in range(0, ROWS, 4096):
-        c.store.prewrite(muts[i : i + 4096], e.primary_key, e.start_ts)
+    _prewrite_all(c, _muts(info, range(ROWS), "e1"), e.primary_key, e.start_ts)
     done = c.jobs.commit_transaction("loader", 1, e.start_ts)
     # Its secondaries are all still locked: the table's history is not final past start_ts.
     assert c.resolved_ts("loaded") < e.start_ts
@@ -62,22 +80,15 @@ def test_a_prewrite_and_a_read_over_a_dead_clients_load(c):
     client's prewrite over 50 of its keys resolves those 50 (``ResolveLocks`` with keys) and
     commits; a read of a key resolves it; the server finishes the rest in the background, so
     the table's resolved_ts moves past the load."""
-    c.create_table("orphaned", SCHEMA, ["id"])
+    start_ts = _dead_load(c, "orphaned", commit=True)
     info = c.describe_table("orphaned")
-    start_ts = c.tso()
-    muts = _muts(info, range(ROWS), "dead")
-    primary = muts[0][1]
-    for i in range(0, ROWS, 4096):
-        c.store.prewrite(muts[i : i + 4096], primary, start_ts)
-    c.store.commit(start_ts, c.tso(), [primary])
-    assert c.resolved_ts("orphaned") < start_ts
     with coordinator.connect(c.address, lock_wait_s=5) as other:
         t2 = other.tso()
         mine = _muts(info, range(500, 550), "mine")
         other.prewrite(mine, mine[0][1], t2)
         other.store.commit(t2, other.tso(), [k for _, k, _ in mine])
         assert other.get("orphaned", {"id": 510})["v"] == "mine"
-        assert other.get("orphaned", {"id": 9_999})["v"] == "dead"
+        assert other.get("orphaned", {"id": 9_999})["v"] == "orphaned"  # the dead client's value
     wait_for(lambda: c.resolved_ts("orphaned") > start_ts, 60, "the load to be finished")
     rows = c.read("orphaned").to_pylist()
     assert len(rows) == ROWS
@@ -93,18 +104,7 @@ def test_a_dead_clients_loads_are_finished_after_a_kill_9_of_the_server(tmp_path
     srv = EmbeddedServer(str(tmp_path / "d"), extra_args=["--no-sync"]).start()
     try:
         with coordinator.connect(srv.address) as dead:
-            loads = {}
-            for table, commit in (("kept", True), ("dropped", False)):
-                dead.create_table(table, SCHEMA, ["id"])
-                info = dead.describe_table(table)
-                start_ts = dead.tso()
-                muts = _muts(info, range(ROWS), table)
-                for i in range(0, ROWS, 4096):
-                    dead.store.prewrite(muts[i : i + 4096], muts[0][1], start_ts)
-                if commit:
-                    dead.store.commit(start_ts, dead.tso(), [muts[0][1]])
-                assert dead.resolved_ts(table) < start_ts
-                loads[table] = start_ts
+            loads = {t: _dead_load(dead, t, commit=t == "kept") for t in ("kept", "dropped")}
         srv.kill()
         srv.start()
         with coordinator.connect(srv.address, lock_wait_s=5) as c:

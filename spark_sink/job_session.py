@@ -1,6 +1,6 @@
-"""A view job's own Spark sessions: the snapview sources registered under names of their own
-(Spark 4.3 cannot look up a source name cloned into ``newSession()``), the barrier stream's
-session, and the store's tables registered by name in a session's SQL as of their read ts."""
+"""A view job's own Spark session: the snapview source registered under a name of its own
+(Spark 4.3 cannot look up a source name cloned into ``newSession()``), and the store's tables
+registered by name in a session's SQL as of their read ts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pyspark.sql import SparkSession
 
 from coordinator.connection import ConnectionSettings, as_settings
 from coordinator.process_clients import client_for
-from spark_source.barrier_source import BarrierDataSource
 from spark_source.datasource import SnapviewDataSource
 from spark_source.spark_types import table_struct
 
@@ -24,27 +23,6 @@ class JobSessionSource(SnapviewDataSource):
     @classmethod
     def name(cls) -> str:
         return "snapview_job_session"
-
-
-class JobBarrierSource(BarrierDataSource):
-    """``format("snapview_barriers")`` under a name of its own, for a view job's stream session
-    (see JobSessionSource)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "snapview_job_barriers"
-
-
-def stream_session(spark: SparkSession) -> SparkSession:
-    """A session of its own for a view job's barrier stream: adaptive query execution off
-    (Structured Streaming turns it off anyway, warning each time a stream starts) and the
-    barrier source registered under JobBarrierSource's name."""
-    from spark_source import register_source
-
-    session = spark.newSession()
-    session.conf.set("spark.sql.adaptive.enabled", "false")
-    register_source(session, JobBarrierSource)
-    return session
 
 
 _SESSION_SOURCES: dict[str, str] = {}  # session UUID -> the name its job source has there

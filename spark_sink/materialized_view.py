@@ -8,12 +8,11 @@ version is the query's result over one barrier's consistent snapshot of its sour
     job.await_barrier(ts, timeout=30)   # until the view holds a barrier >= ts
     job.stop()
 
-How it runs: a Structured Streaming query over ``format("snapview_barriers")`` (one row per
-barrier, offsets are barriers) with a foreachBatch that maintains the view barrier by barrier, in
-order, none skipped. Epoch T of the job *is* barrier T, so a replay after any crash finds it
-committed and skips it, whatever batches Spark makes after a restart. Progress lives in the
-coordinator; the Spark checkpoint (``checkpoint_location``, a temporary directory by default) is
-only a cache.
+How it runs: a thread of the driver per job (``ViewJob``) asks the coordinator for the barriers
+the job is to do and maintains the view barrier by barrier, in order, none skipped. Epoch T of
+the job *is* barrier T, so a replay after any crash finds it committed and skips it. Progress
+lives in the coordinator only: a job started again, in this process or another, resumes after
+its last committed epoch.
 
 Options follow TiFlink's builder: ``drop_old_table`` drops an existing target first;
 ``force_new_table`` refuses to start on an existing target. Without either, an existing target
@@ -28,9 +27,8 @@ them). Decisions, for the next person:
 
 from __future__ import annotations
 
-import json
 import logging
-import tempfile
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -41,7 +39,7 @@ from pyspark.sql import functions as F
 
 from coordinator.connection import ConnectionSettings, as_settings
 from coordinator.errors import BarrierNotReached, SecondWriter
-from coordinator.jobs import JobState
+from coordinator.jobs import BarrierPlan, JobState
 from coordinator.process_clients import client_for
 from kvstore.errors import AlreadyExists, InvalidArgument, SchemaMismatch, SnapviewError
 from kvstore.schema import parse_ddl
@@ -55,12 +53,7 @@ from spark_sink.ivm.state import ensure as ensure_state_tables
 from spark_sink.ivm.strategy import INCREMENTAL, Incremental
 from spark_sink.ivm.unique_keys import key_is_unique
 from spark_sink.job_liveness import JobReporter
-from spark_sink.job_session import (
-    JobBarrierSource,
-    prepare_session,
-    register_sources,
-    stream_session,
-)
+from spark_sink.job_session import prepare_session, register_sources
 from spark_sink.partition_writer import direct_info
 from spark_sink.query_analysis import mentioned_tables, view_shape
 from spark_sink.view_epoch import ViewSpec
@@ -101,10 +94,41 @@ def normalized_query(sql: str) -> str:
     return "".join(out)
 
 
-def _interval(text: str | float | int) -> str:
-    if isinstance(text, int | float):
-        return f"{float(text)} seconds"
-    return str(text)
+_INTERVAL_UNITS = {
+    "ms": 0.001,
+    "millisecond": 0.001,
+    "milliseconds": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+}
+
+
+def interval_seconds(interval: str | float | int) -> float:
+    """``interval`` in seconds: a number of seconds, or a number and a unit as Spark's
+    triggers spell it ("200 milliseconds", "1 second", "2 minutes"; "interval " before it is
+    allowed). Raises InvalidArgument naming the value for anything else or a negative one."""
+    if isinstance(interval, int | float) and not isinstance(interval, bool):
+        seconds = float(interval)
+    else:
+        text = str(interval).strip().lower().removeprefix("interval").strip()
+        m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([a-z]+)", text)
+        if m is None or m.group(2) not in _INTERVAL_UNITS:
+            raise InvalidArgument(
+                f"trigger_interval {interval!r}: give seconds or a number and a unit "
+                f"(milliseconds, seconds, minutes, hours), e.g. '200 milliseconds'"
+            )
+        seconds = float(m.group(1)) * _INTERVAL_UNITS[m.group(2)]
+    if not seconds >= 0:
+        raise InvalidArgument(f"trigger_interval {interval!r}: must not be negative")
+    return seconds
 
 
 class MaterializedViewBuilder:
@@ -122,7 +146,6 @@ class MaterializedViewBuilder:
             "trigger_interval": "1 second",
             "drop_old_table": False,
             "force_new_table": False,
-            "checkpoint_location": None,
             "token": None,
             "strategy": AUTO,
             "lock_ttl_ms": 20_000,
@@ -166,16 +189,17 @@ class MaterializedViewBuilder:
         return self._set("parallelism", int(n))
 
     def trigger_interval(self, interval: str | float) -> MaterializedViewBuilder:
-        return self._set("trigger_interval", _interval(interval))
+        """How often the job asks the coordinator for new barriers when it has none to do
+        (default 1 second): seconds, or Spark's spelling ("200 milliseconds"). A job with
+        barriers waiting does them one after another without waiting."""
+        interval_seconds(interval)  # a bad value is refused here, naming it
+        return self._set("trigger_interval", interval)
 
     def drop_old_table(self, flag: bool = True) -> MaterializedViewBuilder:
         return self._set("drop_old_table", bool(flag))
 
     def force_new_table(self, flag: bool = True) -> MaterializedViewBuilder:
         return self._set("force_new_table", bool(flag))
-
-    def checkpoint_location(self, path: str) -> MaterializedViewBuilder:
-        return self._set("checkpoint_location", path)
 
     def job(self, name: str) -> MaterializedViewBuilder:
         """The job's name in the coordinator (default: the target's name). Progress is kept
@@ -485,10 +509,6 @@ class MaterializedView:
         of ``start()``'s job does, like Spark's ``availableNow``); with ``until``, keep going
         until the view holds a barrier >= ``until`` (TimeoutError after ``timeout`` s). Returns
         the barriers processed. Do not run it beside a started job of the same view."""
-        import json as _json
-
-        from spark_source.barrier_source import plan_rows
-
         client = client_for(self.coordinator, self.token)
         if getattr(self, "_strategy", None) is None:
             self._strategy = self._make_strategy(client)
@@ -502,9 +522,8 @@ class MaterializedView:
             if until and after >= until:
                 return done
             plans = client.jobs.plan_barriers(self.job, limit=256, after=after).barriers
-            for barrier, reads, _ in plan_rows(plans):
-                r = {t: (v[0], bool(v[1])) for t, v in _json.loads(reads).items()}
-                self._strategy.maintain(barrier, r)
+            for p in plans:
+                self._strategy.maintain(p.barrier, barrier_reads(p))
                 done += 1
             if not until:
                 return done
@@ -536,6 +555,16 @@ class MaterializedView:
     def start(self) -> ViewJob:
         """Start maintaining the view; returns the running job's handle."""
         return ViewJob(self, self._make_strategy(client_for(self.coordinator, self.token)))
+
+
+# A job asks the coordinator for at most this many barriers at a time.
+BARRIERS_PER_CALL = 64
+
+
+def barrier_reads(plan: BarrierPlan) -> dict[str, tuple[int, bool]]:
+    """What a strategy's ``maintain`` takes of a barrier's plan: {source: (read ts, whether it
+    changed since the barrier before)}."""
+    return {r.table: (r.read_ts, bool(r.changed)) for r in plan.reads}
 
 
 # A job retries a transient failure (``is_transient``) this many times in a row, waiting
@@ -611,34 +640,36 @@ def is_transient(error: BaseException | None) -> bool:
 class ViewJob:
     """A running MaterializedView: ``stop()``, ``await_barrier(ts, timeout)``, ``progress()``.
 
+    The job is a thread of this driver (``view-job-<job>``) that asks the coordinator for the
+    barriers it is to do (``jobs.plan_barriers``, after its last committed epoch), hands each, in
+    order, to the strategy, and waits ``trigger_interval`` when there is none; the strategy runs
+    its Spark jobs (builds, recomputes, deltas on the executors) from that thread, in a job
+    group of its own. Decision, for the next person: it was a Structured Streaming query over
+    ``format("snapview_barriers")`` with a ``foreachBatch``, which carried nothing the
+    coordinator does not hold (progress lives there; the checkpoint was only a cache) and cost
+    an idle view a third of a core (a micro-batch per barrier: offset and commit logs written,
+    a Spark job to collect one row) and a Python source process of its own (3-4 s to start);
+    design.md §6.3.
+
     A transient failure (``is_transient``) does not end it: the job logs it (logger
-    ``snapview.view``) and starts its stream again after a back-off, up to TRANSIENT_RETRIES
-    times in a row; it resumes at the coordinator's record, so no barrier is skipped or done
-    twice. A permanent failure, or one more transient failure than that, stops the job; its
-    liveness then shows FAILED with the error."""
+    ``snapview.view``) and goes on after a back-off with a fresh strategy, up to
+    TRANSIENT_RETRIES times in a row; it resumes at the coordinator's record, so no barrier is
+    skipped or done twice. A permanent failure, or one more transient failure than that, stops
+    the job; its liveness then shows FAILED with the error."""
 
     def __init__(self, view: MaterializedView, strategy: FullRecompute | Incremental) -> None:
         self.view = view
         self.strategy = strategy
-        o = view.options
-        self._tmp = None
-        cp = o["checkpoint_location"]
-        if not cp:
-            self._tmp = tempfile.TemporaryDirectory(prefix=f"snapview-{view.target}-")
-            cp = self._tmp.name
-        self.checkpoint_location = cp
-        self._lock = threading.Lock()
+        self.interval_s = interval_seconds(view.options["trigger_interval"])
+        self._lock = threading.Lock()  # held while a barrier is maintained
         self.error: BaseException | None = None
         self._stopping = False
         self._stop_event = threading.Event()
         self._restart_lock = threading.Lock()  # stop() and a restart never interleave
         self.retries = 0  # transient failures retried since the last committed barrier
-        self.restarts = 0  # streams started again after a transient failure, in all
-        self.query = self._start_query()
-        self._supervisor = threading.Thread(
-            target=self._supervise, name=f"view-job-{view.job}", daemon=True
-        )
-        self._supervisor.start()
+        self.restarts = 0  # times the job went on after a transient failure, in all
+        self._group = f"snapview-view-{view.job}-{id(self)}"  # its Spark jobs, to cancel
+        self._thread = threading.Thread(target=self._run, name=f"view-job-{view.job}", daemon=True)
         self._reporter = JobReporter(
             client_for(view.coordinator, view.token),
             view.job,
@@ -646,55 +677,30 @@ class ViewJob:
             error=self.failure_text,
             on_unregistered=self._on_dropped,
         )
-
-    def _start_query(self):
-        view = self.view
-        reader = (
-            stream_session(view.spark)
-            .readStream.format(JobBarrierSource.name())
-            .options(**as_settings(view.coordinator, view.token).spark_options())
-            .option("job", view.job)
-        )
-        return (
-            reader.load()
-            .writeStream.foreachBatch(self._on_batch)
-            .trigger(processingTime=view.options["trigger_interval"])
-            .option("checkpointLocation", self.checkpoint_location)
-            .queryName(f"snapview_view_{view.target}")
-            .start()
-        )
+        self._thread.start()
 
     def is_active(self) -> bool:
-        """Whether the job runs: its stream is active, or the job is deciding whether a failure
-        is transient or waiting to start the stream again after one."""
-        if self.query.isActive:
-            return True
-        return not self._stopping and self._supervisor.is_alive()
+        """Whether the job runs: it maintains the view or waits for barriers, or it is waiting
+        to go on after a transient failure."""
+        return self._thread.is_alive() and not self._stopping
 
-    def _failure(self) -> BaseException | None:
-        if self.error is not None:
-            return self.error
-        try:
-            return self.query.exception()
-        except Exception as e:  # noqa: BLE001 - the stream's own error could not be read
-            return e
-
-    def _supervise(self) -> None:
-        """Wait for the stream to end; start it again after a transient failure."""
+    def _run(self) -> None:
+        """Follow the barriers; after a transient failure go on with a fresh strategy."""
+        self.view.spark.sparkContext.setJobGroup(
+            self._group, f"snapview view {self.view.job}", interruptOnCancel=True
+        )
         done_before = self.strategy.progress.barriers
         while not self._stopping:
-            query = self.query
             try:
-                query.awaitTermination()
-            except Exception:  # noqa: BLE001, S110 - the error is read below, from the query
-                pass
-            if self._stopping:
-                return
-            err = self._failure()
-            if err is None:
-                return  # stopped without an error (by Spark or by stop())
+                self._follow()
+                return  # stopped
+            except Exception as e:  # noqa: BLE001 - classified below
+                if self._stopping:
+                    return
+                self.error = e
             if self.strategy.progress.barriers > done_before:
                 self.retries = 0  # it made progress since the last failure
+            err = self.error
             text = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
             if not is_transient(err):
                 log.error("view %r: job stopped by a permanent failure: %s", self.view.job, text)
@@ -710,7 +716,7 @@ class ViewJob:
             wait = min(FIRST_RETRY_S * 2**self.retries, MAX_RETRY_S)
             self.retries += 1
             log.warning(
-                "view %r: transient failure (%s); starting again in %.1f s (retry %d of %d)",
+                "view %r: transient failure (%s); going on in %.1f s (retry %d of %d)",
                 self.view.job,
                 text,
                 wait,
@@ -731,43 +737,55 @@ class ViewJob:
                     fresh.progress = self.strategy.progress
                     self.strategy = fresh
                     self.error = None
-                    self.query = self._start_query()
                 except Exception as e:  # noqa: BLE001 - one more failure, classified above
                     log.warning("view %r: cannot start again: %s", self.view.job, e)
                     self.error = e
                     continue
                 self.restarts += 1
 
+    def _follow(self) -> None:
+        """Maintain every barrier after the job's last committed epoch, in order, until
+        stopped; raises what a barrier or the coordinator raised."""
+        client = client_for(self.view.coordinator, self.view.token)
+        after = client.jobs.plan_barriers(self.view.job, limit=1).last_committed
+        while not self._stopping:
+            plans = client.jobs.plan_barriers(
+                self.view.job, limit=BARRIERS_PER_CALL, after=after
+            ).barriers
+            for plan in plans:
+                with self._lock:
+                    if self._stopping:
+                        return  # the rest is redone from the coordinator's record
+                    try:
+                        self.strategy.maintain(plan.barrier, barrier_reads(plan))
+                    except Exception:
+                        log.exception("view %r: barrier %d failed", self.view.target, plan.barrier)
+                        raise
+                after = plan.barrier
+            if not plans:
+                self._stop_event.wait(self.interval_s)
+
     def failure_text(self) -> str:
         """Why the job stopped with an error, in one line ("" while it runs or after a clean
         stop)."""
         if self.error is not None:
             return f"{type(self.error).__name__}: {self.error}"
-        exc = self.query.exception() if not self.query.isActive else None
-        return str(exc).splitlines()[0] if exc is not None else ""
+        return ""
 
     def _on_dropped(self) -> None:
-        """The coordinator unregistered the job (its table was dropped): stop maintaining it."""
+        """The coordinator unregistered the job (its table was dropped): stop maintaining it,
+        after the barrier in progress."""
         self._stopping = True
         self._stop_event.set()
-        self.query.stop()
 
-    def _on_batch(self, df: DataFrame, batch_id: int) -> None:
-        if self._stopping:
-            return
-        rows = sorted(df.collect(), key=lambda r: r["barrier"])
-        with self._lock:
-            for r in rows:
-                if self._stopping:
-                    return  # stop() is waiting; the rest is redone from the coordinator's record
-                reads = {t: (v[0], bool(v[1])) for t, v in json.loads(r["reads"]).items()}
-                try:
-                    self.strategy.maintain(r["barrier"], reads)
-                except Exception as e:
-                    # Spark turns the error into a long Java stack; keep the readable one here.
-                    self.error = e
-                    log.exception("view %r: barrier %d failed", self.view.target, r["barrier"])
-                    raise
+    def _halt(self) -> None:
+        """For crash tests: stop as a killed driver does, with no final report; a Spark job in
+        progress is cancelled and the epoch it was part of is left as it is."""
+        self._reporter._done.set()
+        self._stopping = True
+        self._stop_event.set()
+        self.view.spark.sparkContext.cancelJobGroup(self._group)
+        self._thread.join(30)
 
     def progress(self) -> ViewProgress:
         """What the job did since it started, and where the coordinator says it is (a frozen
@@ -815,7 +833,7 @@ class ViewJob:
             if not self.is_active():
                 if self.error is not None:
                     raise self.error
-                raise RuntimeError(f"view job {self.view.job!r} stopped: {self.query.exception()}")
+                raise RuntimeError(f"view job {self.view.job!r} stopped")
             if time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"view {self.view.target!r} did not reach barrier {ts} in {timeout}s "
@@ -824,28 +842,24 @@ class ViewJob:
             time.sleep(0.02)
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Stop after the barrier in progress, between two triggers.
-
-        Interrupting Spark mid-trigger is safe (an unfinished epoch is redone on restart), but
-        Spark 4.3 then logs a StackOverflowError from its stream thread; waiting for the trigger
-        to end avoids that noise."""
+        """Stop after the barrier in progress; returns once the job's thread has ended and its
+        last state (STOPPED, or FAILED with its error) is reported. A barrier still running
+        after ``timeout`` seconds has its Spark jobs cancelled: the epoch is left unfinished and
+        is redone by the next start (the coordinator never commits half of it)."""
         with self._restart_lock:  # no restart begins after this
-            self._stopping = True  # batches from now on return at once
+            self._stopping = True  # no barrier starts from now on
         self._stop_event.set()
-        deadline = time.monotonic() + timeout
-        if self._lock.acquire(timeout=timeout):  # the barrier in progress has finished
-            self._lock.release()
-        while self.query.isActive and time.monotonic() < deadline:
-            if not self.query.status.get("isTriggerActive", False):
-                break
-            time.sleep(0.01)
-        self.query.stop()
-        self._supervisor.join(timeout=max(0.0, deadline - time.monotonic()) + 5)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning(
+                "view %r: the barrier in progress did not end in %.0f s; cancelling its Spark jobs",
+                self.view.job,
+                timeout,
+            )
+            self.view.spark.sparkContext.cancelJobGroup(self._group)
+            self._thread.join(30)
         err = self.failure_text()
         self._reporter.close(JobState.FAILED if err else JobState.STOPPED, err)
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
     def __enter__(self) -> ViewJob:
         return self

@@ -24,8 +24,8 @@ def main() -> int:
     print("STARTED", flush=True)
     while not os.path.exists(stop_file):
         for name, j in jobs.items():
-            if not j.query.isActive:
-                print(f"FAILED {name}: {j.error or j.query.exception()}", flush=True)
+            if not j.is_active():
+                print(f"FAILED {name}: {j.failure_text()}", flush=True)
                 return 1
         time.sleep(0.1)
     for j in jobs.values():

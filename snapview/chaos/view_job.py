@@ -1,6 +1,6 @@
 """A MaterializedView job in its own process, for crash tests.
 
-    python -m snapview.chaos.view_job ADDRESS TARGET QUERY PRIMARY_KEY CHECKPOINT STOP_FILE
+    python -m snapview.chaos.view_job ADDRESS TARGET QUERY PRIMARY_KEY STOP_FILE
 
 Builds and starts the view, prints ``STARTED``, and runs until STOP_FILE exists; then stops the
 job and exits 0. Tests kill it (SNAPVIEW_FAILPOINTS ... panic_group, which takes the JVM too) and
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def main() -> int:
-    address, target, query, pk, checkpoint, stop_file = sys.argv[1:7]
+    address, target, query, pk, stop_file = sys.argv[1:6]
 
     from spark_sink import MaterializedView
 
@@ -33,14 +33,13 @@ def main() -> int:
         .target(target)
         .primary_key(pk)
         .trigger_interval("100 milliseconds")
-        .checkpoint_location(checkpoint)
         .build()
         .start()
     )
     print("STARTED", flush=True)
     while not os.path.exists(stop_file):
-        if not job.query.isActive:
-            print(f"FAILED {job.error or job.query.exception()}", flush=True)
+        if not job.is_active():
+            print(f"FAILED {job.failure_text()}", flush=True)
             return 1
         time.sleep(0.05)
     job.stop()

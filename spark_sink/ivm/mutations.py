@@ -9,6 +9,7 @@ same change. Nothing here imports pyspark.
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kvstore.errors import SchemaMismatch
 from kvstore.mvcc.records import LockOp, Mutation
@@ -81,11 +82,7 @@ def view_mutations(view: TableInfo, z: ZSet, one_row: bool) -> list[Mutation]:
         key = tuple(r[i] for i in kpos)
         kid = row_identity(key, kfloats) if kfloats else key
         if w > 1 or (w > 0 and kid in put):
-            raise SchemaMismatch(
-                f"view {view.name!r}: primary key ({', '.join(view.primary_key)}) is not "
-                f"unique in the query result: {key} appears more than once; set "
-                "primary_key to columns that identify a row"
-            )
+            raise not_unique(view, key)
         if w > 0:
             put[kid] = r
         else:
@@ -128,3 +125,37 @@ def index_mutations(inputs: StoreInputs, ix: TableInfo, source: str, column: str
     rows, weights = inputs.changes(source)
     put_rows, gone_rows = index_change_rows(rows, weights, inputs.columns(source), column, pk)
     return state_mutations(ix, put_rows, gone_rows)
+
+
+def not_unique(view: TableInfo, key: tuple) -> SchemaMismatch:
+    """The error of a view whose primary key two rows of the query's result share."""
+    return SchemaMismatch(
+        f"view {view.name!r}: primary key ({', '.join(view.primary_key)}) is not "
+        f"unique in the query result: {key} appears more than once; set "
+        "primary_key to columns that identify a row"
+    )
+
+
+def keys_new_to_view(view: TableInfo, z: ZSet | ArrowZSet) -> set[tuple]:
+    """The view's keys that the change ``z`` gives a row without taking one away: if the view
+    holds any of them already, a second row of the query's result has that key (the change of
+    an existing row always takes its old image away). Read from the change alone, so the cost
+    follows it; keys are compared by Python's equality (a DOUBLE key's -0.0 and 0.0 are one)."""
+    names = [c.name for c in view.table_schema.visible_columns]
+    kpos = [names.index(k) for k in view.primary_key]
+    if isinstance(z, ArrowZSet):
+        t = z.table
+        w = t.column(t.num_columns - 1)
+        cols = [t.column(i) for i in kpos]
+
+        def keys(mask: pa.ChunkedArray) -> set[tuple]:
+            picked = [c.filter(mask).to_pylist() for c in cols]
+            return set(zip(*picked, strict=True))
+
+        return keys(pc.greater(w, 0)) - keys(pc.less(w, 0))
+    gained: set[tuple] = set()
+    lost: set[tuple] = set()
+    for r, w in zip(z.rows, z.weights, strict=True):
+        if w:
+            (gained if w > 0 else lost).add(tuple(r[i] for i in kpos))
+    return gained - lost

@@ -42,13 +42,16 @@ from spark_sink.ivm.executor_delta import run as run_on_executors
 from spark_sink.ivm.inputs import StoreInputs
 from spark_sink.ivm.mutations import (
     index_mutations,
+    keys_new_to_view,
+    not_unique,
     state_mutations,
     view_mutations,
     view_mutations_arrow,
 )
 from spark_sink.ivm.ops.arrow_expr import HANDED_BACK
-from spark_sink.ivm.ops.operator import NeedsBuild
+from spark_sink.ivm.ops.operator import NeedsBuild, ZSet
 from spark_sink.ivm.ops.semi_join import EXISTS, PAIRS
+from spark_sink.ivm.ops.zset import ArrowZSet
 from spark_sink.ivm.outer import MatchCounts
 from spark_sink.ivm.plan import TopK, joins, semi_joins, walk
 from spark_sink.ivm.plan_check import IncrementalPlan
@@ -154,6 +157,7 @@ class Incremental(ViewStrategy):
         # it may not; decided with the view's key, at its first delta (_executors_allowed)
         self.executor_why: str | None = _UNDECIDED
         self._part_by: tuple[int, ...] | None = None
+        self._unique_key: bool | None = None  # whether the plan proves the key (_key_is_unique)
 
     def follow(self, last_committed: int) -> None:
         """Forget the cached last epoch unless it is ``last_committed``, the job's newest
@@ -451,7 +455,14 @@ class Incremental(ViewStrategy):
 
     def _key_is_unique(self, client, view: TableInfo) -> bool:
         """Whether the plan proves the view's primary key unique in the query's result
-        (spark_sink.ivm.unique_keys): the build then skips its key check."""
+        (spark_sink.ivm.unique_keys): the build then skips its key check, and a delta its check
+        of the keys it adds (decided once per strategy: the plan and the sources' keys are
+        fixed for a job's life)."""
+        if self._unique_key is None:
+            self._unique_key = self._prove_key_unique(client, view)
+        return self._unique_key
+
+    def _prove_key_unique(self, client, view: TableInfo) -> bool:
         names = [c.name for c in view.table_schema.visible_columns]
         ids = view_key_ids(self.plan.root, names, view.primary_key, self.spec.one_row)
         return ids is not None and key_is_unique(
@@ -499,10 +510,22 @@ class Incremental(ViewStrategy):
                 self.why_rows = f"this epoch's change: {type(e).__name__}: {e}"
                 rules = DeltaRules(inputs, {id(g.agg): g for g in groups.values()}, matches, topks)
         self.path = "rows" if self.why_rows is not None else "columnar"
+        change: ZSet | ArrowZSet
         if view.name not in writes:
-            z = rules.delta(plan.root)
+            change = rules.delta(plan.root)
             laps.lap("delta")
-            writes[view.name] = view_mutations(view, z, self.spec.one_row)
+            writes[view.name] = view_mutations(view, change, self.spec.one_row)
+        else:
+            change = za
+        if not self.spec.one_row and not self._key_is_unique(client, view):
+            # The build checked the key over the whole result; a delta checks the keys its
+            # change adds: none may be in the view already (design.md §6.4, "A key not proven
+            # unique"). Keyed reads of the view, as many as the change's new keys.
+            new_keys = keys_new_to_view(view, change)
+            if new_keys:
+                held = inputs.read_by_key(view, new_keys, inputs.state_ts, view.primary_key)
+                if held:
+                    raise not_unique(view, held[0])
         for name, g in groups.items():
             writes[name] = state_mutations(g.table, g.upserts, g.deletes)
             for vt in g.values.values():

@@ -642,9 +642,8 @@ def _stop_view_job(vm: ViewModel, hard: bool) -> None:
     job, vm.job = vm.job, None
     if job is None:
         return
-    if hard:  # the driver dies: the query stops mid-trigger, no final report
-        job._reporter._done.set()  # type: ignore[attr-defined]
-        job.query.stop()  # type: ignore[attr-defined]
+    if hard:  # the driver dies: the job stops mid-barrier, no final report
+        job._halt()  # type: ignore[attr-defined]
     else:
         job.stop()  # type: ignore[attr-defined]
 

@@ -119,8 +119,7 @@ def _stop_jobs(m: Model) -> None:
     for vm in m.views.values():
         if vm.job is not None:
             try:
-                vm.job.query.stop()  # type: ignore[attr-defined]
-                vm.job._reporter._done.set()  # type: ignore[attr-defined]
+                vm.job._halt()  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - cleanup
                 pass
     for _, lease in m.leases.values():

@@ -39,7 +39,7 @@ def test_running_view_reports_then_stops_when_its_table_is_dropped(spark, life_s
             # is unregistered, learns it at its next report and stops itself.
             r = c.drop_table("life_view")
             assert r.unregistered_jobs == (view.job,)
-            wait_for(lambda: not job.query.isActive, 30, "the dropped view's job to stop")
+            wait_for(lambda: not job.is_active(), 30, "the dropped view's job to stop")
         finally:
             job.stop()
         assert view.job not in {j.job for j in c.jobs.list_jobs()}

@@ -15,9 +15,10 @@ import pytest
 
 from spark_sink.ivm.delta import DeltaRules, columnar_reason
 from spark_sink.ivm.expressions import compile_expr
+from spark_sink.ivm.mutations import keys_new_to_view
 from spark_sink.ivm.ops import join as join_mod
 from spark_sink.ivm.ops.arrow_expr import NotColumnar, arrow_expr
-from spark_sink.ivm.ops.operator import consolidate
+from spark_sink.ivm.ops.operator import ZSet, consolidate
 from spark_sink.ivm.ops.semi_join import EXISTS, PAIRS, counted, inequality
 from spark_sink.ivm.ops.zset import WEIGHT, ArrowZSet
 from spark_sink.ivm.plan import Attr, Call, Col, Filter, Join, Lit, Project, Scan, SemiJoin, Union
@@ -402,6 +403,17 @@ def test_the_view_change_puts_new_rows_and_deletes_keys_that_only_leave():
     puts, gone = view_change(view, z)  # type: ignore[arg-type]
     assert sorted(puts.to_pylist(), key=str) == [{"id": 1, "x": "b"}, {"id": 4, "x": "e"}]
     assert gone == [(2,)]
+
+
+def test_the_keys_new_to_the_view_are_those_put_and_not_taken_away():
+    """What a delta checks against the view when its key is not proven unique: a key whose
+    old row the change takes away (1: updated, 3: put and taken back) is not new; 4 is."""
+    view = _View(["id", "x"], ("id",))
+    rows = [(1, "a"), (1, "b"), (2, "c"), (3, "d"), (3, "d"), (4, "e")]
+    weights = [-1, 1, -1, 1, -1, 1]
+    assert keys_new_to_view(view, _z(rows, weights)) == {(4,)}  # type: ignore[arg-type]
+    z = ZSet((1, 2), rows, weights)
+    assert keys_new_to_view(view, z) == {(4,)}  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

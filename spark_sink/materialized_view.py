@@ -557,8 +557,10 @@ class MaterializedView:
         return ViewJob(self, self._make_strategy(client_for(self.coordinator, self.token)))
 
 
-# A job asks the coordinator for at most this many barriers at a time.
+# A job asks the coordinator for at most this many barriers at a time, and waits at least
+# IDLE_POLL_S between two asks that found none.
 BARRIERS_PER_CALL = 64
+IDLE_POLL_S = 0.01
 
 
 def barrier_reads(plan: BarrierPlan) -> dict[str, tuple[int, bool]]:
@@ -642,7 +644,9 @@ class ViewJob:
 
     The job is a thread of this driver (``view-job-<job>``) that asks the coordinator for the
     barriers it is to do (``jobs.plan_barriers``, after its last committed epoch), hands each, in
-    order, to the strategy, and waits ``trigger_interval`` when there is none; the strategy runs
+    order, to the strategy, and waits ``trigger_interval`` when there is none (a job that never
+    committed begins at the first barrier after ``start()``, so the view's first version holds
+    every commit made before it); the strategy runs
     its Spark jobs (builds, recomputes, deltas on the executors) from that thread, in a job
     group of its own. Decision, for the next person: it was a Structured Streaming query over
     ``format("snapview_barriers")`` with a ``foreachBatch``, which carried nothing the
@@ -669,6 +673,9 @@ class ViewJob:
         self.retries = 0  # transient failures retried since the last committed barrier
         self.restarts = 0  # times the job went on after a transient failure, in all
         self._group = f"snapview-view-{view.job}-{id(self)}"  # its Spark jobs, to cancel
+        # A job that never committed begins at a barrier after this: its first version holds
+        # every commit made before start() (_follow)
+        self._started_ts = client_for(view.coordinator, view.token).tso()
         self._thread = threading.Thread(target=self._run, name=f"view-job-{view.job}", daemon=True)
         self._reporter = JobReporter(
             client_for(view.coordinator, view.token),
@@ -752,6 +759,9 @@ class ViewJob:
             plans = client.jobs.plan_barriers(
                 self.view.job, limit=BARRIERS_PER_CALL, after=after
             ).barriers
+            if not after:  # nothing committed yet: no barrier from before start() (no skip:
+                # the job's history begins at its first barrier)
+                plans = [p for p in plans if p.barrier >= self._started_ts]
             for plan in plans:
                 with self._lock:
                     if self._stopping:
@@ -763,7 +773,8 @@ class ViewJob:
                         raise
                 after = plan.barrier
             if not plans:
-                self._stop_event.wait(self.interval_s)
+                # at least IDLE_POLL_S: a "0 seconds" interval polls, it does not spin
+                self._stop_event.wait(max(self.interval_s, IDLE_POLL_S))
 
     def failure_text(self) -> str:
         """Why the job stopped with an error, in one line ("" while it runs or after a clean

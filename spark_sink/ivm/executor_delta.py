@@ -47,6 +47,7 @@ import datetime
 import functools
 import os
 import pickle
+import re
 import threading
 import zlib
 from collections.abc import Iterator
@@ -61,13 +62,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from coordinator.epoch_attempt import DirectInfo, EpochTarget, Heartbeat
 from coordinator.process_clients import client_for
 from kvstore.collector_pause import collector_paused
-from kvstore.errors import InvalidArgument
+from kvstore.errors import InvalidArgument, SchemaMismatch
 from kvstore.table_info import TableInfo
 from spark_sink.ivm.aggregate import AggregateState
 from spark_sink.ivm.delta import DeltaRules, columnar_reason
 from spark_sink.ivm.inputs import StoreInputs, add_images
 from spark_sink.ivm.mutations import (
     index_mutations,
+    keys_new_to_view,
+    not_unique,
     state_mutations,
     view_mutations,
     view_mutations_arrow,
@@ -226,6 +229,9 @@ class ExecutorJob:
     part_by: tuple[int, ...]  # partition_key: GROUP BY positions, or the view key's positions
     parts: int
     direct: DirectInfo | None  # for direct reads on the server's host
+    # whether the plan leaves the view's key unproven: each task then checks the keys its
+    # part adds against the view (spark_sink.ivm.mutations.keys_new_to_view)
+    check_keys: bool = False
 
 
 def run(session: SparkSession, job: ExecutorJob) -> dict[str, int]:
@@ -245,13 +251,30 @@ def run(session: SparkSession, job: ExecutorJob) -> dict[str, int]:
     counts = keyed.repartition(job.parts, _PART).mapInArrow(
         functools.partial(_write_part, job), from_arrow_schema(_COUNTS)
     )
-    row = counts.agg(*[F.sum(c).alias(c) for c in _COUNTS.names]).collect()[0]
+    try:
+        row = counts.agg(*[F.sum(c).alias(c) for c in _COUNTS.names]).collect()[0]
+    except Exception as e:
+        refused = _refusal_in(e)
+        if refused is None:
+            raise
+        raise refused from e
     return {
         "changes": int(row[_CHANGES] or 0),
         "lookups": int(row[_LOOKUPS] or 0),
         "mutations": int(row[_MUTATIONS] or 0),
         "row_slices": int(row[_ROW_SLICES] or 0),
     }
+
+
+_REFUSAL = re.compile(r"kvstore\.errors\.SchemaMismatch: (.+)")
+
+
+def _refusal_in(error: BaseException) -> SchemaMismatch | None:
+    """The SchemaMismatch a task raised (a view key given a second row), out of the Spark
+    error that carries it as text: the caller then sees the same error as from a driver
+    delta, naming the view and the key."""
+    m = _REFUSAL.search(str(error))
+    return SchemaMismatch(m.group(1).strip()) if m else None
 
 
 def _inputs(job: ExecutorJob, given: dict | None) -> StoreInputs:
@@ -527,13 +550,23 @@ def _write_part(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterator
                 write_mutations(client, groups, muts)
                 mutations += len(muts)
             vmuts = None
+            change: ZSet | ArrowZSet | None = None
             if agg is None and table is not None and not job.one_row:
                 try:
-                    vmuts = view_mutations_arrow(view, ArrowZSet(table))
+                    change = ArrowZSet(table)
+                    vmuts = view_mutations_arrow(view, change)
                 except HANDED_BACK:
                     vmuts = None
             if vmuts is None:
-                vmuts = view_mutations(view, rules.delta(job.root), job.one_row)
+                change = rules.delta(job.root)
+                vmuts = view_mutations(view, change, job.one_row)
+            if job.check_keys and change is not None:
+                # a part holds every row of its keys, so its new keys are the change's
+                new_keys = keys_new_to_view(view, change)
+                if new_keys:
+                    held = inputs.read_by_key(view, new_keys, job.state_ts, view.primary_key)
+                    if held:
+                        raise not_unique(view, held[0])
             write_mutations(client, job.view, vmuts)
             mutations += len(vmuts)
             lookups += rules.lookups + inputs.rows_read

@@ -580,6 +580,7 @@ class Incremental(ViewStrategy):
             },
             one_row=spec.one_row,
             part_by=self._part_by or (),
+            check_keys=not spec.one_row and not self._key_is_unique(client, view),
             # a few parts per core, more for a large change (a part's state reads and
             # prewrites are a few hundred MB at most)
             parts=max(2 * slots, min(8 * slots, keys // 100_000 + 1)),

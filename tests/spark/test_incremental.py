@@ -215,6 +215,41 @@ def test_an_executor_delta_not_keyed_by_group_is_caught(spark, ivm_server, ic, m
         run_differential(spark, ivm_server, ic, [case], 4, SEED + 3)
 
 
+@pytest.mark.parametrize("on", ["driver", "executors"])
+def test_a_delta_that_gives_a_view_key_a_second_row_fails_naming_it(
+    spark, ivm_server, ic, monkeypatch, on
+):
+    """A key the plan does not prove unique (a projection's first column) is unique at the
+    build; a later change adds a second row for a key already in the view. The epoch fails,
+    naming the key, on the driver and on the executors alike, and the view keeps its rows
+    (before, the new row silently replaced the old one)."""
+    monkeypatch.setenv("SNAPVIEW_DELTA_ON", on)
+    src, name = f"dupk_src_{on}", f"dupk_view_{on}"
+    ic.create_table(src, "id BIGINT, g BIGINT, v BIGINT", primary_key=["id"])
+    with ic.transaction() as t:
+        for i in range(5):
+            t.put(src, {"id": i, "g": i, "v": i})
+    view = (
+        MaterializedView.builder(spark)
+        .coordinator(ivm_server.address)
+        .query(f"SELECT g, v FROM {src} WHERE v >= 0")
+        .target(name)
+        .strategy("incremental")
+        .build()
+    )
+    view.maintain_available(until=ic.tso(), timeout=120)
+    with ic.transaction() as t:
+        t.put(src, {"id": 4, "g": 4, "v": 40})  # an update of a key's one row: fine
+    view.maintain_available(until=ic.tso(), timeout=120)
+    assert view._strategy.executor_why is None  # the executors may keep this view
+    with ic.transaction() as t:
+        t.put(src, {"id": 10, "g": 3, "v": 7})
+    with pytest.raises(SchemaMismatch, match=rf"{name}.*not unique .*\(3,\) appears"):
+        view.maintain_available(until=ic.tso(), timeout=120)
+    rows = sorted(tuple(r.values()) for r in ic.snapshot([name]).read(name).to_pylist())
+    assert rows == [(0, 0), (1, 1), (2, 2), (3, 3), (4, 40)]
+
+
 def test_a_wrong_delta_rule_is_caught(spark, ivm_server, ic, monkeypatch):
     """Plant a fault in the join rule (use R_new instead of R_old beside dL): the run must fail,
     either in the differential check or earlier, when the wrong delta contradicts the view (a

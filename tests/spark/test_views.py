@@ -277,6 +277,35 @@ def test_a_restarted_job_resumes_after_its_last_committed_barrier(spark, views_s
     assert assert_every_version_recomputes(vc, view, src, first, last) >= 3
 
 
+def test_a_view_started_right_after_a_load_holds_it_in_its_first_version(spark, tmp_path):
+    """Barriers every 5 s; a row is committed after the newest barrier and the job started at
+    once. The job does not begin at that older barrier: its first version is at a barrier
+    after start(), which holds the row."""
+    servers = serve(tmp_path / "d", "--barrier-interval", "5s")
+    srv = next(servers)
+    try:
+        with coordinator.connect(srv.address) as c:
+            src, view = "acc_first", "bal_first"
+            create_accounts(c, 20, src)
+            v = branch_view(spark, srv.address, src, view).build()
+            before = c.snapshot([src], wait_s=30).barrier  # a barrier from before the load
+            with c.transaction() as t:
+                t.put(src, {"id": 1000, "branch": 0, "balance": 7})
+            job = v.start()
+            try:
+                job.await_barrier(1, timeout=60)
+                first = job.progress().first_barrier
+            finally:
+                job.stop()
+            assert first > before
+            snap = c.snapshot([src, view], barrier=first)
+            assert {"id": 1000, "branch": 0, "balance": 7} in snap.read(src).to_pylist()
+            totals = {r["branch"]: r["total"] for r in snap.read(view).to_pylist()}
+            assert totals[0] == 2 * 1000 + 7
+    finally:
+        servers.close()
+
+
 def test_view_starts_on_a_non_empty_target_and_global_aggregates(spark, views_server, vc):
     src = "acc_ne"
     create_accounts(vc, 20, src)

@@ -665,7 +665,6 @@ class ViewJob:
         self.view = view
         self.strategy = strategy
         self.interval_s = interval_seconds(view.options["trigger_interval"])
-        self._lock = threading.Lock()  # held while a barrier is maintained
         self.error: BaseException | None = None
         self._stopping = False
         self._stop_event = threading.Event()
@@ -763,14 +762,13 @@ class ViewJob:
                 # the job's history begins at its first barrier)
                 plans = [p for p in plans if p.barrier >= self._started_ts]
             for plan in plans:
-                with self._lock:
-                    if self._stopping:
-                        return  # the rest is redone from the coordinator's record
-                    try:
-                        self.strategy.maintain(plan.barrier, barrier_reads(plan))
-                    except Exception:
-                        log.exception("view %r: barrier %d failed", self.view.target, plan.barrier)
-                        raise
+                if self._stopping:
+                    return  # the rest is redone from the coordinator's record
+                try:
+                    self.strategy.maintain(plan.barrier, barrier_reads(plan))
+                except Exception:
+                    log.exception("view %r: barrier %d failed", self.view.target, plan.barrier)
+                    raise
                 after = plan.barrier
             if not plans:
                 # at least IDLE_POLL_S: a "0 seconds" interval polls, it does not spin

@@ -69,8 +69,7 @@ from spark_sink.ivm.delta import DeltaRules, columnar_reason
 from spark_sink.ivm.inputs import StoreInputs, add_images
 from spark_sink.ivm.mutations import (
     index_mutations,
-    keys_new_to_view,
-    not_unique,
+    refuse_a_second_row,
     state_mutations,
     view_mutations,
     view_mutations_arrow,
@@ -562,11 +561,7 @@ def _write_part(job: ExecutorJob, batches: Iterator[pa.RecordBatch]) -> Iterator
                 vmuts = view_mutations(view, change, job.one_row)
             if job.check_keys and change is not None:
                 # a part holds every row of its keys, so its new keys are the change's
-                new_keys = keys_new_to_view(view, change)
-                if new_keys:
-                    held = inputs.read_by_key(view, new_keys, job.state_ts, view.primary_key)
-                    if held:
-                        raise not_unique(view, held[0])
+                refuse_a_second_row(view, change, inputs, job.state_ts)
             write_mutations(client, job.view, vmuts)
             mutations += len(vmuts)
             lookups += rules.lookups + inputs.rows_read

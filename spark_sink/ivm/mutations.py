@@ -159,3 +159,15 @@ def keys_new_to_view(view: TableInfo, z: ZSet | ArrowZSet) -> set[tuple]:
         if w:
             (gained if w > 0 else lost).add(tuple(r[i] for i in kpos))
     return gained - lost
+
+
+def refuse_a_second_row(view: TableInfo, z: ZSet | ArrowZSet, inputs: StoreInputs, ts: int) -> None:
+    """Raise ``not_unique`` if the change ``z`` gives a key a row while the view as of ``ts``
+    already holds one (``keys_new_to_view``): keyed reads of the view, as many as the change's
+    new keys. For a view whose key the plan does not prove unique; the driver's delta and each
+    write task of the executors' call it alike."""
+    new_keys = keys_new_to_view(view, z)
+    if new_keys:
+        held = inputs.read_by_key(view, new_keys, ts, view.primary_key)
+        if held:
+            raise not_unique(view, held[0])

@@ -42,8 +42,7 @@ from spark_sink.ivm.executor_delta import run as run_on_executors
 from spark_sink.ivm.inputs import StoreInputs
 from spark_sink.ivm.mutations import (
     index_mutations,
-    keys_new_to_view,
-    not_unique,
+    refuse_a_second_row,
     state_mutations,
     view_mutations,
     view_mutations_arrow,
@@ -519,13 +518,8 @@ class Incremental(ViewStrategy):
             change = za
         if not self.spec.one_row and not self._key_is_unique(client, view):
             # The build checked the key over the whole result; a delta checks the keys its
-            # change adds: none may be in the view already (design.md §6.4, "A key not proven
-            # unique"). Keyed reads of the view, as many as the change's new keys.
-            new_keys = keys_new_to_view(view, change)
-            if new_keys:
-                held = inputs.read_by_key(view, new_keys, inputs.state_ts, view.primary_key)
-                if held:
-                    raise not_unique(view, held[0])
+            # change adds: none may be in the view already (design.md, "Materialized views", Keys)
+            refuse_a_second_row(view, change, inputs, inputs.state_ts)
         for name, g in groups.items():
             writes[name] = state_mutations(g.table, g.upserts, g.deletes)
             for vt in g.values.values():
